@@ -1,0 +1,3 @@
+//! `reticle`: the MCP stdio host and command-line interface.
+
+fn main() {}

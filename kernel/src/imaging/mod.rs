@@ -1,0 +1,143 @@
+//! Imaging backends: the one interface the CPU and GPU paths both implement.
+//!
+//! A [`LithoJob`] is one clip simulated at one or more process corners. The
+//! backend returns only what the caller asked to keep ([`KeepImages`]); metrics
+//! (L2 against the target, PV band between the outer corners) are computed where
+//! the images live, so the GPU reads back full images only when asked.
+
+use std::sync::Arc;
+
+use crate::{CancelToken, Grid, KernelSet, ProgressFn};
+
+/// What kind of backend ran a job, and on what.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BackendInfo {
+    /// `"cpu"` or `"gpu"`.
+    pub kind: String,
+    /// Adapter name (`"cpu (rayon, N threads)"` for the CPU path, the wgpu adapter otherwise).
+    pub adapter: String,
+    /// Bytes currently held in device buffers (0 for the CPU path).
+    pub device_bytes: u64,
+}
+
+/// Errors from an imaging backend.
+#[derive(Debug, thiserror::Error)]
+pub enum ImagingError {
+    /// The run was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+    /// The request does not fit the kernels or the backend (sizes, shapes).
+    #[error("invalid imaging request: {0}")]
+    Invalid(String),
+    /// The device failed (adapter lost, out of memory, shader error).
+    #[error("backend error: {0}")]
+    Backend(String),
+}
+
+impl From<crate::Cancelled> for ImagingError {
+    fn from(_: crate::Cancelled) -> Self {
+        Self::Cancelled
+    }
+}
+
+/// Resist model: `R = sigmoid(steepness · (I − threshold))`, printed where `R > 0.5`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Resist {
+    /// Sigmoid steepness (ICCAD-2013: 50).
+    pub steepness: f32,
+    /// Intensity threshold (ICCAD-2013: 0.225).
+    pub threshold: f32,
+}
+
+impl Resist {
+    /// The ICCAD-2013 contest resist.
+    pub const ICCAD2013: Self = Self { steepness: 50.0, threshold: 0.225 };
+}
+
+/// One process corner: a kernel set (focus or defocus) at a dose.
+#[derive(Debug, Clone)]
+pub struct Corner {
+    /// Name for reports (`"nominal"`, `"max"`, `"min"`, ...).
+    pub name: String,
+    /// Kernels for this focus condition.
+    pub kernels: Arc<KernelSet>,
+    /// Dose factor applied to the mask before imaging.
+    pub dose: f32,
+}
+
+/// Which full-resolution images a caller wants back, per corner.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KeepImages {
+    /// Aerial intensity.
+    pub aerial: bool,
+    /// Resist response.
+    pub resist: bool,
+    /// Printed pixels (1 where the resist response exceeds 0.5).
+    pub printed: bool,
+}
+
+/// One clip to simulate at some corners.
+#[derive(Debug, Clone, Copy)]
+pub struct LithoJob<'a> {
+    /// Mask transmission in `[0, 1]`, `n × n` with `n · pixel == period` of every corner's kernels.
+    pub mask: &'a Grid<f32>,
+    /// Target pattern (0/1), same size as the mask, for L2.
+    pub target: Option<&'a Grid<u8>>,
+    /// Corners in report order. By convention corner 0 is nominal and, with three
+    /// corners, 1 is max and 2 is min (ICCAD-2013), so PVB = print(1) ≠ print(2).
+    pub corners: &'a [Corner],
+    /// Resist model.
+    pub resist: Resist,
+    /// Images to return.
+    pub keep: KeepImages,
+}
+
+/// Per-corner output of a [`LithoJob`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CornerOutput {
+    /// Aerial intensity, when kept.
+    pub aerial: Option<Grid<f32>>,
+    /// Resist response, when kept.
+    pub resist: Option<Grid<f32>>,
+    /// Printed pixels, when kept.
+    pub printed: Option<Grid<u8>>,
+    /// Number of printed pixels (always computed).
+    pub printed_pixels: u64,
+}
+
+/// Output of a [`LithoJob`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LithoOutput {
+    /// One entry per corner, in the job's order.
+    pub corners: Vec<CornerOutput>,
+    /// Pixels where corner 0's print differs from the target (when a target was given).
+    pub l2: Option<u64>,
+    /// Pixels where corner 1's print differs from corner 2's (when there are 3+ corners).
+    pub pvb: Option<u64>,
+}
+
+/// The one interface both imaging paths implement.
+///
+/// Implementations must agree: the GPU path equals the CPU path to 1e-4 of the
+/// open-frame intensity (max abs) and on ≥ 99.99 % of printed pixels.
+pub trait ImagingBackend: Send + Sync {
+    /// What this backend is and what it holds now.
+    fn info(&self) -> BackendInfo;
+
+    /// Aerial intensity of `dose · mask` under one kernel set, at full resolution.
+    fn aerial(
+        &self,
+        mask: &Grid<f32>,
+        kernels: &KernelSet,
+        dose: f32,
+        cancel: &CancelToken,
+    ) -> Result<Grid<f32>, ImagingError>;
+
+    /// A whole multi-corner simulation with resist, print and metrics.
+    fn litho(
+        &self,
+        job: &LithoJob<'_>,
+        cancel: &CancelToken,
+        progress: ProgressFn<'_>,
+    ) -> Result<LithoOutput, ImagingError>;
+}

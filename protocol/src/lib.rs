@@ -1,0 +1,1 @@
+//! Wire types shared by the reticle host and its workers.

@@ -1,0 +1,1 @@
+//! Helpers for reticle's end-to-end tests.
