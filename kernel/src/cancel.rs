@@ -35,7 +35,11 @@ impl CancelToken {
 
     /// `Err(Cancelled)` once cancellation was requested.
     pub fn check(&self) -> Result<(), Cancelled> {
-        if self.is_cancelled() { Err(Cancelled) } else { Ok(()) }
+        if self.is_cancelled() {
+            Err(Cancelled)
+        } else {
+            Ok(())
+        }
     }
 }
 

@@ -19,7 +19,11 @@ impl<T: Clone> Grid<T> {
     /// A grid filled with `value`.
     #[must_use]
     pub fn filled(width: usize, height: usize, value: T) -> Self {
-        Self { width, height, data: vec![value; width * height] }
+        Self {
+            width,
+            height,
+            data: vec![value; width * height],
+        }
     }
 }
 

@@ -122,9 +122,13 @@ impl Polygon {
     #[must_use]
     pub fn bbox(&self) -> Option<BBox> {
         let first = *self.points.first()?;
-        Some(self.points.iter().fold(BBox::from_corners(first, first), |b, p| {
-            b.union(&BBox::from_corners(*p, *p))
-        }))
+        Some(
+            self.points
+                .iter()
+                .fold(BBox::from_corners(first, first), |b, p| {
+                    b.union(&BBox::from_corners(*p, *p))
+                }),
+        )
     }
 }
 

@@ -1,1 +1,14 @@
 //! Wire types shared by the reticle host and its workers.
+//!
+//! - [`error`]: tool errors as values and their stable codes.
+//! - [`wire`]: the private host ↔ worker protocol (length-prefixed msgpack).
+//! - [`SCHEMA_VERSION`]: stamped on every response payload.
+
+pub mod error;
+pub mod wire;
+
+pub use error::{ErrorCode, ToolError};
+
+/// Version of every response payload's schema (seed 000 §4): minor bumps add
+/// fields or enum values, major bumps remove or change meaning.
+pub const SCHEMA_VERSION: &str = "1.0.0";

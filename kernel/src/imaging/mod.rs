@@ -51,7 +51,10 @@ pub struct Resist {
 
 impl Resist {
     /// The ICCAD-2013 contest resist.
-    pub const ICCAD2013: Self = Self { steepness: 50.0, threshold: 0.225 };
+    pub const ICCAD2013: Self = Self {
+        steepness: 50.0,
+        threshold: 0.225,
+    };
 }
 
 /// One process corner: a kernel set (focus or defocus) at a dose.
