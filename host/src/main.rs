@@ -1,3 +1,80 @@
-//! `reticle`: the MCP stdio host and command-line interface.
+//! `reticle`: the MCP stdio server and its command line.
 
-fn main() {}
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use reticle_host::mcp::server::ShutdownPolicy;
+use reticle_host::readiness::DEFAULT_READY_FILE;
+use reticle_host::serve::{ServeOptions, serve};
+
+/// reticle: photomask verification for AI agents, over MCP.
+#[derive(Debug, Parser)]
+#[command(version, about, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Options of `serve` when no command is given.
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve MCP over stdio (the default when no command is given).
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// Ready file written while the server loop runs (`<pid> <ISO8601>`).
+    #[arg(long, env = "MCP_READY_FILE", default_value = DEFAULT_READY_FILE)]
+    ready_file: PathBuf,
+    /// Directory of the JSONL log file [default: $XDG_STATE_HOME/reticle].
+    #[arg(long, env = "RETICLE_LOG_DIR")]
+    log_dir: Option<PathBuf>,
+    /// Log to stderr only.
+    #[arg(long)]
+    no_log_file: bool,
+    /// Log filter (`tracing` syntax), e.g. `info` or `reticle_host=debug`.
+    #[arg(long, env = "RETICLE_LOG", default_value = "info")]
+    log: String,
+    /// After SIGTERM/SIGINT, how long in-flight requests may run, in ms.
+    #[arg(long, env = "RETICLE_DRAIN_MS", default_value_t = 30_000)]
+    drain_ms: u64,
+    /// After stdin closes, how long in-flight requests may run before cancellation, in ms.
+    #[arg(long, env = "RETICLE_EOF_GRACE_MS", default_value_t = 500)]
+    eof_grace_ms: u64,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let args = match cli.command {
+        Some(Command::Serve(args)) => args,
+        None => cli.serve,
+    };
+    let options = ServeOptions {
+        ready_file: args.ready_file,
+        log_dir: if args.no_log_file {
+            None
+        } else {
+            Some(
+                args.log_dir
+                    .unwrap_or_else(reticle_host::logging::default_log_dir),
+            )
+        },
+        log_filter: args.log,
+        policy: ShutdownPolicy {
+            drain: Duration::from_millis(args.drain_ms),
+            eof_grace: Duration::from_millis(args.eof_grace_ms.min(900)),
+        },
+    };
+    match serve(options) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "reticle serve failed");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,10 +1,12 @@
 //! Wire types shared by the reticle host and its workers.
 //!
 //! - [`error`]: tool errors as values and their stable codes.
+//! - [`schemas`]: the JSON Schemas of every public tool.
 //! - [`wire`]: the private host ↔ worker protocol (length-prefixed msgpack).
 //! - [`SCHEMA_VERSION`]: stamped on every response payload.
 
 pub mod error;
+pub mod schemas;
 pub mod wire;
 
 pub use error::{ErrorCode, ToolError};

@@ -1,0 +1,13 @@
+//! The reticle host: a long-lived MCP server on stdio that keeps sessions,
+//! jobs and telemetry, and sends heavy work to disposable worker processes.
+//!
+//! Start at [`serve::serve`]; the data path is `transport` (bounded frames in,
+//! one writer out) → `mcp::server` (eras, dispatch) → `tools` (schemas, handlers).
+
+pub mod logging;
+pub mod mcp;
+pub mod readiness;
+pub mod serve;
+pub mod state;
+pub mod tools;
+pub mod transport;

@@ -1,0 +1,433 @@
+//! The MCP server loop: frames in, dispatch, responses out.
+//!
+//! Requests run concurrently, each in its own task, so a long tool call never
+//! blocks `ping`, `notifications/cancelled` or another call. A cancelled
+//! request's task is aborted and sends nothing. Notifications are never
+//! answered.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
+use tokio::task::{AbortHandle, JoinSet};
+
+use super::era::{
+    self, LogLevel, META_SERVER_INFO, RequestMeta, RpcError, negotiate_legacy, request_meta,
+};
+use crate::state::{FrameCounters, HostState};
+use crate::tools::{ToolContext, ToolRegistry};
+use crate::transport::frame::{Frame, MAX_FRAME_BYTES};
+use crate::transport::jsonrpc::{self, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND, PARSE_ERROR};
+use crate::transport::writer::Outbound;
+
+/// How long the lists we serve stay fresh for a caching client (MCP caching).
+const LIST_TTL_MS: u64 = 300_000;
+
+const INSTRUCTIONS: &str = "reticle verifies photomasks: it simulates how a layout prints \
+(Hopkins/SOCS lithography) and checks the printed shapes against rules. Start with `health`. \
+Errors are values: read structuredContent.error.code and .recoverable before retrying.";
+
+/// Why the loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// stdin reached end of file (the client closed it).
+    Eof,
+    /// SIGTERM or SIGINT.
+    Signal(&'static str),
+}
+
+/// Timing of the two ways out.
+#[derive(Debug, Clone, Copy)]
+pub struct ShutdownPolicy {
+    /// After a signal, how long in-flight requests may take to finish.
+    pub drain: Duration,
+    /// After stdin EOF, how long in-flight requests may take before they are cancelled.
+    pub eof_grace: Duration,
+}
+
+impl Default for ShutdownPolicy {
+    fn default() -> Self {
+        Self {
+            drain: Duration::from_secs(30),
+            eof_grace: Duration::from_millis(500),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct LegacySession {
+    version: Option<&'static str>,
+    initialized: bool,
+    log_level: Option<LogLevel>,
+}
+
+/// One MCP server bound to one client stream.
+#[derive(Clone)]
+pub struct Server {
+    out: Outbound,
+    state: Arc<HostState>,
+    tools: Arc<ToolRegistry>,
+    session: Arc<Mutex<LegacySession>>,
+    in_flight: Arc<Mutex<HashMap<String, AbortHandle>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Server {
+    /// A server writing to `out`.
+    pub fn new(out: Outbound, state: Arc<HostState>, tools: ToolRegistry) -> Self {
+        Self {
+            out,
+            state,
+            tools: Arc::new(tools),
+            session: Arc::default(),
+            in_flight: Arc::default(),
+        }
+    }
+
+    /// Serves frames until stdin ends or a signal arrives, then drains per `policy`.
+    pub async fn run(
+        self,
+        mut frames: mpsc::Receiver<Frame>,
+        policy: ShutdownPolicy,
+    ) -> std::io::Result<StopReason> {
+        let mut sigterm = signal(SignalKind::terminate())?;
+        let mut sigint = signal(SignalKind::interrupt())?;
+        let mut tasks = JoinSet::new();
+        let reason = loop {
+            tokio::select! {
+                frame = frames.recv() => match frame {
+                    None => break StopReason::Eof,
+                    Some(frame) => self.on_frame(frame, &mut tasks).await,
+                },
+                _ = sigterm.recv() => break StopReason::Signal("SIGTERM"),
+                _ = sigint.recv() => break StopReason::Signal("SIGINT"),
+                Some(joined) = tasks.join_next(), if !tasks.is_empty() => log_join(joined),
+            }
+        };
+        let grace = match reason {
+            StopReason::Eof => policy.eof_grace,
+            StopReason::Signal(_) => policy.drain,
+        };
+        tracing::info!(
+            ?reason,
+            in_flight = tasks.len(),
+            "stopping; draining in-flight requests"
+        );
+        let drained = tokio::time::timeout(grace, async {
+            while let Some(joined) = tasks.join_next().await {
+                log_join(joined);
+            }
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(
+                remaining = tasks.len(),
+                "in-flight requests cancelled at shutdown"
+            );
+            tasks.shutdown().await;
+        }
+        Ok(reason)
+    }
+
+    async fn on_frame(&self, frame: Frame, tasks: &mut JoinSet<()>) {
+        let counters = &self.state.frames;
+        FrameCounters::bump(&counters.lines_read);
+        let line = match frame {
+            Frame::TooLarge { bytes } => {
+                FrameCounters::bump(&counters.oversize_rejected);
+                tracing::warn!(bytes, "rejected a line over the size limit");
+                self.out
+                    .send(&jsonrpc::payload_too_large(bytes, MAX_FRAME_BYTES))
+                    .await;
+                return;
+            }
+            Frame::Line(line) => line,
+        };
+        match jsonrpc::classify(&line) {
+            Incoming::Invalid { id, code, message } => {
+                let counter = if code == PARSE_ERROR {
+                    &counters.parse_errors
+                } else {
+                    &counters.invalid_requests
+                };
+                FrameCounters::bump(counter);
+                tracing::warn!(code, %message, "invalid message");
+                self.out
+                    .send(&jsonrpc::error(&id, code, &message, None))
+                    .await;
+            }
+            Incoming::Response => tracing::debug!("ignored a response: reticle sends no requests"),
+            Incoming::Notification { method, params } => self.on_notification(&method, &params),
+            Incoming::Request { id, method, params } => {
+                self.spawn_request(id, method, params, tasks).await;
+            }
+        }
+    }
+
+    fn on_notification(&self, method: &str, params: &Map<String, Value>) {
+        match method {
+            "notifications/initialized" => lock(&self.session).initialized = true,
+            "notifications/cancelled" => {
+                let Some(id) = params.get("requestId") else {
+                    tracing::debug!("cancel without requestId");
+                    return;
+                };
+                let handle = lock(&self.in_flight).remove(&id.to_string());
+                match handle {
+                    Some(handle) => {
+                        handle.abort();
+                        tracing::info!(request_id = %id, reason = ?params.get("reason"), "request cancelled by client");
+                    }
+                    None => tracing::debug!(request_id = %id, "cancel for a request not in flight"),
+                }
+            }
+            other => tracing::debug!(method = other, "ignored notification"),
+        }
+    }
+
+    async fn spawn_request(
+        &self,
+        id: Value,
+        method: String,
+        params: Map<String, Value>,
+        tasks: &mut JoinSet<()>,
+    ) {
+        let key = id.to_string();
+        if lock(&self.in_flight).contains_key(&key) {
+            FrameCounters::bump(&self.state.frames.invalid_requests);
+            let msg = "Invalid Request: a request with this id is already in flight";
+            self.out
+                .send(&jsonrpc::error(&id, INVALID_REQUEST, msg, None))
+                .await;
+            return;
+        }
+        let server = self.clone();
+        let task_key = key.clone();
+        // Hold the map lock across spawn so the task cannot remove its entry before it exists.
+        let mut in_flight = lock(&self.in_flight);
+        let handle = tasks.spawn(async move {
+            // The work runs in an inner task so that a panic becomes an internal
+            // error response instead of a silently missing one; aborting the
+            // outer task (a cancel) aborts the inner one through the guard.
+            let worker = server.clone();
+            let request_id = id.clone();
+            let inner = AbortOnDrop(tokio::spawn(async move {
+                worker.handle_request(&request_id, &method, params).await
+            }));
+            let response = match inner.join().await {
+                Ok(response) => response,
+                Err(e) => {
+                    tracing::error!(error = %e, request_id = %id, "request handler panicked");
+                    jsonrpc::error(&id, jsonrpc::INTERNAL_ERROR, "Internal error", None)
+                }
+            };
+            // Remove first: once the response is queued, a late cancel has nothing to abort.
+            lock(&server.in_flight).remove(&task_key);
+            server.out.send(&response).await;
+        });
+        in_flight.insert(key, handle);
+    }
+
+    async fn handle_request(&self, id: &Value, method: &str, params: Map<String, Value>) -> Value {
+        let meta = match request_meta(&params) {
+            Ok(meta) => Arc::new(meta),
+            Err(e) => return jsonrpc::error(id, e.code, &e.message, e.data),
+        };
+        let ledger_key = match (method, params.get("name").and_then(Value::as_str)) {
+            ("tools/call", Some(name)) => format!("tools/call:{name}"),
+            _ => method.to_owned(),
+        };
+        let state = Arc::clone(&self.state);
+        let record = state.begin(&ledger_key);
+        let outcome = match method {
+            "initialize" => self.initialize(&params),
+            "ping" => Ok(json!({})),
+            "server/discover" => Ok(self.discover()),
+            "tools/list" => self.tools_list(&params, &meta),
+            "tools/call" => self.tools_call(params, Arc::clone(&meta)).await,
+            "logging/setLevel" if !meta.is_modern() => self.set_level(&params),
+            _ => Err(RpcError {
+                code: METHOD_NOT_FOUND,
+                message: format!("Method not found: {method}"),
+                data: None,
+            }),
+        };
+        match outcome {
+            Ok(mut result) => {
+                if result.get("isError") == Some(&Value::Bool(true)) {
+                    let code = result["structuredContent"]["error"]["code"]
+                        .as_str()
+                        .unwrap_or("?");
+                    record.error(code);
+                } else {
+                    record.success();
+                }
+                if meta.is_modern() {
+                    result["resultType"] = json!("complete");
+                }
+                jsonrpc::result(id, result)
+            }
+            Err(e) => {
+                record.error(&e.message);
+                jsonrpc::error(id, e.code, &e.message, e.data)
+            }
+        }
+    }
+
+    fn server_info() -> Value {
+        json!({"name": "reticle", "title": "reticle: photomask verification", "version": env!("CARGO_PKG_VERSION")})
+    }
+
+    fn capabilities() -> Value {
+        json!({"tools": {"listChanged": false}, "logging": {}})
+    }
+
+    fn initialize(&self, params: &Map<String, Value>) -> Result<Value, RpcError> {
+        let requested = params
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RpcError::invalid_params("initialize needs a string protocolVersion"))?;
+        let version = negotiate_legacy(requested);
+        {
+            let mut session = lock(&self.session);
+            if session.version.is_some() {
+                tracing::warn!("initialize received twice; renegotiating");
+            }
+            session.version = Some(version);
+        }
+        tracing::info!(requested, negotiated = version, client = ?params.get("clientInfo"), "initialize");
+        Ok(json!({
+            "protocolVersion": version,
+            "capabilities": Self::capabilities(),
+            "serverInfo": Self::server_info(),
+            "instructions": INSTRUCTIONS,
+        }))
+    }
+
+    fn discover(&self) -> Value {
+        json!({
+            "supportedVersions": era::supported_versions(),
+            "capabilities": Self::capabilities(),
+            "_meta": {META_SERVER_INFO: Self::server_info()},
+            "instructions": INSTRUCTIONS,
+            "ttlMs": LIST_TTL_MS,
+            "cacheScope": "public",
+        })
+    }
+
+    fn tools_list(
+        &self,
+        params: &Map<String, Value>,
+        meta: &RequestMeta,
+    ) -> Result<Value, RpcError> {
+        if params.contains_key("cursor") {
+            return Err(RpcError::invalid_params(
+                "invalid cursor: tools/list has a single page",
+            ));
+        }
+        let mut result = json!({"tools": self.tools.listing()});
+        if meta.is_modern() {
+            result["ttlMs"] = json!(LIST_TTL_MS);
+            result["cacheScope"] = json!("public");
+        }
+        Ok(result)
+    }
+
+    fn set_level(&self, params: &Map<String, Value>) -> Result<Value, RpcError> {
+        let level = params
+            .get("level")
+            .and_then(Value::as_str)
+            .and_then(LogLevel::parse)
+            .ok_or_else(|| RpcError::invalid_params("level must be one of debug, info, notice, warning, error, critical, alert, emergency"))?;
+        lock(&self.session).log_level = Some(level);
+        Ok(json!({}))
+    }
+
+    async fn tools_call(
+        &self,
+        mut params: Map<String, Value>,
+        meta: Arc<RequestMeta>,
+    ) -> Result<Value, RpcError> {
+        let name = match params.remove("name") {
+            Some(Value::String(name)) => name,
+            _ => return Err(RpcError::invalid_params("tools/call needs a string name")),
+        };
+        let arguments = match params.remove("arguments") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(arguments)) => arguments,
+            Some(_) => return Err(RpcError::invalid_params("arguments must be an object")),
+        };
+        let Some(tool) = self.tools.get(&name) else {
+            return Err(RpcError {
+                code: jsonrpc::INVALID_PARAMS,
+                message: format!("Unknown tool: {name}"),
+                data: Some(
+                    json!({"known_tools": self.tools.listing().iter().map(|t| t["name"].clone()).collect::<Vec<_>>()}),
+                ),
+            });
+        };
+        let started = std::time::Instant::now();
+        let ctx = ToolContext {
+            state: Arc::clone(&self.state),
+            meta: Arc::clone(&meta),
+        };
+        let result = self.tools.call(tool, ctx, arguments).await;
+        let failed = result["isError"] == Value::Bool(true);
+        let level = if failed {
+            LogLevel::Warning
+        } else {
+            LogLevel::Debug
+        };
+        self.log_to_client(
+            &meta,
+            level,
+            json!({"tool": name, "ok": !failed, "duration_ms": started.elapsed().as_millis() as u64}),
+        )
+        .await;
+        Ok(result)
+    }
+
+    /// Sends `notifications/message` when the request (modern) or the session
+    /// (legacy `logging/setLevel`) opted in at or below `level`.
+    async fn log_to_client(&self, meta: &RequestMeta, level: LogLevel, data: Value) {
+        let threshold = if meta.is_modern() {
+            meta.log_level
+        } else {
+            lock(&self.session).log_level
+        };
+        if threshold.is_some_and(|t| level >= t) {
+            let note = json!({"jsonrpc": "2.0", "method": "notifications/message",
+                "params": {"level": level.as_str(), "logger": "reticle", "data": data}});
+            self.out.send(&note).await;
+        }
+    }
+}
+
+fn log_join(joined: Result<(), tokio::task::JoinError>) {
+    if let Err(e) = joined
+        && e.is_panic()
+    {
+        tracing::error!(error = %e, "a request task panicked");
+    }
+}
+
+/// Aborts the task when dropped (the outer request task was cancelled).
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> AbortOnDrop<T> {
+    async fn join(mut self) -> Result<T, tokio::task::JoinError> {
+        (&mut self.0).await
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

@@ -1,0 +1,290 @@
+//! The tool registry: names, schemas, validation, and the call pipeline.
+//!
+//! Every tool declares its input and output schema from `protocol/schemas/`.
+//! Arguments are validated before the handler runs (a failure is a tool error
+//! value with every violation, sorted, so the model can fix its call);
+//! results are validated against the output schema in debug builds and tests.
+
+mod health;
+mod telemetry;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use libmcp::ReplayContract;
+use reticle_protocol::{ErrorCode, ToolError, schemas};
+use serde_json::{Map, Value, json};
+
+use crate::mcp::era::RequestMeta;
+use crate::state::HostState;
+
+/// What a handler returns.
+pub type ToolResult = Result<Value, ToolError>;
+type BoxFuture = Pin<Box<dyn Future<Output = ToolResult> + Send>>;
+type Handler = Arc<dyn Fn(ToolContext, Map<String, Value>) -> BoxFuture + Send + Sync>;
+type Porcelain = fn(&Value, Detail) -> String;
+
+/// Everything a handler may use.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// Shared host state (ledger, counters, config).
+    pub state: Arc<HostState>,
+    /// The request's metadata (era, progress token).
+    pub meta: Arc<RequestMeta>,
+}
+
+/// How much a text rendering shows (libmcp doctrine).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detail {
+    /// The essentials.
+    Concise,
+    /// Everything.
+    Full,
+}
+
+/// One public tool.
+pub struct Tool {
+    name: &'static str,
+    title: &'static str,
+    description: &'static str,
+    replay: ReplayContract,
+    read_only: bool,
+    input_schema: Value,
+    output_schema: Value,
+    input_validator: jsonschema::Validator,
+    output_validator: jsonschema::Validator,
+    handler: Handler,
+    porcelain: Option<Porcelain>,
+}
+
+impl std::fmt::Debug for Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tool").field("name", &self.name).finish()
+    }
+}
+
+/// How to build a [`Tool`].
+pub struct ToolDef<F> {
+    /// Name (must have schema files in `protocol/schemas/`).
+    pub name: &'static str,
+    /// Human title.
+    pub title: &'static str,
+    /// What it does, for the model.
+    pub description: &'static str,
+    /// libmcp replay contract (DESIGN.md table).
+    pub replay: ReplayContract,
+    /// Whether the tool only reads.
+    pub read_only: bool,
+    /// The handler.
+    pub handler: F,
+    /// Optional porcelain text renderer of a successful payload.
+    pub porcelain: Option<Porcelain>,
+}
+
+impl Tool {
+    /// Builds a tool, compiling its schemas.
+    ///
+    /// # Panics
+    /// When the schema files are missing or invalid: a build defect caught by
+    /// every test run, never by user input.
+    pub fn new<F, Fut>(def: ToolDef<F>) -> Self
+    where
+        F: Fn(ToolContext, Map<String, Value>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ToolResult> + Send + 'static,
+    {
+        let files = schemas::tool_schemas(def.name)
+            .unwrap_or_else(|| panic!("no schema files for tool {}", def.name));
+        let parse = |text: &str, which: &str| -> Value {
+            serde_json::from_str(text)
+                .unwrap_or_else(|e| panic!("{}.{which}.json is not JSON: {e}", def.name))
+        };
+        let input_schema = parse(files.input, "input");
+        let output_schema = parse(files.output, "output");
+        let compile = |schema: &Value, which: &str| {
+            jsonschema::validator_for(schema)
+                .unwrap_or_else(|e| panic!("{}.{which}.json is not a valid schema: {e}", def.name))
+        };
+        let handler = def.handler;
+        Self {
+            name: def.name,
+            title: def.title,
+            description: def.description,
+            replay: def.replay,
+            read_only: def.read_only,
+            input_validator: compile(&input_schema, "input"),
+            output_validator: compile(&output_schema, "output"),
+            input_schema,
+            output_schema,
+            handler: Arc::new(move |ctx, args| Box::pin(handler(ctx, args))),
+            porcelain: def.porcelain,
+        }
+    }
+
+    /// The tool's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The tool's replay contract.
+    pub fn replay(&self) -> ReplayContract {
+        self.replay
+    }
+
+    /// The `tools/list` entry.
+    pub fn listing(&self) -> Value {
+        json!({
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+            "outputSchema": self.output_schema,
+            "annotations": {
+                "title": self.title,
+                "readOnlyHint": self.read_only,
+                "idempotentHint": matches!(self.replay, ReplayContract::Convergent),
+                "openWorldHint": false,
+            },
+        })
+    }
+}
+
+/// Every violation of `schema` by `instance`, as sorted `{path, msg}` pairs
+/// (RFC 6901 pointers; seed 001 §5 ordering).
+pub fn schema_errors(validator: &jsonschema::Validator, instance: &Value) -> Vec<Value> {
+    let mut errors: Vec<(String, String)> = validator
+        .iter_errors(instance)
+        .map(|e| (e.instance_path().to_string(), e.to_string()))
+        .collect();
+    errors.sort();
+    errors.dedup();
+    errors
+        .into_iter()
+        .map(|(path, msg)| json!({"path": path, "msg": msg}))
+        .collect()
+}
+
+/// All tools, by name.
+#[derive(Debug)]
+pub struct ToolRegistry {
+    tools: BTreeMap<&'static str, Tool>,
+}
+
+impl ToolRegistry {
+    /// The registry of every public tool.
+    pub fn standard() -> Self {
+        Self::from_tools(vec![health::tool(), telemetry::tool()])
+    }
+
+    /// A registry of the given tools.
+    pub fn from_tools(tools: Vec<Tool>) -> Self {
+        Self {
+            tools: tools.into_iter().map(|t| (t.name, t)).collect(),
+        }
+    }
+
+    /// Looks a tool up.
+    pub fn get(&self, name: &str) -> Option<&Tool> {
+        self.tools.get(name)
+    }
+
+    /// The `tools` array of `tools/list`, sorted by name.
+    pub fn listing(&self) -> Vec<Value> {
+        self.tools.values().map(Tool::listing).collect()
+    }
+
+    /// Runs one call through validation, the handler and output checking, and
+    /// returns the `CallToolResult` (without `resultType`).
+    pub async fn call(
+        &self,
+        tool: &Tool,
+        ctx: ToolContext,
+        arguments: Map<String, Value>,
+    ) -> Value {
+        let args_value = Value::Object(arguments);
+        let errors = schema_errors(&tool.input_validator, &args_value);
+        if !errors.is_empty() {
+            let error = ToolError::new(
+                ErrorCode::InvalidInput,
+                format!("arguments do not match the {} input schema", tool.name),
+            )
+            .with_details(json!({"errors": errors}));
+            return error_result(&error);
+        }
+        let Value::Object(arguments) = args_value else {
+            unreachable!("constructed as an object above")
+        };
+        let render = RenderChoice::from_args(&arguments);
+        match (tool.handler)(ctx, arguments).await {
+            Ok(payload) => {
+                if check_outputs() {
+                    let errors = schema_errors(&tool.output_validator, &payload);
+                    if !errors.is_empty() {
+                        tracing::error!(tool = tool.name, ?errors, "output schema violation");
+                        let error = ToolError::new(
+                            ErrorCode::InternalError,
+                            format!(
+                                "{} produced a result that violates its output schema",
+                                tool.name
+                            ),
+                        )
+                        .with_details(json!({"errors": errors}));
+                        return error_result(&error);
+                    }
+                }
+                let text = match (render.json, tool.porcelain) {
+                    (false, Some(porcelain)) => porcelain(&payload, render.detail),
+                    _ => payload.to_string(),
+                };
+                json!({
+                    "content": [{"type": "text", "text": text}],
+                    "structuredContent": payload,
+                    "isError": false,
+                })
+            }
+            Err(error) => error_result(&error),
+        }
+    }
+}
+
+/// Output schemas are checked in debug builds, and in release builds when
+/// `RETICLE_CHECK_OUTPUT=1` (the test suite sets it).
+fn check_outputs() -> bool {
+    cfg!(debug_assertions) || std::env::var_os("RETICLE_CHECK_OUTPUT").is_some_and(|v| v == "1")
+}
+
+struct RenderChoice {
+    json: bool,
+    detail: Detail,
+}
+
+impl RenderChoice {
+    fn from_args(args: &Map<String, Value>) -> Self {
+        Self {
+            json: args.get("render").and_then(Value::as_str) == Some("json"),
+            detail: if args.get("detail").and_then(Value::as_str) == Some("full") {
+                Detail::Full
+            } else {
+                Detail::Concise
+            },
+        }
+    }
+}
+
+/// The `CallToolResult` of a failed call: errors are values (seed 002).
+pub fn error_result(error: &ToolError) -> Value {
+    let mut text = format!("{}: {}", error.code, error.message);
+    if error.recoverable {
+        text.push_str(" (recoverable");
+        if let Some(ms) = error.retry_after_ms {
+            text.push_str(&format!(", retry after {ms} ms"));
+        }
+        text.push(')');
+    }
+    json!({
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": error.to_structured(),
+        "isError": true,
+    })
+}

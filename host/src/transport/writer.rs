@@ -1,0 +1,136 @@
+//! The single owner of the protocol stream.
+//!
+//! [`claim_stdout`] moves the process's stdout to a private descriptor and
+//! points fd 1 at stderr, so a stray `print!` anywhere in the process (ours or
+//! a dependency's) lands in the logs instead of corrupting the JSON-RPC stream.
+//! Only the writer thread holds the private descriptor; everyone else sends
+//! whole messages through [`Outbound`], and the thread writes each as exactly
+//! one line.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+
+use tokio::sync::mpsc;
+
+/// Messages that may wait for the writer before senders feel backpressure.
+const QUEUE_DEPTH: usize = 256;
+
+/// Takes stdout away from the rest of the process and returns it.
+///
+/// After this call fd 1 refers to stderr.
+pub fn claim_stdout() -> io::Result<File> {
+    let protocol = nix::unistd::dup(io::stdout()).map_err(io::Error::from)?;
+    nix::unistd::dup2_stdout(io::stderr()).map_err(io::Error::from)?;
+    Ok(File::from(protocol))
+}
+
+/// Cloneable handle for sending messages to the client.
+#[derive(Debug, Clone)]
+pub struct Outbound {
+    tx: mpsc::Sender<Vec<u8>>,
+    written: Arc<AtomicU64>,
+}
+
+impl Outbound {
+    /// Queues one JSON-RPC message. Returns `false` when the writer has stopped
+    /// (the client closed its end).
+    pub async fn send(&self, message: &serde_json::Value) -> bool {
+        // Compact serde_json output never contains a raw newline: control
+        // characters inside strings are escaped, so one message is one line.
+        let bytes = match serde_json::to_vec(message) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                tracing::error!(error = %e, "could not serialize an outbound message");
+                return false;
+            }
+        };
+        self.tx.send(bytes).await.is_ok()
+    }
+
+    /// Messages written to the stream so far.
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
+    }
+}
+
+/// The writer thread; join it after every [`Outbound`] is dropped to flush.
+#[derive(Debug)]
+pub struct Writer {
+    thread: JoinHandle<()>,
+}
+
+impl Writer {
+    /// Starts the writer thread on `sink`.
+    pub fn spawn(sink: impl Write + Send + 'static) -> (Outbound, Writer) {
+        let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
+        let written = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&written);
+        let thread = std::thread::Builder::new()
+            .name("stdout-writer".into())
+            .spawn(move || write_loop(rx, sink, &counter))
+            .unwrap_or_else(|e| panic!("cannot start the stdout writer thread: {e}"));
+        (Outbound { tx, written }, Writer { thread })
+    }
+
+    /// Waits until every queued message is written (all senders must be gone).
+    pub fn join(self) {
+        if self.thread.join().is_err() {
+            tracing::error!("stdout writer thread panicked");
+        }
+    }
+}
+
+fn write_loop(mut rx: mpsc::Receiver<Vec<u8>>, mut sink: impl Write, written: &AtomicU64) {
+    while let Some(mut line) = rx.blocking_recv() {
+        line.push(b'\n');
+        if let Err(e) = sink.write_all(&line).and_then(|()| sink.flush()) {
+            // The client is gone; keep draining so senders never block forever.
+            tracing::warn!(error = %e, "stdout closed; dropping outbound messages");
+            while rx.blocking_recv().is_some() {}
+            return;
+        }
+        written.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn one_message_per_line_even_with_newlines_in_strings() {
+        let sink = Shared::default();
+        let (out, writer) = Writer::spawn(sink.clone());
+        let msg =
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {"text": "a\nb\r\u{2028}"}});
+        assert!(out.send(&msg).await);
+        assert!(out.send(&msg).await);
+        drop(out);
+        tokio::task::spawn_blocking(move || writer.join())
+            .await
+            .unwrap();
+        let bytes = sink.0.lock().unwrap().clone();
+        let lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+        assert_eq!(lines.len(), 3, "two lines and the empty tail");
+        for line in &lines[..2] {
+            let back: serde_json::Value = serde_json::from_slice(line).unwrap();
+            assert_eq!(back, msg);
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! The JSON Schemas of every public tool, compiled into the binary.
+//!
+//! The files live in `protocol/schemas/` so that reviewers, clients and the
+//! `get_schema` tool all read the same bytes. Request schemas set
+//! `additionalProperties: false` (a typo is an error); response schemas allow
+//! unknown properties so that minor versions can add fields.
+
+/// The input and output schema of one tool, as JSON text.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolSchemaFiles {
+    /// Tool name, as listed in `tools/list`.
+    pub tool: &'static str,
+    /// JSON Schema (draft 2020-12) of the tool's arguments.
+    pub input: &'static str,
+    /// JSON Schema (draft 2020-12) of the tool's successful `structuredContent`.
+    pub output: &'static str,
+}
+
+macro_rules! tool_schemas {
+    ($($tool:literal),* $(,)?) => {
+        /// Every tool's schema files, sorted by tool name.
+        pub const TOOL_SCHEMAS: &[ToolSchemaFiles] = &[
+            $(ToolSchemaFiles {
+                tool: $tool,
+                input: include_str!(concat!("../schemas/", $tool, ".input.json")),
+                output: include_str!(concat!("../schemas/", $tool, ".output.json")),
+            }),*
+        ];
+    };
+}
+
+tool_schemas!["health", "telemetry"];
+
+/// The schema files of `tool`, if it exists.
+#[must_use]
+pub fn tool_schemas(tool: &str) -> Option<&'static ToolSchemaFiles> {
+    TOOL_SCHEMAS.iter().find(|files| files.tool == tool)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_schema_is_json_and_requests_are_closed() {
+        let mut names: Vec<&str> = TOOL_SCHEMAS.iter().map(|f| f.tool).collect();
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        assert_eq!(names, sorted, "TOOL_SCHEMAS must stay sorted by name");
+        names.dedup();
+        assert_eq!(names.len(), TOOL_SCHEMAS.len(), "duplicate tool");
+        for files in TOOL_SCHEMAS {
+            let input: serde_json::Value = serde_json::from_str(files.input)
+                .unwrap_or_else(|e| panic!("{}.input.json: {e}", files.tool));
+            let output: serde_json::Value = serde_json::from_str(files.output)
+                .unwrap_or_else(|e| panic!("{}.output.json: {e}", files.tool));
+            assert_eq!(input["type"], "object", "{}", files.tool);
+            assert_eq!(
+                input["additionalProperties"], false,
+                "{}: request schemas must be closed",
+                files.tool
+            );
+            assert_eq!(output["type"], "object", "{}", files.tool);
+            assert!(
+                output["required"]
+                    .as_array()
+                    .is_some_and(|r| r.iter().any(|v| v == "schema_version")),
+                "{}: every payload carries schema_version",
+                files.tool
+            );
+        }
+    }
+}

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Installs what reticle needs on a Debian-like machine that has only the Rust
+# toolchain. Idempotent and quiet when everything is present. Writes only to
+# stderr: `./reticle serve` runs this before exec'ing the server, whose stdout
+# is the MCP protocol.
+#
+#   scripts/setup.sh serve   system packages for the GPU path on CPU-only machines
+#   scripts/setup.sh test    + KLayout, a Python venv with the pinned MCP SDK and
+#                            pytest, and the pinned MCP Inspector CLI
+set -euo pipefail
+exec 1>&2
+mode="${1:-serve}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+env_dir="$root/target/test-env"
+
+say() { echo "setup: $*"; }
+
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then sudo_cmd=(sudo -n); fi
+fi
+
+apt_install() {
+  local missing=()
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if ! command -v apt-get >/dev/null 2>&1; then
+    say "cannot install ${missing[*]}: apt-get not found (install them by hand)"
+    return 1
+  fi
+  say "installing ${missing[*]}"
+  if ! "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1; then
+    "${sudo_cmd[@]}" apt-get update -qq >/dev/null 2>&1 || true
+    "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+# Vulkan loader + Mesa (lavapipe is the CPU Vulkan driver: the GPU code path
+# runs everywhere, and a real GPU's driver is used where one exists).
+apt_install libvulkan1 mesa-vulkan-drivers || say "continuing without Vulkan: the CPU backend will be used"
+
+if [ "$mode" = "test" ]; then
+  apt_install klayout python3-venv || true
+  if [ ! -x "$env_dir/venv/bin/python" ]; then
+    say "creating the Python test venv"
+    python3 -m venv "$env_dir/venv"
+  fi
+  req="$root/tests/python/requirements.txt"
+  stamp="$env_dir/venv/.requirements.sha256"
+  if [ ! -f "$stamp" ] || ! sha256sum -c --status "$stamp" 2>/dev/null; then
+    say "installing pinned Python test packages"
+    "$env_dir/venv/bin/pip" install -q --disable-pip-version-check -r "$req"
+    sha256sum "$req" >"$stamp"
+  fi
+  inspector_version="$(cat "$root/tests/python/inspector.version")"
+  if [ ! -f "$env_dir/node/node_modules/@modelcontextprotocol/inspector/package.json" ] ||
+     ! grep -q "\"version\": \"$inspector_version\"" "$env_dir/node/node_modules/@modelcontextprotocol/inspector/package.json"; then
+    if command -v npm >/dev/null 2>&1; then
+      say "installing the MCP Inspector CLI $inspector_version"
+      mkdir -p "$env_dir/node"
+      npm install --silent --no-audit --no-fund --prefix "$env_dir/node" "@modelcontextprotocol/inspector@$inspector_version" >/dev/null
+    else
+      apt_install nodejs npm
+      npm install --silent --no-audit --no-fund --prefix "$env_dir/node" "@modelcontextprotocol/inspector@$inspector_version" >/dev/null
+    fi
+  fi
+fi

@@ -1,0 +1,35 @@
+"""Shared fixtures for the real-client tests: they start the built `reticle` binary."""
+
+import os
+import pathlib
+import shutil
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def reticle_bin() -> str:
+    path = os.environ.get("RETICLE_BIN", str(ROOT / "target" / "debug" / "reticle"))
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"reticle binary not found at {path}; run `cargo build --workspace --bins` first")
+    return path
+
+
+@pytest.fixture()
+def server_env(tmp_path) -> dict:
+    env = dict(os.environ)
+    env["MCP_READY_FILE"] = str(tmp_path / "mcp.ready")
+    env["RETICLE_LOG_DIR"] = str(tmp_path / "logs")
+    return env
+
+
+@pytest.fixture(scope="session")
+def inspector_cli() -> str:
+    path = ROOT / "target" / "test-env" / "node" / "node_modules" / ".bin" / "mcp-inspector"
+    if not path.exists():
+        pytest.fail(f"MCP Inspector CLI not installed at {path}; run scripts/setup.sh test")
+    if shutil.which("node") is None:
+        pytest.fail("node is not on PATH; the Inspector CLI needs it")
+    return str(path)

@@ -1,0 +1,71 @@
+"""The official Python MCP SDK (2.x) talks to reticle over stdio in both eras."""
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture()
+def anyio_backend():
+    return "asyncio"
+
+
+def params(reticle_bin, env):
+    return StdioServerParameters(command=reticle_bin, args=["serve"], env=env)
+
+
+async def list_and_call(client):
+    tools = await client.list_tools()
+    names = sorted(t.name for t in tools.tools)
+    assert "health" in names and "telemetry" in names, names
+    for tool in tools.tools:
+        assert tool.input_schema["additionalProperties"] is False, tool.name
+        assert tool.output_schema is not None, tool.name
+    result = await client.call_tool("health", {})
+    assert not result.is_error, result
+    payload = result.structured_content
+    assert payload["status"] == "ok"
+    assert payload["server"]["name"] == "reticle"
+    assert payload["schema_version"].count(".") == 2
+    return payload
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_connect_list_call(reticle_bin, server_env, mode):
+    with anyio.fail_after(60):
+        async with Client(params(reticle_bin, server_env), mode=mode) as client:
+            payload = await list_and_call(client)
+            session = client.session
+            if mode == "legacy":
+                assert session.initialize_result is not None
+                assert session.protocol_version in ("2025-11-25", "2025-06-18")
+            else:
+                # auto probes server/discover first and must stay modern.
+                assert session.discover_result is not None, "auto mode fell back to legacy"
+                assert session.protocol_version == "2026-07-28"
+                assert "2026-07-28" in session.discover_result.supported_versions
+            assert payload["server"]["pid"] > 0
+
+
+async def test_bad_arguments_are_tool_errors(reticle_bin, server_env):
+    with anyio.fail_after(60):
+        async with Client(params(reticle_bin, server_env), mode="auto") as client:
+            result = await client.call_tool("health", {"detial": "full"})
+            assert result.is_error
+            error = result.structured_content["error"]
+            assert error["code"] == "INVALID_INPUT"
+            assert error["recoverable"] is True
+            assert any("detial" in e["msg"] for e in error["details"]["errors"]), error
+
+
+async def test_telemetry_counts_calls(reticle_bin, server_env):
+    with anyio.fail_after(60):
+        async with Client(params(reticle_bin, server_env), mode="legacy") as client:
+            for _ in range(3):
+                await client.call_tool("health", {})
+            result = await client.call_tool("telemetry", {"render": "json", "detail": "full"})
+            assert not result.is_error, result
+            methods = {m["method"]: m for m in result.structured_content["telemetry"]["methods"]}
+            assert methods["tools/call:health"]["request_count"] == 3, methods

@@ -1,0 +1,437 @@
+//! Gate G1: drive the host through every tool, every error path and a corpus
+//! of malformed input, and check that every stdout line is a JSON-RPC 2.0
+//! message, that every request is answered exactly once with the right code,
+//! and that notifications are never answered.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use reticle_tests::{Host, check_jsonrpc_line};
+use serde_json::{Value, json};
+
+const MODERN: &str = "io.modelcontextprotocol/protocolVersion";
+
+/// What a corpus entry must produce.
+#[derive(Debug, Clone)]
+enum Expect {
+    /// A result (optionally a tool error with this code).
+    Ok,
+    /// A tool result with `isError` and this error code.
+    ToolError(&'static str),
+    /// A JSON-RPC error with this code.
+    Rpc(i64),
+}
+
+fn corpus() -> (Vec<Vec<u8>>, BTreeMap<String, Expect>, usize) {
+    let mut lines: Vec<Vec<u8>> = Vec::new();
+    let mut expect = BTreeMap::new();
+    let mut anonymous_errors = 0usize;
+    fn req(
+        lines: &mut Vec<Vec<u8>>,
+        expect: &mut BTreeMap<String, Expect>,
+        id: &str,
+        method: &str,
+        params: Value,
+        e: Expect,
+    ) {
+        lines.push(
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+                .to_string()
+                .into_bytes(),
+        );
+        expect.insert(id.to_owned(), e);
+    }
+    // Lifecycle, both eras.
+    req(
+        &mut lines,
+        &mut expect,
+        "init",
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "g1", "version": "0"}}),
+        Expect::Ok,
+    );
+    lines.push(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec());
+    req(
+        &mut lines,
+        &mut expect,
+        "ping",
+        "ping",
+        json!({}),
+        Expect::Ok,
+    );
+    req(
+        &mut lines,
+        &mut expect,
+        "discover",
+        "server/discover",
+        json!({"_meta": {MODERN: "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}),
+        Expect::Ok,
+    );
+    req(
+        &mut lines,
+        &mut expect,
+        "discover-legacy-probe",
+        "server/discover",
+        json!({}),
+        Expect::Ok,
+    );
+    req(
+        &mut lines,
+        &mut expect,
+        "old-version",
+        "tools/list",
+        json!({"_meta": {MODERN: "1900-01-01"}}),
+        Expect::Rpc(-32022),
+    );
+    req(
+        &mut lines,
+        &mut expect,
+        "list",
+        "tools/list",
+        json!({}),
+        Expect::Ok,
+    );
+    req(
+        &mut lines,
+        &mut expect,
+        "list-modern",
+        "tools/list",
+        json!({"_meta": {MODERN: "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}),
+        Expect::Ok,
+    );
+    req(
+        &mut lines,
+        &mut expect,
+        "list-cursor",
+        "tools/list",
+        json!({"cursor": "nope"}),
+        Expect::Rpc(-32602),
+    );
+    req(
+        &mut lines,
+        &mut expect,
+        "setlevel",
+        "logging/setLevel",
+        json!({"level": "debug"}),
+        Expect::Ok,
+    );
+    req(
+        &mut lines,
+        &mut expect,
+        "setlevel-bad",
+        "logging/setLevel",
+        json!({"level": "loud"}),
+        Expect::Rpc(-32602),
+    );
+    req(
+        &mut lines,
+        &mut expect,
+        "init-bad",
+        "initialize",
+        json!({"protocolVersion": 5}),
+        Expect::Rpc(-32602),
+    );
+    // Every tool, every render/detail.
+    for tool in ["health", "telemetry"] {
+        for render in ["porcelain", "json"] {
+            for detail in ["concise", "full"] {
+                let id = format!("{tool}-{render}-{detail}");
+                req(
+                    &mut lines,
+                    &mut expect,
+                    &id,
+                    "tools/call",
+                    json!({"name": tool, "arguments": {"render": render, "detail": detail}}),
+                    Expect::Ok,
+                );
+            }
+        }
+        req(
+            &mut lines,
+            &mut expect,
+            &format!("{tool}-noargs"),
+            "tools/call",
+            json!({"name": tool}),
+            Expect::Ok,
+        );
+        req(
+            &mut lines,
+            &mut expect,
+            &format!("{tool}-modern"),
+            "tools/call",
+            json!({"name": tool, "arguments": {}, "_meta": {MODERN: "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}, "io.modelcontextprotocol/logLevel": "debug"}}),
+            Expect::Ok,
+        );
+        req(
+            &mut lines,
+            &mut expect,
+            &format!("{tool}-unknown-field"),
+            "tools/call",
+            json!({"name": tool, "arguments": {"verbose": true}}),
+            Expect::ToolError("INVALID_INPUT"),
+        );
+        req(
+            &mut lines,
+            &mut expect,
+            &format!("{tool}-wrong-type"),
+            "tools/call",
+            json!({"name": tool, "arguments": {"render": 3}}),
+            Expect::ToolError("INVALID_INPUT"),
+        );
+        req(
+            &mut lines,
+            &mut expect,
+            &format!("{tool}-bad-enum"),
+            "tools/call",
+            json!({"name": tool, "arguments": {"detail": "extreme"}}),
+            Expect::ToolError("INVALID_INPUT"),
+        );
+    }
+    // Tool-call protocol errors.
+    req(
+        &mut lines,
+        &mut expect,
+        "call-unknown-tool",
+        "tools/call",
+        json!({"name": "rm_rf"}),
+        Expect::Rpc(-32602),
+    );
+    req(
+        &mut lines,
+        &mut expect,
+        "call-no-name",
+        "tools/call",
+        json!({"arguments": {}}),
+        Expect::Rpc(-32602),
+    );
+    req(
+        &mut lines,
+        &mut expect,
+        "call-args-array",
+        "tools/call",
+        json!({"name": "health", "arguments": [1]}),
+        Expect::Rpc(-32602),
+    );
+    req(
+        &mut lines,
+        &mut expect,
+        "unknown-method",
+        "resources/list",
+        json!({}),
+        Expect::Rpc(-32601),
+    );
+    req(
+        &mut lines,
+        &mut expect,
+        "bad-meta",
+        "ping",
+        json!({"_meta": "x"}),
+        Expect::Rpc(-32602),
+    );
+    // Envelope errors with a readable id.
+    lines.push(br#"{"jsonrpc":"1.0","id":"wrong-version","method":"ping"}"#.to_vec());
+    expect.insert("wrong-version".into(), Expect::Rpc(-32600));
+    lines.push(br#"{"jsonrpc":"2.0","id":"method-number","method":42}"#.to_vec());
+    expect.insert("method-number".into(), Expect::Rpc(-32600));
+    lines.push(br#"{"jsonrpc":"2.0","id":"params-string","method":"ping","params":"x"}"#.to_vec());
+    expect.insert("params-string".into(), Expect::Rpc(-32600));
+    lines.push(br#"{"jsonrpc":"2.0","id":"no-method"}"#.to_vec());
+    expect.insert("no-method".into(), Expect::Rpc(-32600));
+    // Malformed lines answered with id null.
+    let anonymous: Vec<Vec<u8>> = vec![
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\xfe\"}".to_vec(), // invalid UTF-8
+        br#"{"jsonrpc":"2.0","id":2,"method":"ping""#.to_vec(),             // truncated
+        b"not json at all".to_vec(),
+        br#"[{"jsonrpc":"2.0","id":3,"method":"ping"}]"#.to_vec(), // batch
+        b"[]".to_vec(),
+        b"42".to_vec(),
+        b"\"a string\"".to_vec(),
+        br#"{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}"#.to_vec(), // id of wrong type
+        br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#.to_vec(),
+        br#"{"jsonrpc":"2.0","method":7}"#.to_vec(), // bad notification
+        vec![b'{'; 2 * 1024 * 1024],                 // 2 MiB line
+    ];
+    anonymous_errors += anonymous.len();
+    lines.extend(anonymous);
+    // Things that must not be answered.
+    lines.push(br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"never-sent"}}"#.to_vec());
+    lines.push(br#"{"jsonrpc":"2.0","method":"notifications/whatever"}"#.to_vec());
+    lines.push(br#"{"jsonrpc":"2.0","id":"client-response","result":{}}"#.to_vec());
+    lines.push(b"   ".to_vec());
+    // Still alive and answering after all of that.
+    req(
+        &mut lines,
+        &mut expect,
+        "final-health",
+        "tools/call",
+        json!({"name": "health"}),
+        Expect::Ok,
+    );
+    (lines, expect, anonymous_errors)
+}
+
+#[test]
+fn every_stdout_line_is_jsonrpc_and_every_request_is_answered_once() {
+    let (lines, expect, anonymous_errors) = corpus();
+    let mut host = Host::start();
+    for line in &lines {
+        let mut line = line.clone();
+        line.push(b'\n');
+        host.write_raw(&line);
+    }
+    // Collect until every expected answer arrived, then close stdin.
+    let mut by_id: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    let mut null_id_errors = Vec::new();
+    let mut notifications = Vec::new();
+    let mut bad_lines = Vec::new();
+    let mut consume =
+        |line: String, by_id: &mut BTreeMap<String, Vec<Value>>| match check_jsonrpc_line(&line) {
+            Err(e) => bad_lines.push(format!(
+                "{e}: {}",
+                line.chars().take(300).collect::<String>()
+            )),
+            Ok(message) => match message.get("id") {
+                None => notifications.push(message),
+                Some(Value::Null) => null_id_errors.push(message),
+                Some(Value::String(id)) => by_id.entry(id.clone()).or_default().push(message),
+                Some(other) => by_id.entry(other.to_string()).or_default().push(message),
+            },
+        };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while by_id.len() < expect.len() && std::time::Instant::now() < deadline {
+        if let Some(line) = host.recv_line(Duration::from_secs(5)) {
+            consume(line, &mut by_id);
+        }
+    }
+    let (status, took) = host.close_and_wait();
+    for line in host.drain_lines(Duration::from_millis(500)) {
+        consume(line, &mut by_id);
+    }
+    assert!(
+        bad_lines.is_empty(),
+        "non-JSON-RPC lines on stdout:\n{}",
+        bad_lines.join("\n")
+    );
+    assert!(status.success(), "exit status {status:?}");
+    assert!(took < Duration::from_secs(1), "EOF exit took {took:?}");
+
+    for (id, want) in &expect {
+        let got = by_id
+            .get(id)
+            .unwrap_or_else(|| panic!("no answer for {id}"));
+        assert_eq!(got.len(), 1, "{id} answered {} times: {got:?}", got.len());
+        let message = &got[0];
+        match want {
+            Expect::Ok => {
+                let result = message
+                    .get("result")
+                    .unwrap_or_else(|| panic!("{id}: {message}"));
+                assert_ne!(
+                    result.get("isError"),
+                    Some(&Value::Bool(true)),
+                    "{id}: {message}"
+                );
+            }
+            Expect::ToolError(code) => {
+                let result = &message["result"];
+                assert_eq!(result["isError"], true, "{id}: {message}");
+                assert_eq!(
+                    result["structuredContent"]["error"]["code"], *code,
+                    "{id}: {message}"
+                );
+                assert!(result["structuredContent"]["error"]["recoverable"].is_boolean());
+                assert!(
+                    !result["structuredContent"]["error"]["details"]["errors"]
+                        .as_array()
+                        .unwrap()
+                        .is_empty()
+                );
+            }
+            Expect::Rpc(code) => {
+                assert_eq!(message["error"]["code"], *code, "{id}: {message}");
+            }
+        }
+    }
+    let unexpected: Vec<&String> = by_id.keys().filter(|k| !expect.contains_key(*k)).collect();
+    assert!(
+        unexpected.is_empty(),
+        "answers to things that must not be answered: {unexpected:?}"
+    );
+    assert_eq!(
+        null_id_errors.len(),
+        anonymous_errors,
+        "{null_id_errors:#?}"
+    );
+    let codes: Vec<i64> = null_id_errors
+        .iter()
+        .map(|m| m["error"]["code"].as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        codes.iter().filter(|c| **c == -32700).count(),
+        3,
+        "parse errors: {codes:?}"
+    );
+    let too_large = null_id_errors
+        .iter()
+        .find(|m| m["error"]["message"] == "payload_too_large")
+        .expect("payload_too_large answer");
+    let data = &too_large["error"]["data"];
+    assert_eq!(data["ok"], false);
+    assert_eq!(data["reason"], "validation_failed");
+    assert_eq!(
+        data["errors"],
+        json!([{"path": "", "msg": "payload_too_large"}])
+    );
+    // Log notifications were requested (setLevel debug, per-request logLevel) and are well-formed.
+    assert!(
+        notifications
+            .iter()
+            .all(|n| n["method"] == "notifications/message"),
+        "{notifications:?}"
+    );
+    assert!(
+        !notifications.is_empty(),
+        "no notifications/message despite logging opt-in"
+    );
+
+    // Era-specific shapes.
+    let modern = &by_id["list-modern"][0]["result"];
+    assert_eq!(modern["resultType"], "complete");
+    assert!(modern["ttlMs"].as_u64().is_some());
+    assert_eq!(modern["cacheScope"], "public");
+    assert!(by_id["list"][0]["result"].get("resultType").is_none());
+    let discover = &by_id["discover"][0]["result"];
+    assert_eq!(discover["resultType"], "complete");
+    assert!(
+        discover["supportedVersions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("2026-07-28"))
+    );
+    assert_eq!(
+        discover["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "reticle"
+    );
+    assert_eq!(by_id["init"][0]["result"]["protocolVersion"], "2025-11-25");
+    let unsupported = &by_id["old-version"][0]["error"]["data"];
+    assert_eq!(unsupported["requested"], "1900-01-01");
+}
+
+#[test]
+fn tools_list_declares_closed_input_schemas_and_output_schemas() {
+    let mut host = Host::start();
+    let list = host.request(json!(1), "tools/list", json!({}));
+    let tools = list["result"]["tools"].as_array().expect("tools");
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted, "tools/list is sorted by name");
+    for tool in tools {
+        assert_eq!(tool["inputSchema"]["additionalProperties"], false, "{tool}");
+        assert_eq!(tool["outputSchema"]["type"], "object", "{tool}");
+        assert!(
+            tool["description"].as_str().is_some_and(|d| d.len() > 20),
+            "{tool}"
+        );
+    }
+}
