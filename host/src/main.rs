@@ -46,6 +46,9 @@ struct ServeArgs {
     /// After stdin closes, how long in-flight requests may run before cancellation, in ms.
     #[arg(long, env = "RETICLE_EOF_GRACE_MS", default_value_t = 500)]
     eof_grace_ms: u64,
+    /// How long finished jobs stay pollable, in ms.
+    #[arg(long, env = "RETICLE_JOB_TTL_MS", default_value_t = 600_000)]
+    job_ttl_ms: u64,
 }
 
 fn main() -> ExitCode {
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
             drain: Duration::from_millis(args.drain_ms),
             eof_grace: Duration::from_millis(args.eof_grace_ms.min(900)),
         },
+        job_ttl: Duration::from_millis(args.job_ttl_ms),
     };
     match serve(options) {
         Ok(_) => ExitCode::SUCCESS,

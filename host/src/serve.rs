@@ -30,6 +30,8 @@ pub struct ServeOptions {
     pub log_filter: String,
     /// Drain and EOF timings.
     pub policy: ShutdownPolicy,
+    /// How long finished jobs stay pollable.
+    pub job_ttl: Duration,
 }
 
 /// Runs the stdio server until EOF or a signal.
@@ -76,7 +78,7 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
             }
         };
         tracing::info!(pid = std::process::id(), log_file = ?state.log_file, "mcp:ready mode=stdio");
-        let server = Server::new(out, state, ToolRegistry::standard());
+        let server = Server::new(out, state, ToolRegistry::standard(), options.job_ttl);
         let reason = server.run(frames_rx, options.policy).await;
         drop(ready);
         reason

@@ -29,7 +29,7 @@ macro_rules! tool_schemas {
     };
 }
 
-tool_schemas!["health", "telemetry"];
+tool_schemas!["cancel", "health", "poll", "telemetry"];
 
 /// The schema files of `tool`, if it exists.
 #[must_use]

@@ -187,6 +187,39 @@ fn corpus() -> (Vec<Vec<u8>>, BTreeMap<String, Expect>, usize) {
             Expect::ToolError("INVALID_INPUT"),
         );
     }
+    // The job tools: unknown jobs and bad arguments.
+    req(
+        &mut lines,
+        &mut expect,
+        "poll-unknown",
+        "tools/call",
+        json!({"name": "poll", "arguments": {"job_id": "job_0000"}}),
+        Expect::ToolError("JOB_NOT_FOUND"),
+    );
+    req(
+        &mut lines,
+        &mut expect,
+        "cancel-unknown",
+        "tools/call",
+        json!({"name": "cancel", "arguments": {"job_id": "job_0000"}}),
+        Expect::ToolError("JOB_NOT_FOUND"),
+    );
+    req(
+        &mut lines,
+        &mut expect,
+        "poll-missing-id",
+        "tools/call",
+        json!({"name": "poll", "arguments": {}}),
+        Expect::ToolError("INVALID_INPUT"),
+    );
+    req(
+        &mut lines,
+        &mut expect,
+        "poll-id-number",
+        "tools/call",
+        json!({"name": "poll", "arguments": {"job_id": 7}}),
+        Expect::ToolError("INVALID_INPUT"),
+    );
     // Tool-call protocol errors.
     req(
         &mut lines,
@@ -340,12 +373,12 @@ fn every_stdout_line_is_jsonrpc_and_every_request_is_answered_once() {
                     "{id}: {message}"
                 );
                 assert!(result["structuredContent"]["error"]["recoverable"].is_boolean());
-                assert!(
-                    !result["structuredContent"]["error"]["details"]["errors"]
+                if *code == "INVALID_INPUT" {
+                    let errors = result["structuredContent"]["error"]["details"]["errors"]
                         .as_array()
-                        .unwrap()
-                        .is_empty()
-                );
+                        .unwrap();
+                    assert!(!errors.is_empty(), "{id}: {message}");
+                }
             }
             Expect::Rpc(code) => {
                 assert_eq!(message["error"]["code"], *code, "{id}: {message}");

@@ -17,6 +17,7 @@ use tokio::task::{AbortHandle, JoinSet};
 use super::era::{
     self, LogLevel, META_SERVER_INFO, RequestMeta, RpcError, negotiate_legacy, request_meta,
 };
+use crate::jobs::Jobs;
 use crate::state::{FrameCounters, HostState};
 use crate::tools::{ToolContext, ToolRegistry};
 use crate::transport::frame::{Frame, MAX_FRAME_BYTES};
@@ -72,6 +73,7 @@ pub struct Server {
     tools: Arc<ToolRegistry>,
     session: Arc<Mutex<LegacySession>>,
     in_flight: Arc<Mutex<HashMap<String, AbortHandle>>>,
+    jobs: Arc<Jobs>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -80,13 +82,19 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Server {
     /// A server writing to `out`.
-    pub fn new(out: Outbound, state: Arc<HostState>, tools: ToolRegistry) -> Self {
+    pub fn new(
+        out: Outbound,
+        state: Arc<HostState>,
+        tools: ToolRegistry,
+        job_ttl: Duration,
+    ) -> Self {
         Self {
             out,
             state,
             tools: Arc::new(tools),
             session: Arc::default(),
             in_flight: Arc::default(),
+            jobs: Jobs::new(job_ttl),
         }
     }
 
@@ -376,6 +384,8 @@ impl Server {
         let ctx = ToolContext {
             state: Arc::clone(&self.state),
             meta: Arc::clone(&meta),
+            jobs: Arc::clone(&self.jobs),
+            out: self.out.clone(),
         };
         let result = self.tools.call(tool, ctx, arguments).await;
         let failed = result["isError"] == Value::Bool(true);

@@ -6,6 +6,7 @@
 //! results are validated against the output schema in debug builds and tests.
 
 mod health;
+mod jobs;
 mod telemetry;
 
 use std::collections::BTreeMap;
@@ -17,8 +18,10 @@ use libmcp::ReplayContract;
 use reticle_protocol::{ErrorCode, ToolError, schemas};
 use serde_json::{Map, Value, json};
 
+use crate::jobs::{self as job_table, JobStatus, Jobs, ProgressSink};
 use crate::mcp::era::RequestMeta;
 use crate::state::HostState;
+use crate::transport::writer::Outbound;
 
 /// What a handler returns.
 pub type ToolResult = Result<Value, ToolError>;
@@ -33,6 +36,67 @@ pub struct ToolContext {
     pub state: Arc<HostState>,
     /// The request's metadata (era, progress token).
     pub meta: Arc<RequestMeta>,
+    /// The job table.
+    pub jobs: Arc<Jobs>,
+    /// The protocol stream, for progress notifications.
+    pub out: Outbound,
+}
+
+impl ToolContext {
+    /// Runs `work` as a job. Without a `progressToken` and without `wait`, returns
+    /// `{job_id, status}` at once; otherwise streams `notifications/progress`
+    /// (strictly increasing) and returns the final payload with its `job_id`.
+    pub async fn run_as_job<F, Fut>(&self, tool: &str, wait: bool, work: F) -> ToolResult
+    where
+        F: FnOnce(ProgressSink) -> Fut,
+        Fut: Future<Output = ToolResult> + Send + 'static,
+    {
+        let rx = self.jobs.submit(tool, work);
+        let token = self.meta.progress_token.clone();
+        if token.is_none() && !wait {
+            let view = rx.borrow().clone();
+            return Ok(json!({
+                "schema_version": reticle_protocol::SCHEMA_VERSION,
+                "job_id": view.job_id,
+                "status": view.status,
+                "progress": view.progress,
+            }));
+        }
+        let mut last = f64::NEG_INFINITY;
+        let out = self.out.clone();
+        let view =
+            job_table::wait(&self.jobs, rx, |view| {
+                let note = token.as_ref().filter(|_| view.progress.done > last).map(|token| {
+                last = view.progress.done;
+                let mut params = json!({"progressToken": token, "progress": view.progress.done});
+                if let Some(total) = view.progress.total {
+                    params["total"] = json!(total);
+                }
+                if let Some(message) = &view.progress.message {
+                    params["message"] = json!(message);
+                }
+                json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+            });
+                let out = out.clone();
+                async move {
+                    if let Some(note) = note {
+                        out.send(&note).await;
+                    }
+                }
+            })
+            .await;
+        match view.status {
+            JobStatus::Completed => {
+                let mut payload = view.result.unwrap_or_else(|| json!({}));
+                payload["job_id"] = json!(view.job_id);
+                payload["status"] = json!(view.status);
+                Ok(payload)
+            }
+            _ => Err(view.error.unwrap_or_else(|| {
+                ToolError::new(ErrorCode::InternalError, "job ended without a result")
+            })),
+        }
+    }
 }
 
 /// How much a text rendering shows (libmcp doctrine).
@@ -174,7 +238,12 @@ pub struct ToolRegistry {
 impl ToolRegistry {
     /// The registry of every public tool.
     pub fn standard() -> Self {
-        Self::from_tools(vec![health::tool(), telemetry::tool()])
+        Self::from_tools(vec![
+            health::tool(),
+            jobs::cancel_tool(),
+            jobs::poll_tool(),
+            telemetry::tool(),
+        ])
     }
 
     /// A registry of the given tools.

@@ -1,0 +1,433 @@
+//! The job table: long tool calls run as jobs that can be polled, cancelled and
+//! awaited with progress.
+//!
+//! A job is a future that produces a tool result. It runs in its own task;
+//! cancelling the job aborts that task, which drops the future, and whatever
+//! the future holds (a leased worker) cleans up in its `Drop` (the supervisor
+//! SIGKILLs the worker's process group). Finished jobs are kept for a TTL so
+//! `poll` can return their result.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use reticle_protocol::{ErrorCode, SCHEMA_VERSION, ToolError};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio::task::AbortHandle;
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    /// Waiting for a worker.
+    Queued,
+    /// Running on a worker.
+    Running,
+    /// Finished with a result.
+    Completed,
+    /// Finished with a tool error.
+    Failed,
+    /// Stopped on request; never completed.
+    Cancelled,
+}
+
+impl JobStatus {
+    /// Whether the job will not change any more.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Cancelled)
+    }
+}
+
+/// How far a job got.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct JobProgress {
+    /// Work done, in units of `total`.
+    pub done: f64,
+    /// Total work, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<f64>,
+    /// What is happening now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// A point-in-time view of one job.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobView {
+    /// The job id.
+    pub job_id: String,
+    /// The tool that started it.
+    pub tool: String,
+    /// Its status.
+    pub status: JobStatus,
+    /// Its progress.
+    pub progress: JobProgress,
+    /// The tool's `structuredContent` when completed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// The tool error when failed or cancelled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ToolError>,
+    /// Milliseconds since the job was submitted.
+    pub age_ms: u64,
+}
+
+impl JobView {
+    /// The `poll` payload.
+    pub fn to_payload(&self) -> Value {
+        let mut payload = serde_json::to_value(self).unwrap_or_else(|_| json!({}));
+        payload["schema_version"] = json!(SCHEMA_VERSION);
+        payload
+    }
+}
+
+/// Reports progress from inside a job. Progress only moves forward.
+#[derive(Debug, Clone)]
+pub struct ProgressSink {
+    tx: watch::Sender<JobView>,
+}
+
+impl ProgressSink {
+    /// Records progress; a value below the last one is ignored (monotonic).
+    pub fn report(&self, done: f64, total: Option<f64>, message: Option<String>) {
+        self.tx.send_if_modified(|view| {
+            if done < view.progress.done || view.status.is_terminal() {
+                return false;
+            }
+            view.progress = JobProgress {
+                done,
+                total,
+                message,
+            };
+            true
+        });
+    }
+
+    /// Marks the job running (it got a worker).
+    pub fn running(&self) {
+        self.tx.send_if_modified(|view| {
+            if view.status == JobStatus::Queued {
+                view.status = JobStatus::Running;
+                true
+            } else {
+                false
+            }
+        });
+    }
+}
+
+struct JobEntry {
+    view: watch::Sender<JobView>,
+    submitted: Instant,
+    finished: Option<Instant>,
+    abort: Option<AbortHandle>,
+}
+
+/// All jobs of this host.
+pub struct Jobs {
+    entries: Mutex<HashMap<String, JobEntry>>,
+    ttl: Duration,
+}
+
+impl std::fmt::Debug for Jobs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Jobs")
+            .field("ttl", &self.ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Jobs {
+    /// A table keeping finished jobs for `ttl`.
+    pub fn new(ttl: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            entries: Mutex::new(HashMap::new()),
+            ttl,
+        })
+    }
+
+    /// Starts `work` as a job and returns a watch on it.
+    pub fn submit<F, Fut>(self: &Arc<Self>, tool: &str, work: F) -> watch::Receiver<JobView>
+    where
+        F: FnOnce(ProgressSink) -> Fut,
+        Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
+    {
+        self.prune();
+        let job_id = format!("job_{}", uuid::Uuid::new_v4().simple());
+        let (tx, rx) = watch::channel(JobView {
+            job_id: job_id.clone(),
+            tool: tool.to_owned(),
+            status: JobStatus::Queued,
+            progress: JobProgress::default(),
+            result: None,
+            error: None,
+            age_ms: 0,
+        });
+        let sink = ProgressSink { tx: tx.clone() };
+        let future = work(sink);
+        let mut entries = lock(&self.entries);
+        let table = Arc::clone(self);
+        let id = job_id.clone();
+        // Holding the lock across spawn: the task cannot finish before its entry exists.
+        let handle = tokio::spawn(async move {
+            let outcome = future.await;
+            table.finish(&id, outcome);
+        });
+        entries.insert(
+            job_id,
+            JobEntry {
+                view: tx,
+                submitted: Instant::now(),
+                finished: None,
+                abort: Some(handle.abort_handle()),
+            },
+        );
+        rx
+    }
+
+    fn finish(&self, job_id: &str, outcome: Result<Value, ToolError>) {
+        let mut entries = lock(&self.entries);
+        let Some(entry) = entries.get_mut(job_id) else {
+            return;
+        };
+        entry.finished = Some(Instant::now());
+        entry.abort = None;
+        entry.view.send_if_modified(|view| {
+            if view.status.is_terminal() {
+                return false;
+            }
+            match outcome {
+                Ok(result) => {
+                    view.status = JobStatus::Completed;
+                    if let Some(total) = view.progress.total {
+                        view.progress.done = total;
+                    }
+                    view.result = Some(result);
+                }
+                Err(error) => {
+                    view.status = JobStatus::Failed;
+                    view.error = Some(error);
+                }
+            }
+            true
+        });
+    }
+
+    /// The job's current view.
+    pub fn poll(&self, job_id: &str) -> Result<JobView, ToolError> {
+        self.prune();
+        let entries = lock(&self.entries);
+        let entry = entries
+            .get(job_id)
+            .ok_or_else(|| not_found(job_id, self.ttl))?;
+        let mut view = entry.view.borrow().clone();
+        view.age_ms = u64::try_from(entry.submitted.elapsed().as_millis()).unwrap_or(u64::MAX);
+        Ok(view)
+    }
+
+    /// Cancels the job: its task is aborted (dropping whatever it holds) and
+    /// it reads `cancelled` from now on. Cancelling a finished job is a no-op.
+    pub fn cancel(&self, job_id: &str, reason: &str) -> Result<JobView, ToolError> {
+        {
+            let mut entries = lock(&self.entries);
+            let entry = entries
+                .get_mut(job_id)
+                .ok_or_else(|| not_found(job_id, self.ttl))?;
+            if let Some(abort) = entry.abort.take() {
+                abort.abort();
+                entry.finished = Some(Instant::now());
+                entry.view.send_modify(|view| {
+                    view.status = JobStatus::Cancelled;
+                    view.error = Some(
+                        ToolError::new(ErrorCode::Cancelled, format!("job cancelled: {reason}"))
+                            .recoverable(true),
+                    );
+                });
+                tracing::info!(job_id, reason, "job cancelled");
+            }
+        }
+        self.poll(job_id)
+    }
+
+    /// Cancels every unfinished job (stdin EOF).
+    pub fn cancel_all(&self, reason: &str) {
+        let ids: Vec<String> = lock(&self.entries)
+            .iter()
+            .filter(|(_, e)| e.abort.is_some())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            let _ = self.cancel(&id, reason);
+        }
+    }
+
+    /// Counts of jobs by status.
+    pub fn counts(&self) -> Value {
+        let entries = lock(&self.entries);
+        let mut counts = std::collections::BTreeMap::<String, u64>::new();
+        for entry in entries.values() {
+            let status = serde_json::to_value(entry.view.borrow().status).unwrap_or_default();
+            *counts
+                .entry(status.as_str().unwrap_or("?").to_owned())
+                .or_default() += 1;
+        }
+        json!(counts)
+    }
+
+    fn prune(&self) {
+        let ttl = self.ttl;
+        lock(&self.entries).retain(|_, e| e.finished.is_none_or(|t| t.elapsed() < ttl));
+    }
+}
+
+fn not_found(job_id: &str, ttl: Duration) -> ToolError {
+    ToolError::new(ErrorCode::JobNotFound, format!("no job {job_id}"))
+        .with_details(json!({"job_id": job_id, "finished_jobs_kept_ms": ttl.as_millis() as u64}))
+        .recoverable(false)
+}
+
+/// Waits for the job to finish, calling `on_progress` on every change.
+/// Dropping this future (the request was cancelled) cancels the job.
+pub async fn wait<P, PF>(
+    jobs: &Arc<Jobs>,
+    mut rx: watch::Receiver<JobView>,
+    mut on_progress: P,
+) -> JobView
+where
+    P: FnMut(JobView) -> PF,
+    PF: Future<Output = ()>,
+{
+    struct CancelOnDrop<'a> {
+        jobs: &'a Arc<Jobs>,
+        job_id: String,
+        armed: bool,
+    }
+    impl Drop for CancelOnDrop<'_> {
+        fn drop(&mut self) {
+            if self.armed {
+                let _ = self
+                    .jobs
+                    .cancel(&self.job_id, "the waiting request was cancelled");
+            }
+        }
+    }
+    let mut guard = CancelOnDrop {
+        jobs,
+        job_id: rx.borrow().job_id.clone(),
+        armed: true,
+    };
+    loop {
+        let view = rx.borrow_and_update().clone();
+        if view.status.is_terminal() {
+            guard.armed = false;
+            return view;
+        }
+        on_progress(view).await;
+        if rx.changed().await.is_err() {
+            // The sender lives in the table; it is gone only if the entry was pruned.
+            guard.armed = false;
+            return rx.borrow().clone();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn completes_with_monotonic_progress() {
+        let jobs = Jobs::new(Duration::from_secs(60));
+        let rx = jobs.submit("t", |sink| async move {
+            sink.running();
+            for i in 1..=5 {
+                sink.report(f64::from(i), Some(5.0), Some(format!("step {i}")));
+                sink.report(0.0, Some(5.0), None); // ignored: progress never goes back
+                tokio::task::yield_now().await;
+            }
+            Ok(json!({"answer": 42}))
+        });
+        let mut seen = Vec::new();
+        let done = wait(&jobs, rx, |v| {
+            seen.push(v.progress.done);
+            async {}
+        })
+        .await;
+        assert_eq!(done.status, JobStatus::Completed);
+        assert_eq!(done.result, Some(json!({"answer": 42})));
+        assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+        assert_eq!(
+            jobs.poll(&done.job_id).unwrap().status,
+            JobStatus::Completed
+        );
+    }
+
+    #[tokio::test]
+    async fn cancel_aborts_and_drops_the_work() {
+        struct Dropped(Arc<std::sync::atomic::AtomicBool>);
+        impl Drop for Dropped {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let jobs = Jobs::new(Duration::from_secs(60));
+        let held = Dropped(Arc::clone(&flag));
+        let rx = jobs.submit("t", move |_sink| async move {
+            let _held = held;
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok(json!({}))
+        });
+        let id = rx.borrow().job_id.clone();
+        tokio::task::yield_now().await;
+        let view = jobs.cancel(&id, "test").unwrap();
+        assert_eq!(view.status, JobStatus::Cancelled);
+        assert_eq!(view.error.unwrap().code, ErrorCode::Cancelled);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            flag.load(std::sync::atomic::Ordering::SeqCst),
+            "work not dropped"
+        );
+        assert_eq!(jobs.poll(&id).unwrap().status, JobStatus::Cancelled);
+        assert_eq!(
+            jobs.poll("job_nope").unwrap_err().code,
+            ErrorCode::JobNotFound
+        );
+    }
+
+    #[tokio::test]
+    async fn dropping_the_waiter_cancels_the_job() {
+        let jobs = Jobs::new(Duration::from_secs(60));
+        let rx = jobs.submit("t", |_sink| async move {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok(json!({}))
+        });
+        let id = rx.borrow().job_id.clone();
+        let waiter =
+            tokio::time::timeout(Duration::from_millis(20), wait(&jobs, rx, |_| async {})).await;
+        assert!(waiter.is_err());
+        assert_eq!(jobs.poll(&id).unwrap().status, JobStatus::Cancelled);
+    }
+
+    #[tokio::test]
+    async fn finished_jobs_expire_after_the_ttl() {
+        let jobs = Jobs::new(Duration::from_millis(30));
+        let rx = jobs.submit("t", |_sink| async {
+            Err(ToolError::new(ErrorCode::InvalidInput, "bad"))
+        });
+        let done = wait(&jobs, rx, |_| async {}).await;
+        assert_eq!(done.status, JobStatus::Failed);
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        assert_eq!(
+            jobs.poll(&done.job_id).unwrap_err().code,
+            ErrorCode::JobNotFound
+        );
+    }
+}
