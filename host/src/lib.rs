@@ -4,6 +4,8 @@
 //! Start at [`serve::serve`]; the data path is `transport` (bounded frames in,
 //! one writer out) → `mcp::server` (eras, dispatch) → `tools` (schemas, handlers).
 
+pub mod assets;
+pub mod cli;
 pub mod jobs;
 pub mod logging;
 pub mod mcp;

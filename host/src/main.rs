@@ -24,6 +24,18 @@ struct Cli {
 enum Command {
     /// Serve MCP over stdio (the default when no command is given).
     Serve(ServeArgs),
+    /// Validate a JSON file against a published schema; prints the result as
+    /// JSON. Exit 0 valid, 1 invalid, 2 I/O or parse error.
+    Validate {
+        /// The JSON file.
+        path: PathBuf,
+        /// Schema name (see `list_schemas`); defaults to the file's `$schema` member.
+        #[arg(long)]
+        schema: Option<String>,
+        /// Extra schemas directory.
+        #[arg(long, env = "RETICLE_SCHEMAS_DIR")]
+        schemas_dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -46,6 +58,9 @@ struct ServeArgs {
     /// After stdin closes, how long in-flight requests may run before cancellation, in ms.
     #[arg(long, env = "RETICLE_EOF_GRACE_MS", default_value_t = 500)]
     eof_grace_ms: u64,
+    /// Directory of extra published schemas (`*.json`), read once at start.
+    #[arg(long, env = "RETICLE_SCHEMAS_DIR")]
+    schemas_dir: Option<PathBuf>,
     /// How long finished jobs stay pollable, in ms.
     #[arg(long, env = "RETICLE_JOB_TTL_MS", default_value_t = 600_000)]
     job_ttl_ms: u64,
@@ -55,6 +70,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let args = match cli.command {
         Some(Command::Serve(args)) => args,
+        Some(Command::Validate {
+            path,
+            schema,
+            schemas_dir,
+        }) => return reticle_host::cli::validate(&path, schema.as_deref(), schemas_dir.as_deref()),
         None => cli.serve,
     };
     let options = ServeOptions {
@@ -73,6 +93,7 @@ fn main() -> ExitCode {
             eof_grace: Duration::from_millis(args.eof_grace_ms.min(900)),
         },
         job_ttl: Duration::from_millis(args.job_ttl_ms),
+        schemas_dir: args.schemas_dir,
     };
     match serve(options) {
         Ok(_) => ExitCode::SUCCESS,

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use crate::assets::SchemaCatalog;
 use crate::logging;
 use crate::mcp::server::{Server, ShutdownPolicy, StopReason};
 use crate::readiness::ReadyFile;
@@ -32,6 +33,8 @@ pub struct ServeOptions {
     pub policy: ShutdownPolicy,
     /// How long finished jobs stay pollable.
     pub job_ttl: Duration,
+    /// Extra published schemas (`RETICLE_SCHEMAS_DIR`).
+    pub schemas_dir: Option<PathBuf>,
 }
 
 /// Runs the stdio server until EOF or a signal.
@@ -43,7 +46,8 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
     );
     let protocol = writer::claim_stdout()?;
     let (out, writer) = Writer::spawn(protocol);
-    let state = Arc::new(HostState::new(logs.file.clone()));
+    let schemas = SchemaCatalog::load(options.schemas_dir.as_deref());
+    let state = Arc::new(HostState::new(logs.file.clone(), schemas));
     let (frames_tx, frames_rx) = mpsc::channel(READ_AHEAD);
     std::thread::Builder::new()
         .name("stdin-reader".into())

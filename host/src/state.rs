@@ -11,6 +11,8 @@ use libmcp::{
 };
 use serde_json::{Value, json};
 
+use crate::assets::SchemaCatalog;
+
 /// Transport counters (lines in, rejections).
 #[derive(Debug, Default)]
 pub struct FrameCounters {
@@ -50,12 +52,15 @@ pub struct HostState {
     in_flight: AtomicU64,
     /// Path of the JSONL log file, when file logging is on.
     pub log_file: Option<PathBuf>,
+    /// Published schemas (read once at start).
+    pub schemas: SchemaCatalog,
 }
 
 impl HostState {
     /// Fresh state.
-    pub fn new(log_file: Option<PathBuf>) -> Self {
+    pub fn new(log_file: Option<PathBuf>, schemas: SchemaCatalog) -> Self {
         Self {
+            schemas,
             started: Instant::now(),
             ledger: Mutex::new(OperationalLedger::new(Generation::genesis())),
             frames: FrameCounters::default(),

@@ -29,7 +29,16 @@ macro_rules! tool_schemas {
     };
 }
 
-tool_schemas!["cancel", "health", "poll", "telemetry"];
+tool_schemas![
+    "cancel",
+    "diff_assets",
+    "get_schema",
+    "health",
+    "list_schemas",
+    "poll",
+    "telemetry",
+    "validate_asset",
+];
 
 /// The schema files of `tool`, if it exists.
 #[must_use]

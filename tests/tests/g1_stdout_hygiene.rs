@@ -187,6 +187,63 @@ fn corpus() -> (Vec<Vec<u8>>, BTreeMap<String, Expect>, usize) {
             Expect::ToolError("INVALID_INPUT"),
         );
     }
+    // Schema tools.
+    req(
+        &mut lines,
+        &mut expect,
+        "list-schemas",
+        "tools/call",
+        json!({"name": "list_schemas", "arguments": {"render": "json"}}),
+        Expect::Ok,
+    );
+    req(
+        &mut lines,
+        &mut expect,
+        "get-schema",
+        "tools/call",
+        json!({"name": "get_schema", "arguments": {"name": "health.output"}}),
+        Expect::Ok,
+    );
+    req(
+        &mut lines,
+        &mut expect,
+        "get-schema-missing",
+        "tools/call",
+        json!({"name": "get_schema", "arguments": {"name": "nope"}}),
+        Expect::ToolError("NOT_FOUND"),
+    );
+    req(
+        &mut lines,
+        &mut expect,
+        "validate-ok",
+        "tools/call",
+        json!({"name": "validate_asset", "arguments": {"schema": "poll.input", "asset": {"job_id": "job_1"}}}),
+        Expect::Ok,
+    );
+    req(
+        &mut lines,
+        &mut expect,
+        "validate-bad",
+        "tools/call",
+        json!({"name": "validate_asset", "arguments": {"schema": "poll.input", "asset": {"job_id": 1, "x": 2}}}),
+        Expect::Ok,
+    );
+    req(
+        &mut lines,
+        &mut expect,
+        "validate-no-schema",
+        "tools/call",
+        json!({"name": "validate_asset", "arguments": {"asset": {}}}),
+        Expect::ToolError("INVALID_INPUT"),
+    );
+    req(
+        &mut lines,
+        &mut expect,
+        "diff",
+        "tools/call",
+        json!({"name": "diff_assets", "arguments": {"base": {"a": 1, "b": [1]}, "new": {"a": 2, "c": null}}}),
+        Expect::Ok,
+    );
     // The job tools: unknown jobs and bad arguments.
     req(
         &mut lines,
@@ -446,6 +503,19 @@ fn every_stdout_line_is_jsonrpc_and_every_request_is_answered_once() {
         "reticle"
     );
     assert_eq!(by_id["init"][0]["result"]["protocolVersion"], "2025-11-25");
+    let bad = &by_id["validate-bad"][0]["result"]["structuredContent"];
+    assert_eq!(bad["ok"], false);
+    assert_eq!(bad["errors"][0]["path"], "", "{bad}");
+    assert_eq!(bad["errors"][1]["path"], "/job_id", "{bad}");
+    assert_eq!(
+        by_id["validate-ok"][0]["result"]["structuredContent"]["ok"],
+        true
+    );
+    let patch = &by_id["diff"][0]["result"]["structuredContent"]["patch"];
+    assert_eq!(
+        patch,
+        &json!([{"op": "replace", "path": "/a", "value": 2}, {"op": "remove", "path": "/b"}, {"op": "add", "path": "/c", "value": null}])
+    );
     let unsupported = &by_id["old-version"][0]["error"]["data"];
     assert_eq!(unsupported["requested"], "1900-01-01");
 }

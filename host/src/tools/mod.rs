@@ -7,6 +7,7 @@
 
 mod health;
 mod jobs;
+mod schema_tools;
 mod telemetry;
 
 use std::collections::BTreeMap;
@@ -238,12 +239,14 @@ pub struct ToolRegistry {
 impl ToolRegistry {
     /// The registry of every public tool.
     pub fn standard() -> Self {
-        Self::from_tools(vec![
+        let mut tools = vec![
             health::tool(),
             jobs::cancel_tool(),
             jobs::poll_tool(),
             telemetry::tool(),
-        ])
+        ];
+        tools.extend(schema_tools::tools());
+        Self::from_tools(tools)
     }
 
     /// A registry of the given tools.
@@ -356,4 +359,12 @@ pub fn error_result(error: &ToolError) -> Value {
         "structuredContent": error.to_structured(),
         "isError": true,
     })
+}
+
+/// `text` cut to at most `max` characters, with an ellipsis when cut.
+pub fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
 }

@@ -1,0 +1,58 @@
+//! Command-line subcommands other than `serve`. Their stdout is theirs (they
+//! are not the MCP server), written through an explicit handle.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use serde_json::{Value, json};
+
+use crate::assets::{self, SchemaCatalog};
+
+/// `reticle validate`: exit 0 valid, 1 invalid, 2 I/O or parse error (seed 001 §10).
+pub fn validate(path: &Path, schema: Option<&str>, schemas_dir: Option<&Path>) -> ExitCode {
+    let (code, result) = validate_file(path, schema, schemas_dir);
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{result}");
+    ExitCode::from(code)
+}
+
+fn io_error(reason: &str, detail: String) -> (u8, Value) {
+    (2, json!({"ok": false, "reason": reason, "detail": detail}))
+}
+
+fn validate_file(path: &Path, schema: Option<&str>, schemas_dir: Option<&Path>) -> (u8, Value) {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) => return io_error("io_error", format!("{}: {e}", path.display())),
+    };
+    let document: Value = match serde_json::from_slice(&bytes) {
+        Ok(document) => document,
+        Err(e) => return io_error("parse_error", format!("{}: {e}", path.display())),
+    };
+    let catalog = SchemaCatalog::load(schemas_dir);
+    let Some(name) = schema.or_else(|| document.get("$schema").and_then(Value::as_str)) else {
+        return io_error(
+            "schema_missing",
+            "pass --schema NAME or put \"$schema\": NAME in the file".into(),
+        );
+    };
+    let Some(entry) = catalog.get(name) else {
+        return io_error("not_found", format!("no schema named {name}"));
+    };
+    // `$schema` names the schema; it is not part of the document being checked.
+    let mut instance = document;
+    if schema.is_none()
+        && let Some(object) = instance.as_object_mut()
+    {
+        object.remove("$schema");
+    }
+    match assets::validate(&entry.schema, &instance) {
+        Err(e) => io_error("schema_invalid", e),
+        Ok(errors) if errors.is_empty() => (0, json!({"ok": true, "schema": entry.name})),
+        Ok(errors) => (
+            1,
+            json!({"ok": false, "reason": "validation_failed", "schema": entry.name, "errors": assets::errors_json(&errors)}),
+        ),
+    }
+}
