@@ -69,3 +69,33 @@ async def test_telemetry_counts_calls(reticle_bin, server_env):
             assert not result.is_error, result
             methods = {m["method"]: m for m in result.structured_content["telemetry"]["methods"]}
             assert methods["tools/call:health"]["request_count"] == 3, methods
+
+
+# One successful call per tool: the SDK validates structuredContent against the
+# tool's declared outputSchema on every non-error result, so a payload that
+# drifts from its schema fails here.
+SAMPLE_ARGS = {
+    "health": {"detail": "full"},
+    "telemetry": {"render": "json"},
+    "list_schemas": {},
+    "get_schema": {"name": "health.output"},
+    "validate_asset": {"schema": "poll.input", "asset": {"job_id": 3}},
+    "diff_assets": {"base": {"a": [1]}, "new": {"a": [2], "b": {"c": 1}}},
+}
+# Tools that need state first (a job to poll or cancel) are exercised by the job tests.
+NEEDS_STATE = {"poll", "cancel"}
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_every_tool_output_matches_its_schema(reticle_bin, server_env, mode):
+    with anyio.fail_after(60):
+        async with Client(params(reticle_bin, server_env), mode=mode) as client:
+            tools = await client.list_tools()
+            names = {t.name for t in tools.tools}
+            untested = names - set(SAMPLE_ARGS) - NEEDS_STATE
+            assert not untested, f"add sample arguments for {sorted(untested)}"
+            for name, args in SAMPLE_ARGS.items():
+                result = await client.call_tool(name, args)
+                assert not result.is_error, (name, result)
+                assert result.structured_content["schema_version"], name
+                assert result.content and result.content[0].type == "text", name
