@@ -22,15 +22,33 @@ pub struct SchemaEntry {
     pub schema: Value,
 }
 
-/// All published schemas, sorted by name, version, path.
+/// One example document.
+#[derive(Debug, Clone)]
+pub struct ExampleEntry {
+    /// The schema it follows (its `$schema` member).
+    pub component: String,
+    /// Where it comes from.
+    pub path: String,
+    /// The document without its `$schema` member.
+    pub document: Value,
+}
+
+/// All published schemas (sorted by name, version, path) and examples
+/// (sorted by component, path).
 #[derive(Debug, Clone, Default)]
 pub struct SchemaCatalog {
     entries: Vec<SchemaEntry>,
+    examples: Vec<ExampleEntry>,
 }
 
 impl SchemaCatalog {
     /// The built-in schemas plus those in `extra_dir` (files that fail to parse are skipped with a warning).
     pub fn load(extra_dir: Option<&Path>) -> Self {
+        Self::load_with_examples(extra_dir, None)
+    }
+
+    /// Like [`Self::load`], plus examples from `examples_dir` (`RETICLE_EXAMPLES_DIR`).
+    pub fn load_with_examples(extra_dir: Option<&Path>, examples_dir: Option<&Path>) -> Self {
         let mut entries = Vec::new();
         for files in reticle_protocol::schemas::TOOL_SCHEMAS {
             for (kind, text) in [("input", files.input), ("output", files.output)] {
@@ -47,7 +65,34 @@ impl SchemaCatalog {
             entries.extend(read_dir_schemas(dir));
         }
         entries.sort_by(|a, b| (&a.name, &a.version, &a.path).cmp(&(&b.name, &b.version, &b.path)));
-        Self { entries }
+        let mut examples: Vec<ExampleEntry> = reticle_protocol::schemas::EXAMPLES
+            .iter()
+            .filter_map(|e| example(e.path.to_owned(), e.text.as_bytes()))
+            .collect();
+        if let Some(dir) = examples_dir {
+            let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+                .map(|r| r.filter_map(Result::ok).map(|e| e.path()).collect())
+                .unwrap_or_default();
+            paths.sort();
+            for path in paths
+                .iter()
+                .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            {
+                if let Some(entry) = std::fs::read(path)
+                    .ok()
+                    .and_then(|b| example(path.display().to_string(), &b))
+                {
+                    examples.push(entry);
+                }
+            }
+        }
+        examples.sort_by(|a, b| (&a.component, &a.path).cmp(&(&b.component, &b.path)));
+        Self { entries, examples }
+    }
+
+    /// Every example, sorted.
+    pub fn examples(&self) -> &[ExampleEntry] {
+        &self.examples
     }
 
     /// Every entry, sorted.
@@ -63,6 +108,26 @@ impl SchemaCatalog {
                 .find(|e| e.schema.get("$id").and_then(Value::as_str) == Some(name))
         })
     }
+}
+
+fn example(path: String, bytes: &[u8]) -> Option<ExampleEntry> {
+    let mut document: Value = match serde_json::from_slice(bytes) {
+        Ok(document) => document,
+        Err(e) => {
+            tracing::warn!(path, error = %e, "skipping example that is not JSON");
+            return None;
+        }
+    };
+    let component = document
+        .as_object_mut()?
+        .remove("$schema")?
+        .as_str()?
+        .to_owned();
+    Some(ExampleEntry {
+        component,
+        path,
+        document,
+    })
 }
 
 fn entry(name: String, path: String, schema: Value) -> SchemaEntry {

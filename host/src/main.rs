@@ -61,6 +61,9 @@ struct ServeArgs {
     /// Directory of extra published schemas (`*.json`), read once at start.
     #[arg(long, env = "RETICLE_SCHEMAS_DIR")]
     schemas_dir: Option<PathBuf>,
+    /// Directory of extra example documents (`*.json` with a `$schema` member).
+    #[arg(long, env = "RETICLE_EXAMPLES_DIR")]
+    examples_dir: Option<PathBuf>,
     /// How long finished jobs stay pollable, in ms.
     #[arg(long, env = "RETICLE_JOB_TTL_MS", default_value_t = 600_000)]
     job_ttl_ms: u64,
@@ -94,6 +97,7 @@ fn main() -> ExitCode {
         },
         job_ttl: Duration::from_millis(args.job_ttl_ms),
         schemas_dir: args.schemas_dir,
+        examples_dir: args.examples_dir,
     };
     match serve(options) {
         Ok(_) => ExitCode::SUCCESS,

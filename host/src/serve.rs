@@ -35,6 +35,8 @@ pub struct ServeOptions {
     pub job_ttl: Duration,
     /// Extra published schemas (`RETICLE_SCHEMAS_DIR`).
     pub schemas_dir: Option<PathBuf>,
+    /// Extra examples (`RETICLE_EXAMPLES_DIR`).
+    pub examples_dir: Option<PathBuf>,
 }
 
 /// Runs the stdio server until EOF or a signal.
@@ -46,7 +48,10 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
     );
     let protocol = writer::claim_stdout()?;
     let (out, writer) = Writer::spawn(protocol);
-    let schemas = SchemaCatalog::load(options.schemas_dir.as_deref());
+    let schemas = SchemaCatalog::load_with_examples(
+        options.schemas_dir.as_deref(),
+        options.examples_dir.as_deref(),
+    );
     let state = Arc::new(HostState::new(logs.file.clone(), schemas));
     let (frames_tx, frames_rx) = mpsc::channel(READ_AHEAD);
     std::thread::Builder::new()

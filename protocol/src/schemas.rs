@@ -32,13 +32,38 @@ macro_rules! tool_schemas {
 tool_schemas![
     "cancel",
     "diff_assets",
+    "get_example",
     "get_schema",
     "health",
+    "list_examples",
     "list_schemas",
     "poll",
     "telemetry",
     "validate_asset",
 ];
+
+/// One shipped example document: `$schema` names the schema it follows.
+#[derive(Debug, Clone, Copy)]
+pub struct ExampleFile {
+    /// Path relative to the repository root.
+    pub path: &'static str,
+    /// The JSON text.
+    pub text: &'static str,
+}
+
+macro_rules! examples {
+    ($($file:literal),* $(,)?) => {
+        /// Every shipped example, sorted by path.
+        pub const EXAMPLES: &[ExampleFile] = &[
+            $(ExampleFile {
+                path: concat!("protocol/examples/", $file),
+                text: include_str!(concat!("../examples/", $file)),
+            }),*
+        ];
+    };
+}
+
+examples!["health-request.json", "poll-request.json"];
 
 /// The schema files of `tool`, if it exists.
 #[must_use]

@@ -81,6 +81,8 @@ SAMPLE_ARGS = {
     "get_schema": {"name": "health.output"},
     "validate_asset": {"schema": "poll.input", "asset": {"job_id": 3}},
     "diff_assets": {"base": {"a": [1]}, "new": {"a": [2], "b": {"c": 1}}},
+    "list_examples": {"component": "all"},
+    "get_example": {"path": "protocol/examples/health-request.json"},
 }
 # Tools that need state first (a job to poll or cancel) are exercised by the job tests.
 NEEDS_STATE = {"poll", "cancel"}

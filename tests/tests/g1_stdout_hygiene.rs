@@ -244,6 +244,30 @@ fn corpus() -> (Vec<Vec<u8>>, BTreeMap<String, Expect>, usize) {
         json!({"name": "diff_assets", "arguments": {"base": {"a": 1, "b": [1]}, "new": {"a": 2, "c": null}}}),
         Expect::Ok,
     );
+    req(
+        &mut lines,
+        &mut expect,
+        "list-examples",
+        "tools/call",
+        json!({"name": "list_examples", "arguments": {}}),
+        Expect::Ok,
+    );
+    req(
+        &mut lines,
+        &mut expect,
+        "get-example",
+        "tools/call",
+        json!({"name": "get_example", "arguments": {"path": "protocol/examples/poll-request.json"}}),
+        Expect::Ok,
+    );
+    req(
+        &mut lines,
+        &mut expect,
+        "get-example-missing",
+        "tools/call",
+        json!({"name": "get_example", "arguments": {"path": "/etc/passwd"}}),
+        Expect::ToolError("NOT_FOUND"),
+    );
     // The job tools: unknown jobs and bad arguments.
     req(
         &mut lines,
@@ -503,6 +527,14 @@ fn every_stdout_line_is_jsonrpc_and_every_request_is_answered_once() {
         "reticle"
     );
     assert_eq!(by_id["init"][0]["result"]["protocolVersion"], "2025-11-25");
+    let example = &by_id["get-example"][0]["result"]["structuredContent"];
+    assert_eq!(example["validated"], true, "{example}");
+    assert_eq!(example["schema"], "poll.input");
+    let listed = by_id["list-examples"][0]["result"]["structuredContent"]["examples"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(listed, 2, "the two shipped examples");
     let bad = &by_id["validate-bad"][0]["result"]["structuredContent"];
     assert_eq!(bad["ok"], false);
     assert_eq!(bad["errors"][0]["path"], "", "{bad}");

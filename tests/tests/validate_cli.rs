@@ -19,9 +19,9 @@ fn run(args: &[&str]) -> (i32, Value) {
 }
 
 fn examples() -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/examples");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../protocol/examples");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("fixtures/examples")
+        .expect("protocol/examples")
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
         .collect();

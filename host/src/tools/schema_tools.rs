@@ -30,6 +30,26 @@ pub(super) fn tools() -> Vec<Tool> {
             porcelain: None,
         }),
         Tool::new(ToolDef {
+            name: "list_examples",
+            title: "List example documents",
+            description: "Shipped example documents (tool arguments, reports), by the schema they \
+                          follow; `component` filters by schema name (default `all`).",
+            replay: ReplayContract::Convergent,
+            read_only: true,
+            handler: list_examples,
+            porcelain: None,
+        }),
+        Tool::new(ToolDef {
+            name: "get_example",
+            title: "Get one example",
+            description: "One example document by path (see list_examples), validated against its \
+                          schema at call time.",
+            replay: ReplayContract::Convergent,
+            read_only: true,
+            handler: get_example,
+            porcelain: None,
+        }),
+        Tool::new(ToolDef {
             name: "validate_asset",
             title: "Validate a document",
             description: "Checks a JSON document against a published schema (JSON Schema 2020-12). \
@@ -77,6 +97,51 @@ async fn get_schema(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
     Ok(
         json!({"schema_version": SCHEMA_VERSION, "ok": true, "name": entry.name, "version": entry.version, "schema": entry.schema}),
     )
+}
+
+async fn list_examples(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+    let component = args
+        .get("component")
+        .and_then(Value::as_str)
+        .unwrap_or("all");
+    let examples: Vec<Value> = ctx
+        .state
+        .schemas
+        .examples()
+        .iter()
+        .filter(|e| component == "all" || e.component == component)
+        .map(|e| json!({"component": e.component, "path": e.path}))
+        .collect();
+    Ok(json!({"schema_version": SCHEMA_VERSION, "ok": true, "examples": examples}))
+}
+
+async fn get_example(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+    let path = args["path"].as_str().unwrap_or_default();
+    let example = ctx
+        .state
+        .schemas
+        .examples()
+        .iter()
+        .find(|e| e.path == path)
+        .ok_or_else(|| {
+            ToolError::new(ErrorCode::NotFound, format!("no example at {path}")).with_details(
+                json!({"reason": "not_found", "path": path, "hint": "call list_examples"}),
+            )
+        })?;
+    let errors = match ctx.state.schemas.get(&example.component) {
+        Some(schema) => assets::validate(&schema.schema, &example.document)
+            .unwrap_or_else(|e| vec![(String::new(), e)]),
+        None => vec![(
+            String::new(),
+            format!("unknown schema {}", example.component),
+        )],
+    };
+    let mut payload = json!({"schema_version": SCHEMA_VERSION, "ok": true, "example": example.document,
+        "schema": example.component, "validated": errors.is_empty()});
+    if !errors.is_empty() {
+        payload["errors"] = assets::errors_json(&errors);
+    }
+    Ok(payload)
 }
 
 async fn validate_asset(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
