@@ -3,8 +3,22 @@
 //! Everything that turns untrusted layout bytes (GDSII, OASIS, ICCAD `.glp`) into
 //! geometry lives here, so it can run inside a disposable worker and be fuzzed on
 //! its own. Coordinates are integer database units (dbu); the library records how
-//! many microns one dbu is.
+//! large one dbu is.
+//!
+//! - [`model`]: [`Library`], [`Cell`], [`Shape`], [`Instance`] — one model for all formats.
+//! - [`gds`]: GDSII stream reader and writer.
+//! - [`flatten`]: hierarchy → polygons per layer, with clipping, layer filter and [`Limits`].
 
 pub mod geom;
+pub mod limits;
+pub mod model;
+pub mod path;
+pub mod transform;
 
 pub use geom::{BBox, Point, Polygon};
+pub use limits::Limits;
+pub use model::{
+    Cell, HierarchyError, Instance, LayerKey, LayerName, Library, Path, PathEnds, Repetition,
+    Shape, Text, Transform,
+};
+pub use transform::{Affine, CoordinateOverflow};
