@@ -9,12 +9,14 @@
 //! - [`gds`]: GDSII stream reader and writer.
 //! - [`flatten`]: hierarchy → polygons per layer, with clipping, layer filter and [`Limits`].
 
+pub mod gds;
 pub mod geom;
 pub mod limits;
 pub mod model;
 pub mod path;
 pub mod transform;
 
+pub use gds::{GdsError, GdsWriteError, read_gds, write_gds};
 pub use geom::{BBox, Point, Polygon};
 pub use limits::Limits;
 pub use model::{
