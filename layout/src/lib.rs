@@ -9,6 +9,8 @@
 //! - [`gds`]: GDSII stream reader and writer.
 //! - [`flatten`]: hierarchy → polygons per layer, with clipping, layer filter and [`Limits`].
 
+pub mod clip;
+pub mod flatten;
 pub mod gds;
 pub mod geom;
 pub mod limits;
@@ -16,6 +18,10 @@ pub mod model;
 pub mod path;
 pub mod transform;
 
+pub use flatten::{
+    FlatGeometry, FlatLayout, FlatShape, FlatText, FlattenError, FlattenOptions, flatten,
+    resolve_cell, walk,
+};
 pub use gds::{GdsError, GdsWriteError, read_gds, write_gds};
 pub use geom::{BBox, Point, Polygon};
 pub use limits::Limits;

@@ -29,8 +29,8 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             max_input_bytes: 2 << 30,
-            max_shapes: 20_000_000,
-            max_points: 200_000_000,
+            max_shapes: 5_000_000,
+            max_points: 50_000_000,
             max_depth: 256,
             max_array: 100_000_000,
             max_placements: 100_000_000,

@@ -365,6 +365,15 @@ impl Library {
     /// # Errors
     /// [`HierarchyError`] naming the offending cell.
     pub fn check_hierarchy(&self) -> Result<(), HierarchyError> {
+        self.bottom_up_order().map(|_| ())
+    }
+
+    /// All cell indices ordered so that every cell comes after the cells it places
+    /// (leaves first).
+    ///
+    /// # Errors
+    /// [`HierarchyError`] for a dangling cell index or a cycle.
+    pub fn bottom_up_order(&self) -> Result<Vec<usize>, HierarchyError> {
         let n = self.cells.len();
         for cell in &self.cells {
             if let Some(inst) = cell.instances.iter().find(|i| i.cell >= n) {
@@ -382,6 +391,7 @@ impl Library {
             Done,
         }
         let mut mark = vec![Mark::New; n];
+        let mut order = Vec::with_capacity(n);
         for root in 0..n {
             if mark[root] != Mark::New {
                 continue;
@@ -407,11 +417,12 @@ impl Library {
                     }
                 } else {
                     mark[cell] = Mark::Done;
+                    order.push(cell);
                     stack.pop();
                 }
             }
         }
-        Ok(())
+        Ok(order)
     }
 }
 
