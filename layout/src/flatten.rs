@@ -12,7 +12,6 @@ use crate::clip::clip_polygon;
 use crate::geom::{BBox, Point, Polygon};
 use crate::limits::Limits;
 use crate::model::{HierarchyError, LayerKey, Library, Repetition, Shape};
-use crate::path::path_outline;
 use crate::transform::{Affine, CoordinateOverflow};
 
 /// What to flatten and how.
@@ -384,10 +383,16 @@ impl Walker<'_, '_> {
                     .collect::<Result<Vec<_>, _>>()?;
                 self.polygon(key, shape, m, Polygon::new(pts))
             }
-            Shape::Path(p) => match path_outline(p) {
+            // Like KLayout, the outline is rounded to the grid in the cell's own
+            // coordinates, then transformed (exact for Manhattan placements).
+            Shape::Path(p) => match p.to_polygon() {
                 Some(outline) => {
-                    let poly = m.apply_points_f64(&outline)?;
-                    self.polygon(key, shape, m, poly)
+                    let pts = outline
+                        .points
+                        .iter()
+                        .map(|&q| m.apply(q))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    self.polygon(key, shape, m, Polygon::new(pts))
                 }
                 None => Ok(()),
             },

@@ -9,6 +9,7 @@
 //! - [`gds`]: GDSII stream reader and writer.
 //! - [`flatten`]: hierarchy → polygons per layer, with clipping, layer filter and [`Limits`].
 
+pub mod bbox;
 pub mod clip;
 pub mod flatten;
 pub mod gds;
@@ -18,6 +19,7 @@ pub mod model;
 pub mod path;
 pub mod transform;
 
+pub use bbox::cell_bboxes;
 pub use flatten::{
     FlatGeometry, FlatLayout, FlatShape, FlatText, FlattenError, FlattenOptions, flatten,
     resolve_cell, walk,

@@ -69,12 +69,20 @@ pub fn path_outline(path: &Path) -> Option<Vec<(f64, f64)>> {
     let mut out: Vec<(f64, f64)> = Vec::with_capacity(2 * n + 2 * ROUND_END_SEGMENTS + 4);
     out.extend_from_slice(&left);
     let round = matches!(path.ends, PathEnds::Round);
+    // Round caps replace the flat end edges; the first and last offsets of each side
+    // are then dropped since the cap's outermost vertices lie beyond them.
     if round {
-        arc(&mut out, spine[n - 1], half, normal(dn));
-    }
-    out.extend(right.iter().rev());
-    if round {
-        arc(&mut out, spine[0], half, neg(normal(d0)));
+        left.pop();
+        right.remove(0);
+        right.pop();
+        left.remove(0);
+        out.clear();
+        out.extend_from_slice(&left);
+        arc(&mut out, spine[n - 1], half, dn);
+        out.extend(right.iter().rev());
+        arc(&mut out, spine[0], half, neg(d0));
+    } else {
+        out.extend(right.iter().rev());
     }
     out.reverse(); // left-forward, right-back is clockwise
     Some(out)
@@ -84,11 +92,9 @@ pub fn path_outline(path: &Path) -> Option<Vec<(f64, f64)>> {
 fn single_point_outline(p: (f64, f64), half: f64, path: &Path) -> Option<Vec<(f64, f64)>> {
     match path.ends.extensions(path.width.abs()) {
         None => {
-            let mut out = Vec::with_capacity(2 * ROUND_END_SEGMENTS + 2);
-            arc(&mut out, p, half, (0.0, 1.0));
-            out.pop();
-            arc(&mut out, p, half, (0.0, -1.0));
-            out.pop();
+            let mut out = Vec::with_capacity(2 * ROUND_END_SEGMENTS);
+            arc(&mut out, p, half, (1.0, 0.0));
+            arc(&mut out, p, half, (-1.0, 0.0));
             out.reverse();
             Some(out)
         }
@@ -105,13 +111,22 @@ fn single_point_outline(p: (f64, f64), half: f64, path: &Path) -> Option<Vec<(f6
     }
 }
 
-/// Appends a clockwise half circle around `c` starting at `c + r·from` (included) and
-/// ending at `c - r·from` (included).
-fn arc(out: &mut Vec<(f64, f64)>, c: (f64, f64), r: f64, from: (f64, f64)) {
-    let start = from.1.atan2(from.0);
-    for k in 0..=ROUND_END_SEGMENTS {
-        let a = start - std::f64::consts::PI * k as f64 / ROUND_END_SEGMENTS as f64;
-        out.push((c.0 + r * a.cos(), c.1 + r * a.sin()));
+/// Appends a half-circle cap around `c` bulging towards the unit direction `out`, going
+/// clockwise from the left side of `out` to its right side. Like KLayout, it uses
+/// [`ROUND_END_SEGMENTS`] vertices at half-step angles on the circumscribed radius
+/// `r / cos(π / 2n)`, so the cap's extreme points lie exactly at distance `r`.
+fn arc(out: &mut Vec<(f64, f64)>, c: (f64, f64), r: f64, dir: (f64, f64)) {
+    let n = ROUND_END_SEGMENTS as f64;
+    let step = std::f64::consts::PI / n;
+    let rc = r / (step / 2.0).cos();
+    let left = normal(dir);
+    for k in 0..ROUND_END_SEGMENTS {
+        let phi = std::f64::consts::FRAC_PI_2 - (k as f64 + 0.5) * step;
+        let (s, co) = phi.sin_cos();
+        out.push((
+            c.0 + rc * (dir.0 * co + left.0 * s),
+            c.1 + rc * (dir.1 * co + left.1 * s),
+        ));
     }
 }
 
@@ -175,12 +190,18 @@ mod tests {
                 Point::new(10_500, 500)
             ))
         );
-        // Body plus an inscribed 32-gon: between 99% of that 32-gon and the true circle.
+        assert_eq!(round.points.len(), 32, "16 vertices per cap, as KLayout");
+        // Body plus a 32-gon of circumradius r / cos(π/32); rounding each cap vertex to the
+        // grid moves the area by at most half a dbu times the caps' perimeter (≈ 2πr).
         let a = round.signed_area2() as f64 / 2.0;
-        let r2 = 500.0 * 500.0;
-        let inscribed = 16.0 * r2 * (std::f64::consts::PI / 16.0).sin();
-        let circle = std::f64::consts::PI * r2;
-        assert!(a > 1e7 + 0.99 * inscribed && a < 1e7 + circle, "{a}");
+        let pi = std::f64::consts::PI;
+        let rc = 500.0 / (pi / 32.0).cos();
+        let expected = 1e7 + 16.0 * rc * rc * (pi / 16.0).sin();
+        assert!(
+            (a - expected).abs() < 0.5 * 2.0 * pi * 500.0,
+            "{a} vs {expected}"
+        );
+        assert!(a > 1e7 + pi * 500.0 * 500.0, "caps enclose the circle");
     }
 
     #[test]
