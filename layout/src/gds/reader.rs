@@ -187,7 +187,7 @@ impl Reader<'_> {
                 rt::BGNEXTN => el.bgnextn = rec.i32_one()?,
                 rt::ENDEXTN => el.endextn = rec.i32_one()?,
                 rt::XY => {
-                    if rec.data.len() % 8 != 0 {
+                    if !rec.data.len().is_multiple_of(8) {
                         return Err(GdsError::BadPayload {
                             offset: rec.offset,
                             record: "XY",

@@ -179,7 +179,7 @@ impl<'a> Record<'a> {
         if self.dtype != dt::BITS {
             self.expect_dtype(dt::I16)?;
         }
-        if self.data.len() % 2 != 0 {
+        if !self.data.len().is_multiple_of(2) {
             return Err(self.bad_len());
         }
         Ok(self
@@ -200,7 +200,7 @@ impl<'a> Record<'a> {
     /// 32-bit integers.
     pub fn i32s(&self) -> Result<impl Iterator<Item = i32> + 'a, GdsError> {
         self.expect_dtype(dt::I32)?;
-        if self.data.len() % 4 != 0 {
+        if !self.data.len().is_multiple_of(4) {
             return Err(self.bad_len());
         }
         Ok(self
@@ -221,7 +221,7 @@ impl<'a> Record<'a> {
     /// 8-byte reals.
     pub fn reals(&self) -> Result<Vec<f64>, GdsError> {
         self.expect_dtype(dt::REAL8)?;
-        if self.data.len() % 8 != 0 {
+        if !self.data.len().is_multiple_of(8) {
             return Err(self.bad_len());
         }
         Ok(self
