@@ -16,6 +16,7 @@ pub mod gds;
 pub mod geom;
 pub mod limits;
 pub mod model;
+pub mod oasis;
 pub mod path;
 pub mod transform;
 
@@ -31,4 +32,5 @@ pub use model::{
     Cell, HierarchyError, Instance, LayerKey, LayerName, Library, Path, PathEnds, Repetition,
     Shape, Text, Transform,
 };
+pub use oasis::{OasisError, read_oasis};
 pub use transform::{Affine, CoordinateOverflow};

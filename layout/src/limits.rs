@@ -21,7 +21,9 @@ pub struct Limits {
     pub max_placements: u64,
     /// Most shapes a reader may store (OASIS repetitions of shapes are expanded).
     pub max_stored_shapes: u64,
-    /// Most bytes all OASIS CBLOCKs of a file may inflate to.
+    /// Most vertices (and explicit repetition displacements) a reader may store.
+    pub max_stored_points: u64,
+    /// Most bytes all OASIS CBLOCKs of a file may inflate to, in total.
     pub max_decompressed_bytes: u64,
 }
 
@@ -35,7 +37,8 @@ impl Default for Limits {
             max_array: 100_000_000,
             max_placements: 100_000_000,
             max_stored_shapes: 50_000_000,
-            max_decompressed_bytes: 4 << 30,
+            max_stored_points: 200_000_000,
+            max_decompressed_bytes: 1 << 30,
         }
     }
 }

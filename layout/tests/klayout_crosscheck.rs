@@ -11,6 +11,7 @@ use std::process::Command;
 
 use reticle_layout::{
     FlatLayout, FlattenOptions, LayerKey, Library, Limits, cell_bboxes, flatten, read_gds,
+    read_oasis,
 };
 use serde_json::Value;
 
@@ -222,5 +223,17 @@ fn gds_written_by_klayout_matches_klayout() {
             }
         }
         _ => eprintln!("SKIP: real GDS cross-check: {} absent", real.display()),
+    }
+}
+
+#[test]
+fn oasis_written_by_klayout_matches_klayout() {
+    let Some((dir, refs)) = reference() else {
+        return;
+    };
+    for name in ["sample.oas", "sample_cblocks.oas"] {
+        let bytes = std::fs::read(dir.path().join(name)).expect("oas");
+        let lib = read_oasis(&bytes, &Limits::default()).expect("read");
+        compare(name, &lib, &refs[name]);
     }
 }
