@@ -32,6 +32,8 @@ fn reference() -> Option<(tempfile::TempDir, Value)> {
         return None;
     };
     let dir = tempfile::tempdir().expect("tempdir");
+    let every = dir.path().join("every_record.oas");
+    std::fs::write(&every, common::oas::every_record_file()).expect("write");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/klayout/make_reference.py");
     let real = common::data_dir().join("gds/gcd_45nm.gds");
     let out = Command::new(bin)
@@ -40,6 +42,8 @@ fn reference() -> Option<(tempfile::TempDir, Value)> {
         .arg(&script)
         .arg("-rd")
         .arg(format!("outdir={}", dir.path().display()))
+        .arg("-rd")
+        .arg(format!("extra={}", every.display()))
         .env("RETICLE_REAL_GDS", &real)
         .output()
         .expect("run klayout");
@@ -231,7 +235,7 @@ fn oasis_written_by_klayout_matches_klayout() {
     let Some((dir, refs)) = reference() else {
         return;
     };
-    for name in ["sample.oas", "sample_cblocks.oas"] {
+    for name in ["sample.oas", "sample_cblocks.oas", "every_record.oas"] {
         let bytes = std::fs::read(dir.path().join(name)).expect("oas");
         let lib = read_oasis(&bytes, &Limits::default()).expect("read");
         compare(name, &lib, &refs[name]);

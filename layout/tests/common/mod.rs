@@ -110,3 +110,5 @@ pub fn bboxes(polys: &[Polygon]) -> Vec<BBox> {
     v.sort_unstable();
     v
 }
+
+pub mod oas;
