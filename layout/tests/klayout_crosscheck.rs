@@ -25,8 +25,15 @@ fn klayout_bin() -> Option<PathBuf> {
     ok.then_some(bin)
 }
 
+/// The reference facts, computed once per test binary (KLayout takes seconds to start).
+fn reference() -> Option<&'static (tempfile::TempDir, Value)> {
+    static REFERENCE: std::sync::OnceLock<Option<(tempfile::TempDir, Value)>> =
+        std::sync::OnceLock::new();
+    REFERENCE.get_or_init(run_reference_script).as_ref()
+}
+
 /// Runs the reference script; returns the output folder and the parsed reference JSON.
-fn reference() -> Option<(tempfile::TempDir, Value)> {
+fn run_reference_script() -> Option<(tempfile::TempDir, Value)> {
     let Some(bin) = klayout_bin() else {
         eprintln!("SKIP: klayout not found (set KLAYOUT_BIN or install Debian's klayout)");
         return None;

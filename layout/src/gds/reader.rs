@@ -29,6 +29,7 @@ pub fn read_gds(bytes: &[u8], limits: &Limits) -> Result<Library, GdsError> {
         pos: 0,
         limits,
         stored_shapes: 0,
+        stored_points: 0,
     }
     .library()
 }
@@ -46,6 +47,7 @@ struct Reader<'a> {
     pos: usize,
     limits: &'a Limits,
     stored_shapes: u64,
+    stored_points: u64,
 }
 
 /// Records that may appear anywhere in their context and carry nothing we keep.
@@ -232,12 +234,20 @@ impl Reader<'_> {
         }
     }
 
-    fn count_shape(&mut self) -> Result<(), GdsError> {
+    /// Charges one stored shape with `points` vertices to the read budget.
+    fn count_shape(&mut self, points: usize) -> Result<(), GdsError> {
         self.stored_shapes += 1;
         if self.stored_shapes > self.limits.max_stored_shapes {
             return Err(GdsError::LimitExceeded {
                 what: "stored shapes",
                 limit: self.limits.max_stored_shapes,
+            });
+        }
+        self.stored_points = self.stored_points.saturating_add(points as u64);
+        if self.stored_points > self.limits.max_stored_points {
+            return Err(GdsError::LimitExceeded {
+                what: "stored points",
+                limit: self.limits.max_stored_points,
             });
         }
         Ok(())
@@ -279,7 +289,7 @@ impl Reader<'_> {
                 if pts.len() > 1 && pts.first() == pts.last() {
                     pts.pop();
                 }
-                self.count_shape()?;
+                self.count_shape(pts.len())?;
                 cell.push_shape(key, Shape::Polygon(Polygon::new(pts)));
             }
             rt::BOX => {
@@ -291,7 +301,7 @@ impl Reader<'_> {
                     .fold(BBox::from_corners(el.xy[0], el.xy[0]), |b, p| {
                         b.union(&BBox::from_corners(*p, *p))
                     });
-                self.count_shape()?;
+                self.count_shape(1)?;
                 cell.push_shape(key, Shape::Box(b));
             }
             rt::PATH => {
@@ -313,7 +323,7 @@ impl Reader<'_> {
                         });
                     }
                 };
-                self.count_shape()?;
+                self.count_shape(el.xy.len())?;
                 cell.push_shape(
                     key,
                     Shape::Path(Path {
@@ -332,7 +342,7 @@ impl Reader<'_> {
                     element,
                     record: "STRING",
                 })?;
-                self.count_shape()?;
+                self.count_shape(1)?;
                 cell.push_shape(
                     key,
                     Shape::Text(Text {
@@ -380,6 +390,7 @@ impl Reader<'_> {
                     xy_count(&|n| n == 1)?;
                     None
                 };
+                self.count_shape(1)?;
                 pending.push(PendingRef {
                     cell: index,
                     instance: cell.instances.len(),

@@ -505,7 +505,8 @@ mod tests {
     fn repetitions() {
         let mut ok = |_: u64| Ok(());
         assert_eq!(
-            cur(&[1, 3, 2, 10])
+            // x-dim 1, y-dim 0 -> 3 x 2 copies
+            cur(&[1, 0, 2, 10])
                 .repetition(1, &mut ok)
                 .map(|r| r.count()),
             Ok(3 * 2)

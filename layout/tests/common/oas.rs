@@ -353,7 +353,6 @@ pub fn every_record_file() -> Vec<u8> {
             .concat(),
         );
     }
-    drop(push);
 
     let mut top = cell_ref(1);
     top.extend(
