@@ -13,6 +13,8 @@
 //! - [`flatten`](mod@flatten): hierarchy → polygons per layer ([`flatten()`], [`walk`]),
 //!   with clip box, layer filter and limits enforced while walking.
 //! - [`bbox`]: hierarchical cell boxes with KLayout's semantics ([`cell_bboxes`]).
+//! - [`stats`]: per-layer shape counts of a flattened cell without flattening
+//!   ([`flat_shape_counts`]).
 //! - [`path`], [`clip`], [`transform`]: path outlines, rectangle clipping, placements.
 
 pub mod bbox;
@@ -25,6 +27,7 @@ pub mod model;
 pub mod oasis;
 pub mod path;
 pub mod read;
+pub mod stats;
 pub mod transform;
 
 pub use bbox::cell_bboxes;
@@ -41,4 +44,5 @@ pub use model::{
 };
 pub use oasis::{OasisError, read_oasis};
 pub use read::{Format, LayoutError, read_layout, sha256_hex};
+pub use stats::flat_shape_counts;
 pub use transform::{Affine, CoordinateOverflow};

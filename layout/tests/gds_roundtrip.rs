@@ -28,6 +28,42 @@ fn round_trip_preserves_the_library() {
 }
 
 #[test]
+fn unwritable_values_are_errors() {
+    let mut lib = sample_library();
+    let top = lib.cell_index("TOP").expect("top");
+    let mut arr = common::place(0, 0, 0, 0.0, false, 1.0);
+    arr.repetition = Some(Repetition::Array {
+        cols: 0,
+        rows: 3,
+        col_step: Point::new(1, 0),
+        row_step: Point::new(0, 1),
+    });
+    lib.cells[top].instances = vec![arr];
+    assert!(matches!(
+        write_gds(&lib),
+        Err(reticle_layout::GdsWriteError::ArrayTooLarge { cols: 0, .. })
+    ));
+    let mut lib = sample_library();
+    lib.cells[0].push_shape(
+        reticle_layout::LayerKey::new(70_000, 0),
+        Shape::Box(rect(0, 0, 1, 1)),
+    );
+    assert!(matches!(
+        write_gds(&lib),
+        Err(reticle_layout::GdsWriteError::LayerRange { layer: 70_000, .. })
+    ));
+    let mut lib = sample_library();
+    lib.cells[0].push_shape(
+        reticle_layout::LayerKey::new(1, 0),
+        Shape::Box(rect(0, 0, 1 << 40, 1)),
+    );
+    assert!(matches!(
+        write_gds(&lib),
+        Err(reticle_layout::GdsWriteError::CoordinateRange { .. })
+    ));
+}
+
+#[test]
 fn explicit_repetition_is_written_as_srefs() {
     let mut lib = sample_library();
     let top = lib.cell_index("TOP").expect("top");

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use reticle_layout::{
-    FlatLayout, FlattenOptions, LayerKey, Library, Limits, cell_bboxes, flatten, read_gds,
-    read_oasis,
+    FlatLayout, FlattenOptions, LayerKey, Library, Limits, cell_bboxes, flat_shape_counts, flatten,
+    read_gds, read_oasis,
 };
 use serde_json::Value;
 
@@ -41,6 +41,10 @@ fn run_reference_script() -> Option<(tempfile::TempDir, Value)> {
     let dir = tempfile::tempdir().expect("tempdir");
     let every = dir.path().join("every_record.oas");
     std::fs::write(&every, common::oas::every_record_file()).expect("write");
+    // Our writer's output, for KLayout to read.
+    let ours = dir.path().join("ours.gds");
+    let bytes = reticle_layout::write_gds(&common::sample_library()).expect("write");
+    std::fs::write(&ours, bytes).expect("write");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/klayout/make_reference.py");
     let real = common::data_dir().join("gds/gcd_45nm.gds");
     let out = Command::new(bin)
@@ -50,7 +54,7 @@ fn run_reference_script() -> Option<(tempfile::TempDir, Value)> {
         .arg("-rd")
         .arg(format!("outdir={}", dir.path().display()))
         .arg("-rd")
-        .arg(format!("extra={}", every.display()))
+        .arg(format!("extra={},{}", every.display(), ours.display()))
         .env("RETICLE_REAL_GDS", &real)
         .output()
         .expect("run klayout");
@@ -155,6 +159,13 @@ fn compare(name: &str, lib: &Library, facts: &Value) {
             v["count"].as_u64().expect("count"),
             "{name} {k}: count"
         );
+        // The bottom-up count (no geometry) agrees with the flattening.
+        let counted = flat_shape_counts(lib, top).expect("counts");
+        assert_eq!(
+            counted.get(&key).copied(),
+            Some(f.count as u64),
+            "{name} {k}: counted"
+        );
         if v["texts"].as_u64() == Some(f.count as u64) {
             continue; // text-only layer: no area, and bboxes of texts are not comparable
         }
@@ -247,4 +258,12 @@ fn oasis_written_by_klayout_matches_klayout() {
         let lib = read_oasis(&bytes, &Limits::default()).expect("read");
         compare(name, &lib, &refs[name]);
     }
+}
+
+#[test]
+fn gds_written_by_us_reads_the_same_in_klayout() {
+    let Some((_, refs)) = reference() else {
+        return;
+    };
+    compare("ours.gds", &common::sample_library(), &refs["ours.gds"]);
 }

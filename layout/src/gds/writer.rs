@@ -41,8 +41,8 @@ pub enum GdsWriteError {
         /// Its length.
         len: usize,
     },
-    /// An array with more than 32767 rows or columns.
-    #[error("array {cols}x{rows} in cell {cell:?} exceeds GDSII's 32767 limit")]
+    /// An array with no rows or columns, or more than 32767.
+    #[error("array {cols}x{rows} in cell {cell:?} is outside GDSII's 1..=32767 range")]
     ArrayTooLarge {
         /// The cell.
         cell: String,
@@ -278,7 +278,8 @@ impl Writer {
                 col_step,
                 row_step,
             }) => {
-                let (Ok(c), Ok(r)) = (i16::try_from(*cols), i16::try_from(*rows)) else {
+                let (Ok(c @ 1..), Ok(r @ 1..)) = (i16::try_from(*cols), i16::try_from(*rows))
+                else {
                     return Err(GdsWriteError::ArrayTooLarge {
                         cell: self.cell.clone(),
                         cols: *cols,
