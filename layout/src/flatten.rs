@@ -207,11 +207,8 @@ fn summarize(lib: &Library, opts: &FlattenOptions) -> Result<Summary, FlattenErr
         for (key, shapes) in &cell.shapes {
             for shape in shapes.iter().filter(|s| keeps(opts, key, s)) {
                 count += 1.0;
-                if let Some(b) = shape.bbox() {
-                    bb = union(
-                        bb,
-                        [b.left as f64, b.bottom as f64, b.right as f64, b.top as f64],
-                    );
+                if let Some(b) = shape_bound(shape) {
+                    bb = union(bb, b);
                 }
             }
         }
@@ -238,6 +235,31 @@ fn summarize(lib: &Library, opts: &FlattenOptions) -> Result<Summary, FlattenErr
         counts[ci] = count;
     }
     Ok(Summary { bboxes, counts })
+}
+
+/// A cheap box that surely contains the shape's geometry (paths: spine box grown by the
+/// largest of half-width and extensions), for pruning only.
+fn shape_bound(shape: &Shape) -> Option<[f64; 4]> {
+    let f = |b: BBox| [b.left as f64, b.bottom as f64, b.right as f64, b.top as f64];
+    match shape {
+        Shape::Path(p) => {
+            let first = *p.spine.first()?;
+            let spine = p
+                .spine
+                .iter()
+                .fold(BBox::from_corners(first, first), |b, q| {
+                    b.union(&BBox::from_corners(*q, *q))
+                });
+            let half = p.width.abs() as f64 / 2.0;
+            let grow = match p.ends.extensions(p.width.abs()) {
+                Some((b, e)) => half.max(b.abs() as f64).max(e.abs() as f64),
+                None => half,
+            } + 1.0;
+            let [l, b, r, t] = f(spine);
+            Some([l - grow, b - grow, r + grow, t + grow])
+        }
+        other => other.bbox().map(f),
+    }
 }
 
 fn union(a: Option<[f64; 4]>, b: [f64; 4]) -> Option<[f64; 4]> {
