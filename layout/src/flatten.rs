@@ -389,31 +389,24 @@ impl Walker<'_, '_> {
                 if self.points + p.points.len() as u64 > self.opts.limits.max_points {
                     return Err(limit("points", self.opts.limits.max_points));
                 }
-                let pts = p
-                    .points
-                    .iter()
-                    .map(|&q| m.apply(q))
-                    .collect::<Result<Vec<_>, _>>()?;
+                let pts = m.apply_all(p.points.iter().copied())?;
                 self.polygon(key, shape, m, Polygon::new(pts))
             }
             Shape::Box(b) => {
-                let r = Polygon::rect(*b);
-                let pts = r
-                    .points
-                    .iter()
-                    .map(|&q| m.apply(q))
-                    .collect::<Result<Vec<_>, _>>()?;
+                let corners = [
+                    Point::new(b.left, b.bottom),
+                    Point::new(b.right, b.bottom),
+                    Point::new(b.right, b.top),
+                    Point::new(b.left, b.top),
+                ];
+                let pts = m.apply_all(corners.into_iter())?;
                 self.polygon(key, shape, m, Polygon::new(pts))
             }
             // Like KLayout, the outline is rounded to the grid in the cell's own
             // coordinates, then transformed (exact for Manhattan placements).
             Shape::Path(p) => match p.to_polygon() {
                 Some(outline) => {
-                    let pts = outline
-                        .points
-                        .iter()
-                        .map(|&q| m.apply(q))
-                        .collect::<Result<Vec<_>, _>>()?;
+                    let pts = m.apply_all(outline.points.into_iter())?;
                     self.polygon(key, shape, m, Polygon::new(pts))
                 }
                 None => Ok(()),

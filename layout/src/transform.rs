@@ -147,6 +147,33 @@ impl Affine {
         }
     }
 
+    /// Applies the map to many points, checking [`Affine::is_integral`] once.
+    ///
+    /// # Errors
+    /// [`CoordinateOverflow`] when a result leaves ±[`COORD_LIMIT`].
+    pub fn apply_all(
+        &self,
+        pts: impl ExactSizeIterator<Item = Point>,
+    ) -> Result<Vec<Point>, CoordinateOverflow> {
+        let mut out = Vec::with_capacity(pts.len());
+        if self.is_integral() {
+            let m = [self.xx, self.xy, self.yx, self.yy, self.dx, self.dy].map(|v| v as i128);
+            for p in pts {
+                let (x, y) = (i128::from(p.x), i128::from(p.y));
+                out.push(Point::new(
+                    to_coord_i128(m[0] * x + m[1] * y + m[4])?,
+                    to_coord_i128(m[2] * x + m[3] * y + m[5])?,
+                ));
+            }
+        } else {
+            for p in pts {
+                let (x, y) = self.apply_f64(p.x as f64, p.y as f64);
+                out.push(Point::new(to_coord_f64(x)?, to_coord_f64(y)?));
+            }
+        }
+        Ok(out)
+    }
+
     /// Transforms and rounds a list of real points into a polygon.
     ///
     /// # Errors
@@ -223,6 +250,18 @@ mod tests {
         let c = outer.then_inner(&inner);
         // inner: (1,0) -> (0,2); outer: -> (10,2)
         assert_eq!(c.apply(Point::new(1, 0)), Ok(Point::new(10, 2)));
+    }
+
+    #[test]
+    fn apply_all_matches_apply() {
+        let pts = [Point::new(3, -7), Point::new(-100, 42), Point::new(0, 0)];
+        for m in [
+            Affine::from_placement(Point::new(5, 9), 270.0, true, 3.0),
+            Affine::from_placement(Point::new(5, 9), 33.0, false, 0.7),
+        ] {
+            let one: Vec<Point> = pts.iter().map(|&p| m.apply(p).expect("in range")).collect();
+            assert_eq!(m.apply_all(pts.iter().copied()), Ok(one));
+        }
     }
 
     #[test]
