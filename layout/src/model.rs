@@ -1,7 +1,7 @@
 //! The format-independent layout model: a library of cells holding shapes and
 //! placements of other cells.
 //!
-//! GDSII and OASIS readers both produce a [`Library`]; [`crate::flatten`] turns a cell of
+//! GDSII and OASIS readers both produce a [`Library`]; [`crate::flatten()`] turns a cell of
 //! it into polygons. Coordinates are integer database units (dbu).
 
 use std::collections::BTreeMap;
