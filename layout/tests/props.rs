@@ -159,10 +159,11 @@ proptest! {
                 let mut c = c.clone();
                 for shapes in c.shapes.values_mut() {
                     for s in shapes.iter_mut() {
-                        if let Shape::Polygon(p) = s {
-                            if p.points.len() > 1 && p.points.first() == p.points.last() {
-                                p.points.pop();
-                            }
+                        if let Shape::Polygon(p) = s
+                            && p.points.len() > 1
+                            && p.points.first() == p.points.last()
+                        {
+                            p.points.pop();
                         }
                     }
                 }
