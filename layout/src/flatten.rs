@@ -176,7 +176,7 @@ pub fn walk(
         placements: 0,
         path: vec![cell],
     };
-    walker.cell(cell, &Affine::IDENTITY, 0)
+    walker.run(cell)
 }
 
 const fn limit(what: &'static str, limit: u64) -> FlattenError {
@@ -424,54 +424,104 @@ impl Walker<'_, '_> {
         }
     }
 
-    fn cell(&mut self, ci: usize, m: &Affine, depth: u32) -> Result<(), FlattenError> {
+    /// Emits the kept shapes a cell holds directly.
+    fn own_shapes(&mut self, ci: usize, m: &Affine) -> Result<(), FlattenError> {
         let lib = self.lib;
         let opts = self.opts;
-        let cell = &lib.cells[ci];
-        for (key, shapes) in &cell.shapes {
+        for (key, shapes) in &lib.cells[ci].shapes {
             for shape in shapes.iter().filter(|s| keeps(opts, key, s)) {
                 self.shape(*key, shape, m)?;
             }
         }
-        for inst in &cell.instances {
-            let Some(child_bb) = self.summary.bboxes[inst.cell] else {
-                continue; // nothing kept below
+        Ok(())
+    }
+
+    /// Depth-first walk with an explicit stack, so no limit setting can overflow the
+    /// thread's stack.
+    fn run(&mut self, root: usize) -> Result<(), FlattenError> {
+        struct Frame {
+            cell: usize,
+            m: Affine,
+            depth: u32,
+            /// Next instance of `cell` to expand.
+            inst: usize,
+            /// Copies of the current instance, once started, and the next copy index.
+            copies: Option<(u64, u64)>,
+        }
+        let lib = self.lib;
+        let opts = self.opts;
+        let limits = &opts.limits;
+        self.own_shapes(root, &Affine::IDENTITY)?;
+        let mut stack = vec![Frame {
+            cell: root,
+            m: Affine::IDENTITY,
+            depth: 0,
+            inst: 0,
+            copies: None,
+        }];
+        while let Some(frame) = stack.last_mut() {
+            let Some(inst) = lib.cells[frame.cell].instances.get(frame.inst) else {
+                stack.pop();
+                if !stack.is_empty() {
+                    self.path.pop();
+                }
+                continue;
             };
-            if depth + 1 > opts.limits.max_depth {
-                return Err(limit("hierarchy depth", u64::from(opts.limits.max_depth)));
-            }
-            let copies = inst.placement_count();
-            if copies > opts.limits.max_array {
-                return Err(limit("array size", opts.limits.max_array));
-            }
-            let inner = inst.transform.to_affine();
-            for k in 0..copies {
-                self.placements += 1;
-                if self.placements > opts.limits.max_placements {
-                    return Err(limit("placements", opts.limits.max_placements));
-                }
-                let (dx, dy) = inst
-                    .repetition
-                    .as_ref()
-                    .map_or((0, 0), |r| r.displacement(k));
-                let shifted = Affine::translation(dx as f64, dy as f64).then_inner(&inner);
-                let child_m = m.then_inner(&shifted);
-                if let Some(c) = &opts.clip {
-                    let b = transform_bbox(&child_m, child_bb);
-                    // One dbu of slack covers rounding of non-Manhattan vertices.
-                    if b[0] > c.right as f64 + 1.0
-                        || b[2] < c.left as f64 - 1.0
-                        || b[1] > c.top as f64 + 1.0
-                        || b[3] < c.bottom as f64 - 1.0
-                    {
-                        continue;
+            let Some(child_bb) = self.summary.bboxes[inst.cell] else {
+                frame.inst += 1; // nothing kept below
+                continue;
+            };
+            let (copies, k) = match frame.copies {
+                Some(state) => state,
+                None => {
+                    if frame.depth + 1 > limits.max_depth {
+                        return Err(limit("hierarchy depth", u64::from(limits.max_depth)));
                     }
+                    let copies = inst.placement_count();
+                    if copies > limits.max_array {
+                        return Err(limit("array size", limits.max_array));
+                    }
+                    (copies, 0)
                 }
-                self.path.push(inst.cell);
-                let r = self.cell(inst.cell, &child_m, depth + 1);
-                self.path.pop();
-                r?;
+            };
+            if k >= copies {
+                frame.inst += 1;
+                frame.copies = None;
+                continue;
             }
+            frame.copies = Some((copies, k + 1));
+            self.placements += 1;
+            if self.placements > limits.max_placements {
+                return Err(limit("placements", limits.max_placements));
+            }
+            let (dx, dy) = inst
+                .repetition
+                .as_ref()
+                .map_or((0, 0), |r| r.displacement(k));
+            let shifted =
+                Affine::translation(dx as f64, dy as f64).then_inner(&inst.transform.to_affine());
+            let child_m = frame.m.then_inner(&shifted);
+            if let Some(c) = &opts.clip {
+                let b = transform_bbox(&child_m, child_bb);
+                // One dbu of slack covers rounding of non-Manhattan vertices.
+                if b[0] > c.right as f64 + 1.0
+                    || b[2] < c.left as f64 - 1.0
+                    || b[1] > c.top as f64 + 1.0
+                    || b[3] < c.bottom as f64 - 1.0
+                {
+                    continue;
+                }
+            }
+            let child = Frame {
+                cell: inst.cell,
+                m: child_m,
+                depth: frame.depth + 1,
+                inst: 0,
+                copies: None,
+            };
+            self.path.push(child.cell);
+            self.own_shapes(child.cell, &child.m)?;
+            stack.push(child);
         }
         Ok(())
     }

@@ -193,3 +193,35 @@ fn coordinates_beyond_range_are_errors() {
         Err(FlattenError::Coordinate(_))
     ));
 }
+
+#[test]
+fn very_deep_hierarchy_with_permissive_limit_does_not_overflow_the_stack() {
+    // The walk keeps its own stack, so even a 20,000-level chain (with the depth limit
+    // raised to allow it) runs in a test thread's small stack.
+    let mut lib = Library::new("D", 1e-9);
+    let mut leaf = Cell::new("C0");
+    leaf.push_shape(LayerKey::new(1, 0), Shape::Box(rect(0, 0, 1, 1)));
+    lib.cells.push(leaf);
+    let n = 20_000;
+    for i in 1..=n {
+        let mut c = Cell::new(format!("C{i}"));
+        c.instances.push(place(i - 1, 1, 0, 0.0, false, 1.0));
+        lib.cells.push(c);
+    }
+    let opts = FlattenOptions {
+        limits: Limits {
+            max_depth: 100_000,
+            ..Limits::default()
+        },
+        ..FlattenOptions::default()
+    };
+    let flat = flatten(&lib, n, &opts).expect("flattens");
+    assert_eq!(
+        flat.polygons[&LayerKey::new(1, 0)][0].bbox(),
+        Some(rect(20_000, 0, 20_001, 1))
+    );
+    let counts = reticle_layout::flat_shape_counts(&lib, n).expect("counts");
+    assert_eq!(counts[&LayerKey::new(1, 0)], 1);
+    let boxes = reticle_layout::cell_bboxes(&lib, None).expect("boxes");
+    assert_eq!(boxes[n], Some(rect(20_000, 0, 20_001, 1)));
+}
