@@ -445,8 +445,8 @@ impl Walker<'_, '_> {
             depth: u32,
             /// Next instance of `cell` to expand.
             inst: usize,
-            /// Copies of the current instance, once started, and the next copy index.
-            copies: Option<(u64, u64)>,
+            /// Copies of the current instance still to visit, once started.
+            copies: Option<CopyRange>,
         }
         let lib = self.lib;
         let opts = self.opts;
@@ -471,25 +471,21 @@ impl Walker<'_, '_> {
                 frame.inst += 1; // nothing kept below
                 continue;
             };
-            let (copies, k) = match frame.copies {
-                Some(state) => state,
-                None => {
-                    if frame.depth + 1 > limits.max_depth {
-                        return Err(limit("hierarchy depth", u64::from(limits.max_depth)));
-                    }
-                    let copies = inst.placement_count();
-                    if copies > limits.max_array {
-                        return Err(limit("array size", limits.max_array));
-                    }
-                    (copies, 0)
+            if frame.copies.is_none() {
+                if frame.depth + 1 > limits.max_depth {
+                    return Err(limit("hierarchy depth", u64::from(limits.max_depth)));
                 }
-            };
-            if k >= copies {
+                let range = CopyRange::visible(inst, &frame.m, child_bb, opts.clip.as_ref());
+                if range.len() > limits.max_array {
+                    return Err(limit("array size", limits.max_array));
+                }
+                frame.copies = Some(range);
+            }
+            let Some(k) = frame.copies.as_mut().and_then(CopyRange::next) else {
                 frame.inst += 1;
                 frame.copies = None;
                 continue;
-            }
-            frame.copies = Some((copies, k + 1));
+            };
             self.placements += 1;
             if self.placements > limits.max_placements {
                 return Err(limit("placements", limits.max_placements));
@@ -525,4 +521,134 @@ impl Walker<'_, '_> {
         }
         Ok(())
     }
+}
+
+/// The copies of an instance a walk visits: columns `i0..=i1` × rows `j0..=j1` of a lattice
+/// with `cols` columns (copy index `j·cols + i`); a plain instance or explicit list is one
+/// row.
+struct CopyRange {
+    i0: u64,
+    i1: u64,
+    j1: u64,
+    cols: u64,
+    i: u64,
+    j: u64,
+    empty: bool,
+}
+
+impl CopyRange {
+    fn all(n: u64) -> Self {
+        Self {
+            i0: 0,
+            i1: n.saturating_sub(1),
+            j1: 0,
+            cols: n.max(1),
+            i: 0,
+            j: 0,
+            empty: n == 0,
+        }
+    }
+
+    /// With a clip and an axis-aligned lattice, only the columns and rows whose copies can
+    /// touch the clip (computed in the parent's coordinates), so a query on a huge array
+    /// costs what it shows; otherwise every copy.
+    fn visible(
+        inst: &crate::model::Instance,
+        m: &Affine,
+        child_bb: [f64; 4],
+        clip: Option<&BBox>,
+    ) -> Self {
+        let all = Self::all(inst.placement_count());
+        let (
+            Some(clip),
+            Some(Repetition::Array {
+                cols,
+                rows,
+                col_step,
+                row_step,
+            }),
+        ) = (clip, inst.repetition.as_ref())
+        else {
+            return all;
+        };
+        if col_step.y != 0 || row_step.x != 0 {
+            return all;
+        }
+        let Some(inv) = m.inverse() else {
+            return all;
+        };
+        let c = transform_bbox(
+            &inv,
+            [
+                clip.left as f64 - 1.0,
+                clip.bottom as f64 - 1.0,
+                clip.right as f64 + 1.0,
+                clip.top as f64 + 1.0,
+            ],
+        );
+        let b = transform_bbox(&inst.transform.to_affine(), child_bb);
+        let Some((i0, i1)) =
+            axis_range(u64::from(*cols), col_step.x as f64, b[0], b[2], c[0], c[2])
+        else {
+            return Self { empty: true, ..all };
+        };
+        let Some((j0, j1)) =
+            axis_range(u64::from(*rows), row_step.y as f64, b[1], b[3], c[1], c[3])
+        else {
+            return Self { empty: true, ..all };
+        };
+        Self {
+            i0,
+            i1,
+            j1,
+            cols: u64::from(*cols),
+            i: i0,
+            j: j0,
+            empty: false,
+        }
+    }
+
+    /// Number of copies left to visit (saturating).
+    fn len(&self) -> u64 {
+        if self.empty {
+            0
+        } else {
+            (self.i1 - self.i0 + 1).saturating_mul(self.j1 - self.j + 1)
+        }
+    }
+
+    fn next(&mut self) -> Option<u64> {
+        if self.empty || self.j > self.j1 {
+            return None;
+        }
+        let k = self.j.saturating_mul(self.cols).saturating_add(self.i);
+        if self.i >= self.i1 {
+            self.i = self.i0;
+            self.j += 1;
+        } else {
+            self.i += 1;
+        }
+        Some(k)
+    }
+}
+
+/// Indices `i < n` for which `[lo + i·s, hi + i·s]` meets `[a, b]`, as an inclusive range.
+fn axis_range(n: u64, s: f64, lo: f64, hi: f64, a: f64, b: f64) -> Option<(u64, u64)> {
+    if n == 0 || !(lo.is_finite() && hi.is_finite() && a.is_finite() && b.is_finite()) {
+        return if n == 0 { None } else { Some((0, n - 1)) };
+    }
+    let last = (n - 1) as f64;
+    let (from, to) = if s == 0.0 {
+        if lo <= b && hi >= a {
+            (0.0, last)
+        } else {
+            return None;
+        }
+    } else if s > 0.0 {
+        (((a - hi) / s).ceil(), ((b - lo) / s).floor())
+    } else {
+        (((b - lo) / s).ceil(), ((a - hi) / s).floor())
+    };
+    let (from, to) = (from.max(0.0), to.min(last));
+    (from <= to).then_some((from as u64, to as u64))
 }

@@ -15,7 +15,9 @@ pub struct Limits {
     pub max_points: u64,
     /// Deepest cell nesting a flattening may descend (top cell is depth 0).
     pub max_depth: u32,
-    /// Most copies one array / repetition may stand for.
+    /// Most copies of one array / repetition a flattening may visit. With a clip box, only
+    /// the lattice columns and rows that can reach it count, so a window into a huge array
+    /// is cheap while flattening all of it is refused.
     pub max_array: u64,
     /// Most cell placements a flattening may visit (bounds time on empty hierarchies).
     pub max_placements: u64,

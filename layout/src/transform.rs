@@ -105,6 +105,28 @@ impl Affine {
         }
     }
 
+    /// The inverse map; `None` when singular or not finite.
+    #[must_use]
+    pub fn inverse(&self) -> Option<Self> {
+        let det = self.xx * self.yy - self.xy * self.yx;
+        if det == 0.0 || !det.is_finite() {
+            return None;
+        }
+        let (xx, xy, yx, yy) = (self.yy / det, -self.xy / det, -self.yx / det, self.xx / det);
+        let inv = Self {
+            xx,
+            xy,
+            yx,
+            yy,
+            dx: -(xx * self.dx + xy * self.dy),
+            dy: -(yx * self.dx + yy * self.dy),
+        };
+        [inv.xx, inv.xy, inv.yx, inv.yy, inv.dx, inv.dy]
+            .iter()
+            .all(|v| v.is_finite())
+            .then_some(inv)
+    }
+
     /// Whether all six entries are integers small enough to be exact in `f64`.
     #[must_use]
     pub fn is_integral(&self) -> bool {
@@ -262,6 +284,17 @@ mod tests {
             let one: Vec<Point> = pts.iter().map(|&p| m.apply(p).expect("in range")).collect();
             assert_eq!(m.apply_all(pts.iter().copied()), Ok(one));
         }
+    }
+
+    #[test]
+    fn inverse_undoes_the_map() {
+        let m = Affine::from_placement(Point::new(7, -3), 30.0, true, 2.5);
+        let inv = m.inverse().expect("invertible");
+        let (x, y) = m.apply_f64(11.0, 5.0);
+        let (bx, by) = inv.apply_f64(x, y);
+        assert!((bx - 11.0).abs() < 1e-9 && (by - 5.0).abs() < 1e-9);
+        let singular = Affine::from_placement(Point::new(0, 0), 0.0, false, 0.0);
+        assert_eq!(singular.inverse(), None);
     }
 
     #[test]

@@ -211,3 +211,64 @@ fn unknown_cell_is_an_error() {
     );
     assert!(flatten(&lib, 99, &FlattenOptions::default()).is_err());
 }
+
+#[test]
+fn array_windows_match_brute_force_under_any_placement() {
+    // The walk visits only the lattice columns/rows that can reach the clip; compare with
+    // expanding the same array as explicit displacements (which visits every copy).
+    for (rot, mirror, mag) in [
+        (0.0, false, 1.0),
+        (90.0, true, 2.0),
+        (33.0, false, 1.5),
+        (270.0, true, 0.5),
+    ] {
+        let mut lib = Library::new("W", 1e-9);
+        let mut leaf = Cell::new("LEAF");
+        leaf.push_shape(
+            L1,
+            Shape::Polygon(Polygon::new(vec![
+                Point::new(0, 0),
+                Point::new(40, 0),
+                Point::new(40, 10),
+                Point::new(10, 30),
+            ])),
+        );
+        lib.cells.push(leaf);
+        let mut arr = place(0, 17, -9, rot, mirror, mag);
+        let lattice = Repetition::Array {
+            cols: 40,
+            rows: 30,
+            col_step: Point::new(-55, 0),
+            row_step: Point::new(0, 47),
+        };
+        let explicit: Vec<Point> = (0..30)
+            .flat_map(|j| (0..40).map(move |i| Point::new(-55 * i, 47 * j)))
+            .collect();
+        arr.repetition = Some(lattice);
+        let mut mid = Cell::new("MID");
+        mid.instances.push(arr.clone());
+        lib.cells.push(mid);
+        let mut top = Cell::new("TOP");
+        top.instances
+            .push(place(1, 1000, 200, 90.0 + rot, !mirror, 1.0));
+        lib.cells.push(top);
+        let mut brute = lib.clone();
+        brute.cells[1].instances[0].repetition = Some(Repetition::Explicit(explicit));
+        for clip in [
+            rect(-300, -900, 400, -500),
+            rect(0, 0, 2000, 2000),
+            rect(900, 100, 1100, 300),
+        ] {
+            let opts = FlattenOptions {
+                clip: Some(clip),
+                ..FlattenOptions::default()
+            };
+            let fast = flatten(&lib, 2, &opts).expect("fast");
+            let slow = flatten(&brute, 2, &opts).expect("slow");
+            assert_eq!(
+                fast, slow,
+                "rot {rot} mirror {mirror} mag {mag} clip {clip:?}"
+            );
+        }
+    }
+}

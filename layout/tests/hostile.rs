@@ -45,11 +45,19 @@ fn huge_aref_fails_fast() {
         flatten(&lib, 1, &FlattenOptions::default()),
         "shapes"
     ));
+    // A clip over the whole array still stands for 32767^2 copies.
+    let everything = FlattenOptions {
+        clip: Some(rect(-1, -1, 700_000, 700_000)),
+        ..FlattenOptions::default()
+    };
+    assert!(is_limit(flatten(&lib, 1, &everything), "array size"));
+    // A small clip visits only the columns and rows that can reach it: 5 x 5 boxes.
     let clipped = FlattenOptions {
         clip: Some(rect(0, 0, 100, 100)),
         ..FlattenOptions::default()
     };
-    assert!(is_limit(flatten(&lib, 1, &clipped), "array size"));
+    let flat = flatten(&lib, 1, &clipped).expect("small window of a huge array");
+    assert_eq!(flat.polygon_count(), 25);
     assert!(t.elapsed() < FAST, "{:?}", t.elapsed());
 }
 
@@ -66,11 +74,23 @@ fn million_by_million_array_fails_fast() {
         flatten(&lib, 1, &FlattenOptions::default()),
         "shapes"
     ));
-    let clipped = FlattenOptions {
-        clip: Some(rect(0, 0, 100, 100)),
+    let everything = FlattenOptions {
+        clip: Some(rect(-1, -1, 30_000_000, 30_000_000)),
         ..FlattenOptions::default()
     };
-    assert!(is_limit(flatten(&lib, 1, &clipped), "array size"));
+    assert!(is_limit(flatten(&lib, 1, &everything), "array size"));
+    // A window far inside the array: copies (i, j) with 20i < 1_000_100 and 20i + 10 >
+    // 1_000_000, i.e. i in 50_000..=50_004, and the same rows: 25 boxes.
+    let clipped = FlattenOptions {
+        clip: Some(rect(1_000_000, 1_000_000, 1_000_100, 1_000_100)),
+        ..FlattenOptions::default()
+    };
+    let flat = flatten(&lib, 1, &clipped).expect("window");
+    assert_eq!(flat.polygon_count(), 25);
+    let mut boxes = common::bboxes(&flat.polygons[&LayerKey::new(1, 0)]);
+    boxes.dedup();
+    assert_eq!(boxes.len(), 25);
+    assert_eq!(boxes[0], rect(1_000_000, 1_000_000, 1_000_010, 1_000_010));
     assert!(t.elapsed() < FAST);
 }
 
