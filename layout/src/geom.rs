@@ -113,7 +113,11 @@ impl Polygon {
         for i in 0..n {
             let a = self.points[i];
             let b = self.points[(i + 1) % n];
-            acc += i128::from(a.x) * i128::from(b.y) - i128::from(b.x) * i128::from(a.y);
+            // Each product fits i128; the running sum may not for hostile coordinates, so
+            // it wraps (the result is exact whenever the true area fits).
+            acc = acc.wrapping_add(
+                i128::from(a.x) * i128::from(b.y) - i128::from(b.x) * i128::from(a.y),
+            );
         }
         acc
     }

@@ -3,8 +3,46 @@
 //! Everything that turns untrusted layout bytes (GDSII, OASIS, ICCAD `.glp`) into
 //! geometry lives here, so it can run inside a disposable worker and be fuzzed on
 //! its own. Coordinates are integer database units (dbu); the library records how
-//! many microns one dbu is.
+//! large one dbu is. Readers never panic on bad input: they return typed errors with
+//! byte offsets, and every allocation a file can ask for is checked against [`Limits`].
+//!
+//! - [`model`]: [`Library`], [`Cell`], [`Shape`], [`Instance`] — one model for all formats.
+//! - [`gds`]: GDSII stream reader ([`read_gds`]) and writer ([`write_gds`]).
+//! - [`oasis`]: OASIS reader ([`read_oasis`]).
+//! - [`read_layout`]: either format, detected from the bytes or named by the caller.
+//! - [`flatten`](mod@flatten): hierarchy → polygons per layer ([`flatten()`], [`walk`]),
+//!   with clip box, layer filter and limits enforced while walking.
+//! - [`bbox`]: hierarchical cell boxes with KLayout's semantics ([`cell_bboxes`]).
+//! - [`stats`]: per-layer shape counts of a flattened cell without flattening
+//!   ([`flat_shape_counts`]).
+//! - [`path`], [`clip`], [`transform`]: path outlines, rectangle clipping, placements.
 
+pub mod bbox;
+pub mod clip;
+pub mod flatten;
+pub mod gds;
 pub mod geom;
+pub mod limits;
+pub mod model;
+pub mod oasis;
+pub mod path;
+pub mod read;
+pub mod stats;
+pub mod transform;
 
+pub use bbox::cell_bboxes;
+pub use flatten::{
+    FlatGeometry, FlatLayout, FlatShape, FlatText, FlattenError, FlattenOptions, flatten,
+    resolve_cell, walk,
+};
+pub use gds::{GdsError, GdsWriteError, read_gds, write_gds};
 pub use geom::{BBox, Point, Polygon};
+pub use limits::Limits;
+pub use model::{
+    Cell, HierarchyError, Instance, LayerKey, LayerName, Library, Path, PathEnds, Repetition,
+    Shape, Text, Transform,
+};
+pub use oasis::{OasisError, read_oasis};
+pub use read::{Format, LayoutError, read_layout, sha256_hex};
+pub use stats::flat_shape_counts;
+pub use transform::{Affine, CoordinateOverflow};

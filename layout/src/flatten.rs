@@ -1,0 +1,654 @@
+//! Flattening: a cell and everything it places, as polygons per (layer, datatype).
+//!
+//! Transforms compose exactly for Manhattan placements (see [`crate::transform`]); other
+//! placements round each vertex to the nearest dbu. An optional clip box prunes whole
+//! subtrees by their bounding boxes and clips the remaining polygons; an optional layer
+//! filter drops other layers (and subtrees that hold none of them). [`Limits`] are
+//! enforced while walking, so a hostile hierarchy fails fast with bounded memory.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::clip::clip_polygon;
+use crate::geom::{BBox, Point, Polygon};
+use crate::limits::Limits;
+use crate::model::{HierarchyError, LayerKey, Library, Repetition, Shape};
+use crate::transform::{Affine, CoordinateOverflow};
+
+/// What to flatten and how.
+#[derive(Debug, Clone, Default)]
+pub struct FlattenOptions {
+    /// Keep only geometry overlapping this box (dbu, in the flattened cell's coordinates),
+    /// clipped to it. Texts are kept when their anchor lies inside (edges included).
+    pub clip: Option<BBox>,
+    /// Keep only these layers; `None` keeps all.
+    pub layers: Option<BTreeSet<LayerKey>>,
+    /// Also report texts (they are never polygons).
+    pub include_texts: bool,
+    /// Resource limits.
+    pub limits: Limits,
+}
+
+/// Why flattening failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FlattenError {
+    /// No cell of that name (or the library has no cells).
+    #[error("no such cell: {0:?}")]
+    NoSuchCell(String),
+    /// A resource limit was hit; the flattening was abandoned.
+    #[error("limit exceeded: {what} (limit {limit})")]
+    LimitExceeded {
+        /// Which limit.
+        what: &'static str,
+        /// Its value.
+        limit: u64,
+    },
+    /// A transformed coordinate left the representable range.
+    #[error(transparent)]
+    Coordinate(#[from] CoordinateOverflow),
+    /// Dangling reference or cycle.
+    #[error(transparent)]
+    Hierarchy(#[from] HierarchyError),
+}
+
+/// A text label in flattened coordinates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlatText {
+    /// Layer and text type.
+    pub key: LayerKey,
+    /// The string.
+    pub string: String,
+    /// Anchor position (dbu).
+    pub position: Point,
+}
+
+/// The result of [`flatten`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FlatLayout {
+    /// Polygons per layer, in walk order (deterministic for a given library).
+    pub polygons: BTreeMap<LayerKey, Vec<Polygon>>,
+    /// Texts, when requested.
+    pub texts: Vec<FlatText>,
+}
+
+impl FlatLayout {
+    /// Total number of polygons.
+    #[must_use]
+    pub fn polygon_count(&self) -> usize {
+        self.polygons.values().map(Vec::len).sum()
+    }
+}
+
+/// Geometry of one flattened shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FlatGeometry {
+    /// A polygon (from a polygon, box or path), transformed and clipped.
+    Polygon(Polygon),
+    /// A text anchor, transformed.
+    Text(Point),
+}
+
+/// One shape as the walker sees it: its source, where it came from, and its geometry in
+/// the flattened cell's coordinates.
+#[derive(Debug, Clone)]
+pub struct FlatShape<'a> {
+    /// Layer and datatype.
+    pub key: LayerKey,
+    /// The shape as stored in its cell.
+    pub source: &'a Shape,
+    /// Cell indices from the flattened cell down to the cell holding the shape.
+    pub cell_path: &'a [usize],
+    /// Map from the holding cell's coordinates to the flattened cell's.
+    pub transform: Affine,
+    /// Transformed (and clipped) geometry.
+    pub geometry: FlatGeometry,
+}
+
+/// The cell a caller asked for: by name, or else the alphabetically first top cell.
+///
+/// # Errors
+/// [`FlattenError::NoSuchCell`].
+pub fn resolve_cell(lib: &Library, name: Option<&str>) -> Result<usize, FlattenError> {
+    match name {
+        Some(n) => lib
+            .cell_index(n)
+            .ok_or_else(|| FlattenError::NoSuchCell(n.to_owned())),
+        None => lib
+            .top_cells()
+            .first()
+            .copied()
+            .ok_or_else(|| FlattenError::NoSuchCell(String::new())),
+    }
+}
+
+/// Flattens cell `cell` into polygons per layer.
+///
+/// # Errors
+/// [`FlattenError`]; in particular `LimitExceeded` as soon as a limit is crossed.
+pub fn flatten(
+    lib: &Library,
+    cell: usize,
+    opts: &FlattenOptions,
+) -> Result<FlatLayout, FlattenError> {
+    let mut out = FlatLayout::default();
+    walk(lib, cell, opts, &mut |s| match s.geometry {
+        FlatGeometry::Polygon(p) => out.polygons.entry(s.key).or_default().push(p),
+        FlatGeometry::Text(position) => {
+            if let Shape::Text(t) = s.source {
+                out.texts.push(FlatText {
+                    key: s.key,
+                    string: t.string.clone(),
+                    position,
+                });
+            }
+        }
+    })?;
+    Ok(out)
+}
+
+/// Visits every shape of `cell` and its descendants (after layer filter and clip) in a
+/// deterministic order: a cell's own shapes by layer, then its instances in order, each
+/// repetition in index order.
+///
+/// # Errors
+/// [`FlattenError`]; in particular `LimitExceeded` as soon as a limit is crossed.
+pub fn walk(
+    lib: &Library,
+    cell: usize,
+    opts: &FlattenOptions,
+    visit: &mut dyn FnMut(FlatShape<'_>),
+) -> Result<(), FlattenError> {
+    if cell >= lib.cells.len() {
+        return Err(FlattenError::NoSuchCell(format!("#{cell}")));
+    }
+    let summary = summarize(lib, opts)?;
+    let limits = &opts.limits;
+    // Without a clip, the exact output size is known up front: fail before any work.
+    if opts.clip.is_none() && summary.counts[cell] > limits.max_shapes as f64 {
+        return Err(limit("shapes", limits.max_shapes));
+    }
+    let mut walker = Walker {
+        lib,
+        opts,
+        summary,
+        visit,
+        shapes: 0,
+        points: 0,
+        placements: 0,
+        path: vec![cell],
+    };
+    walker.run(cell)
+}
+
+const fn limit(what: &'static str, limit: u64) -> FlattenError {
+    FlattenError::LimitExceeded { what, limit }
+}
+
+/// Per-cell facts computed bottom-up: bounding box of kept geometry (real-valued so huge
+/// arrays cannot overflow) and the number of shapes a full flattening would emit.
+struct Summary {
+    bboxes: Vec<Option<[f64; 4]>>,
+    counts: Vec<f64>,
+}
+
+fn keeps(opts: &FlattenOptions, key: &LayerKey, shape: &Shape) -> bool {
+    (opts.include_texts || !matches!(shape, Shape::Text(_)))
+        && opts.layers.as_ref().is_none_or(|l| l.contains(key))
+}
+
+fn summarize(lib: &Library, opts: &FlattenOptions) -> Result<Summary, FlattenError> {
+    let order = lib.bottom_up_order()?;
+    let n = lib.cells.len();
+    let mut bboxes: Vec<Option<[f64; 4]>> = vec![None; n];
+    let mut counts = vec![0.0f64; n];
+    for &ci in &order {
+        let cell = &lib.cells[ci];
+        let mut bb: Option<[f64; 4]> = None;
+        let mut count = 0.0;
+        for (key, shapes) in &cell.shapes {
+            for shape in shapes.iter().filter(|s| keeps(opts, key, s)) {
+                count += 1.0;
+                if let Some(b) = shape_bound(shape) {
+                    bb = union(bb, b);
+                }
+            }
+        }
+        for inst in &cell.instances {
+            let Some(child) = bboxes[inst.cell] else {
+                continue;
+            };
+            count += counts[inst.cell] * inst.placement_count() as f64;
+            let m = inst.transform.to_affine();
+            let placed = transform_bbox(&m, child);
+            for (dx, dy) in extreme_displacements(inst.repetition.as_ref()) {
+                bb = union(
+                    bb,
+                    [
+                        placed[0] + dx,
+                        placed[1] + dy,
+                        placed[2] + dx,
+                        placed[3] + dy,
+                    ],
+                );
+            }
+        }
+        bboxes[ci] = bb;
+        counts[ci] = count;
+    }
+    Ok(Summary { bboxes, counts })
+}
+
+/// A cheap box that surely contains the shape's geometry (paths: spine box grown by the
+/// largest of half-width and extensions), for pruning only.
+fn shape_bound(shape: &Shape) -> Option<[f64; 4]> {
+    let f = |b: BBox| [b.left as f64, b.bottom as f64, b.right as f64, b.top as f64];
+    match shape {
+        Shape::Path(p) => {
+            let first = *p.spine.first()?;
+            let spine = p
+                .spine
+                .iter()
+                .fold(BBox::from_corners(first, first), |b, q| {
+                    b.union(&BBox::from_corners(*q, *q))
+                });
+            let half = p.width.abs() as f64 / 2.0;
+            let grow = match p.ends.extensions(p.width.abs()) {
+                Some((b, e)) => half.max(b.abs() as f64).max(e.abs() as f64),
+                None => half,
+            } + 1.0;
+            let [l, b, r, t] = f(spine);
+            Some([l - grow, b - grow, r + grow, t + grow])
+        }
+        other => other.bbox().map(f),
+    }
+}
+
+fn union(a: Option<[f64; 4]>, b: [f64; 4]) -> Option<[f64; 4]> {
+    Some(a.map_or(b, |a| {
+        [
+            a[0].min(b[0]),
+            a[1].min(b[1]),
+            a[2].max(b[2]),
+            a[3].max(b[3]),
+        ]
+    }))
+}
+
+fn transform_bbox(m: &Affine, b: [f64; 4]) -> [f64; 4] {
+    let corners = [(b[0], b[1]), (b[2], b[1]), (b[2], b[3]), (b[0], b[3])];
+    let mut out = [
+        f64::INFINITY,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NEG_INFINITY,
+    ];
+    for (x, y) in corners {
+        let (tx, ty) = m.apply_f64(x, y);
+        out = [
+            out[0].min(tx),
+            out[1].min(ty),
+            out[2].max(tx),
+            out[3].max(ty),
+        ];
+    }
+    out
+}
+
+/// Displacements whose bounding box equals that of all copies of the repetition.
+fn extreme_displacements(rep: Option<&Repetition>) -> Vec<(f64, f64)> {
+    match rep {
+        None => vec![(0.0, 0.0)],
+        Some(Repetition::Array {
+            cols,
+            rows,
+            col_step,
+            row_step,
+        }) => {
+            let (c, r) = (
+                f64::from(cols.saturating_sub(1)),
+                f64::from(rows.saturating_sub(1)),
+            );
+            let (cx, cy, rx, ry) = (
+                col_step.x as f64 * c,
+                col_step.y as f64 * c,
+                row_step.x as f64 * r,
+                row_step.y as f64 * r,
+            );
+            vec![(0.0, 0.0), (cx, cy), (rx, ry), (cx + rx, cy + ry)]
+        }
+        Some(Repetition::Explicit(v)) => {
+            let mut b: Option<[f64; 4]> = None;
+            for p in v {
+                b = union(b, [p.x as f64, p.y as f64, p.x as f64, p.y as f64]);
+            }
+            b.map_or_else(Vec::new, |b| vec![(b[0], b[1]), (b[2], b[3])])
+        }
+    }
+}
+
+struct Walker<'a, 'v> {
+    lib: &'a Library,
+    opts: &'a FlattenOptions,
+    summary: Summary,
+    visit: &'v mut dyn FnMut(FlatShape<'_>),
+    shapes: u64,
+    points: u64,
+    placements: u64,
+    path: Vec<usize>,
+}
+
+impl Walker<'_, '_> {
+    fn emit(
+        &mut self,
+        key: LayerKey,
+        source: &Shape,
+        m: &Affine,
+        geometry: FlatGeometry,
+    ) -> Result<(), FlattenError> {
+        let limits = &self.opts.limits;
+        self.shapes += 1;
+        if self.shapes > limits.max_shapes {
+            return Err(limit("shapes", limits.max_shapes));
+        }
+        if let FlatGeometry::Polygon(p) = &geometry {
+            self.points += p.points.len() as u64;
+            if self.points > limits.max_points {
+                return Err(limit("points", limits.max_points));
+            }
+        }
+        (self.visit)(FlatShape {
+            key,
+            source,
+            cell_path: &self.path,
+            transform: *m,
+            geometry,
+        });
+        Ok(())
+    }
+
+    fn polygon(
+        &mut self,
+        key: LayerKey,
+        source: &Shape,
+        m: &Affine,
+        poly: Polygon,
+    ) -> Result<(), FlattenError> {
+        let poly = match &self.opts.clip {
+            Some(c) => match clip_polygon(&poly, c) {
+                Some(p) => p,
+                None => return Ok(()),
+            },
+            None => poly,
+        };
+        self.emit(key, source, m, FlatGeometry::Polygon(poly))
+    }
+
+    fn shape(&mut self, key: LayerKey, shape: &Shape, m: &Affine) -> Result<(), FlattenError> {
+        match shape {
+            Shape::Polygon(p) => {
+                // Count before allocating the transformed copy.
+                if self.points + p.points.len() as u64 > self.opts.limits.max_points {
+                    return Err(limit("points", self.opts.limits.max_points));
+                }
+                let pts = m.apply_all(p.points.iter().copied())?;
+                self.polygon(key, shape, m, Polygon::new(pts))
+            }
+            Shape::Box(b) => {
+                let corners = [
+                    Point::new(b.left, b.bottom),
+                    Point::new(b.right, b.bottom),
+                    Point::new(b.right, b.top),
+                    Point::new(b.left, b.top),
+                ];
+                let pts = m.apply_all(corners.into_iter())?;
+                self.polygon(key, shape, m, Polygon::new(pts))
+            }
+            // Like KLayout, the outline is rounded to the grid in the cell's own
+            // coordinates, then transformed (exact for Manhattan placements).
+            Shape::Path(p) => match p.to_polygon() {
+                Some(outline) => {
+                    let pts = m.apply_all(outline.points.into_iter())?;
+                    self.polygon(key, shape, m, Polygon::new(pts))
+                }
+                None => Ok(()),
+            },
+            Shape::Text(t) => {
+                let pos = m.apply(t.position)?;
+                let inside = self.opts.clip.as_ref().is_none_or(|c| {
+                    pos.x >= c.left && pos.x <= c.right && pos.y >= c.bottom && pos.y <= c.top
+                });
+                if inside {
+                    self.emit(key, shape, m, FlatGeometry::Text(pos))?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Emits the kept shapes a cell holds directly.
+    fn own_shapes(&mut self, ci: usize, m: &Affine) -> Result<(), FlattenError> {
+        let lib = self.lib;
+        let opts = self.opts;
+        for (key, shapes) in &lib.cells[ci].shapes {
+            for shape in shapes.iter().filter(|s| keeps(opts, key, s)) {
+                self.shape(*key, shape, m)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Depth-first walk with an explicit stack, so no limit setting can overflow the
+    /// thread's stack.
+    fn run(&mut self, root: usize) -> Result<(), FlattenError> {
+        struct Frame {
+            cell: usize,
+            m: Affine,
+            depth: u32,
+            /// Next instance of `cell` to expand.
+            inst: usize,
+            /// Copies of the current instance still to visit, once started.
+            copies: Option<CopyRange>,
+        }
+        let lib = self.lib;
+        let opts = self.opts;
+        let limits = &opts.limits;
+        self.own_shapes(root, &Affine::IDENTITY)?;
+        let mut stack = vec![Frame {
+            cell: root,
+            m: Affine::IDENTITY,
+            depth: 0,
+            inst: 0,
+            copies: None,
+        }];
+        while let Some(frame) = stack.last_mut() {
+            let Some(inst) = lib.cells[frame.cell].instances.get(frame.inst) else {
+                stack.pop();
+                if !stack.is_empty() {
+                    self.path.pop();
+                }
+                continue;
+            };
+            let Some(child_bb) = self.summary.bboxes[inst.cell] else {
+                frame.inst += 1; // nothing kept below
+                continue;
+            };
+            if frame.copies.is_none() {
+                if frame.depth + 1 > limits.max_depth {
+                    return Err(limit("hierarchy depth", u64::from(limits.max_depth)));
+                }
+                let range = CopyRange::visible(inst, &frame.m, child_bb, opts.clip.as_ref());
+                if range.len() > limits.max_array {
+                    return Err(limit("array size", limits.max_array));
+                }
+                frame.copies = Some(range);
+            }
+            let Some(k) = frame.copies.as_mut().and_then(CopyRange::next) else {
+                frame.inst += 1;
+                frame.copies = None;
+                continue;
+            };
+            self.placements += 1;
+            if self.placements > limits.max_placements {
+                return Err(limit("placements", limits.max_placements));
+            }
+            let (dx, dy) = inst
+                .repetition
+                .as_ref()
+                .map_or((0, 0), |r| r.displacement(k));
+            let shifted =
+                Affine::translation(dx as f64, dy as f64).then_inner(&inst.transform.to_affine());
+            let child_m = frame.m.then_inner(&shifted);
+            if let Some(c) = &opts.clip {
+                let b = transform_bbox(&child_m, child_bb);
+                // One dbu of slack covers rounding of non-Manhattan vertices.
+                if b[0] > c.right as f64 + 1.0
+                    || b[2] < c.left as f64 - 1.0
+                    || b[1] > c.top as f64 + 1.0
+                    || b[3] < c.bottom as f64 - 1.0
+                {
+                    continue;
+                }
+            }
+            let child = Frame {
+                cell: inst.cell,
+                m: child_m,
+                depth: frame.depth + 1,
+                inst: 0,
+                copies: None,
+            };
+            self.path.push(child.cell);
+            self.own_shapes(child.cell, &child.m)?;
+            stack.push(child);
+        }
+        Ok(())
+    }
+}
+
+/// The copies of an instance a walk visits: columns `i0..=i1` × rows `j0..=j1` of a lattice
+/// with `cols` columns (copy index `j·cols + i`); a plain instance or explicit list is one
+/// row.
+struct CopyRange {
+    i0: u64,
+    i1: u64,
+    j1: u64,
+    cols: u64,
+    i: u64,
+    j: u64,
+    empty: bool,
+}
+
+impl CopyRange {
+    fn all(n: u64) -> Self {
+        Self {
+            i0: 0,
+            i1: n.saturating_sub(1),
+            j1: 0,
+            cols: n.max(1),
+            i: 0,
+            j: 0,
+            empty: n == 0,
+        }
+    }
+
+    /// With a clip and an axis-aligned lattice, only the columns and rows whose copies can
+    /// touch the clip (computed in the parent's coordinates), so a query on a huge array
+    /// costs what it shows; otherwise every copy.
+    fn visible(
+        inst: &crate::model::Instance,
+        m: &Affine,
+        child_bb: [f64; 4],
+        clip: Option<&BBox>,
+    ) -> Self {
+        let all = Self::all(inst.placement_count());
+        let (
+            Some(clip),
+            Some(Repetition::Array {
+                cols,
+                rows,
+                col_step,
+                row_step,
+            }),
+        ) = (clip, inst.repetition.as_ref())
+        else {
+            return all;
+        };
+        if col_step.y != 0 || row_step.x != 0 {
+            return all;
+        }
+        let Some(inv) = m.inverse() else {
+            return all;
+        };
+        let c = transform_bbox(
+            &inv,
+            [
+                clip.left as f64 - 1.0,
+                clip.bottom as f64 - 1.0,
+                clip.right as f64 + 1.0,
+                clip.top as f64 + 1.0,
+            ],
+        );
+        let b = transform_bbox(&inst.transform.to_affine(), child_bb);
+        let Some((i0, i1)) =
+            axis_range(u64::from(*cols), col_step.x as f64, b[0], b[2], c[0], c[2])
+        else {
+            return Self { empty: true, ..all };
+        };
+        let Some((j0, j1)) =
+            axis_range(u64::from(*rows), row_step.y as f64, b[1], b[3], c[1], c[3])
+        else {
+            return Self { empty: true, ..all };
+        };
+        Self {
+            i0,
+            i1,
+            j1,
+            cols: u64::from(*cols),
+            i: i0,
+            j: j0,
+            empty: false,
+        }
+    }
+
+    /// Number of copies left to visit (saturating).
+    fn len(&self) -> u64 {
+        if self.empty {
+            0
+        } else {
+            (self.i1 - self.i0 + 1).saturating_mul(self.j1 - self.j + 1)
+        }
+    }
+
+    fn next(&mut self) -> Option<u64> {
+        if self.empty || self.j > self.j1 {
+            return None;
+        }
+        let k = self.j.saturating_mul(self.cols).saturating_add(self.i);
+        if self.i >= self.i1 {
+            self.i = self.i0;
+            self.j += 1;
+        } else {
+            self.i += 1;
+        }
+        Some(k)
+    }
+}
+
+/// Indices `i < n` for which `[lo + i·s, hi + i·s]` meets `[a, b]`, as an inclusive range.
+fn axis_range(n: u64, s: f64, lo: f64, hi: f64, a: f64, b: f64) -> Option<(u64, u64)> {
+    if n == 0 || !(lo.is_finite() && hi.is_finite() && a.is_finite() && b.is_finite()) {
+        return if n == 0 { None } else { Some((0, n - 1)) };
+    }
+    let last = (n - 1) as f64;
+    let (from, to) = if s == 0.0 {
+        if lo <= b && hi >= a {
+            (0.0, last)
+        } else {
+            return None;
+        }
+    } else if s > 0.0 {
+        (((a - hi) / s).ceil(), ((b - lo) / s).floor())
+    } else {
+        (((b - lo) / s).ceil(), ((a - hi) / s).floor())
+    };
+    let (from, to) = (from.max(0.0), to.min(last));
+    (from <= to).then_some((from as u64, to as u64))
+}
