@@ -38,6 +38,7 @@ tool_schemas![
     "list_examples",
     "list_schemas",
     "poll",
+    "populate_backend",
     "telemetry",
     "validate_asset",
 ];

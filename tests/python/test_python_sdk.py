@@ -86,6 +86,8 @@ SAMPLE_ARGS = {
 }
 # Tools that need state first (a job to poll or cancel) are exercised by the job tests.
 NEEDS_STATE = {"poll", "cancel"}
+# Needs a backend; test_populate_backend.py runs it against a real HTTP server.
+NEEDS_STATE |= {"populate_backend"}
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])

@@ -268,6 +268,14 @@ fn corpus() -> (Vec<Vec<u8>>, BTreeMap<String, Expect>, usize) {
         json!({"name": "get_example", "arguments": {"path": "/etc/passwd"}}),
         Expect::ToolError("NOT_FOUND"),
     );
+    req(
+        &mut lines,
+        &mut expect,
+        "populate-no-backend",
+        "tools/call",
+        json!({"name": "populate_backend", "arguments": {"asset": {}, "validate_first": false}}),
+        Expect::ToolError("UNSUPPORTED"),
+    );
     // The job tools: unknown jobs and bad arguments.
     req(
         &mut lines,
@@ -387,7 +395,7 @@ fn corpus() -> (Vec<Vec<u8>>, BTreeMap<String, Expect>, usize) {
 #[test]
 fn every_stdout_line_is_jsonrpc_and_every_request_is_answered_once() {
     let (lines, expect, anonymous_errors) = corpus();
-    let mut host = Host::start();
+    let mut host = Host::start_with(&[("RETICLE_BACKEND_URL", "")]);
     for line in &lines {
         let mut line = line.clone();
         line.push(b'\n');

@@ -7,6 +7,7 @@
 
 mod health;
 mod jobs;
+mod populate;
 mod schema_tools;
 mod telemetry;
 
@@ -243,6 +244,7 @@ impl ToolRegistry {
             health::tool(),
             jobs::cancel_tool(),
             jobs::poll_tool(),
+            populate::tool(),
             telemetry::tool(),
         ];
         tools.extend(schema_tools::tools());
