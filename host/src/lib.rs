@@ -6,6 +6,7 @@
 
 pub mod assets;
 pub mod cli;
+pub mod confine;
 pub mod jobs;
 pub mod logging;
 pub mod mcp;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::assets::SchemaCatalog;
+use crate::confine::AllowedRoots;
 use crate::logging;
 use crate::mcp::server::{Server, ShutdownPolicy, StopReason};
 use crate::readiness::ReadyFile;
@@ -52,7 +53,11 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
         options.schemas_dir.as_deref(),
         options.examples_dir.as_deref(),
     );
-    let state = Arc::new(HostState::new(logs.file.clone(), schemas));
+    let state = Arc::new(HostState::new(
+        logs.file.clone(),
+        schemas,
+        AllowedRoots::from_env(),
+    ));
     let (frames_tx, frames_rx) = mpsc::channel(READ_AHEAD);
     std::thread::Builder::new()
         .name("stdin-reader".into())

@@ -12,6 +12,7 @@ use libmcp::{
 use serde_json::{Value, json};
 
 use crate::assets::SchemaCatalog;
+use crate::confine::AllowedRoots;
 
 /// Transport counters (lines in, rejections).
 #[derive(Debug, Default)]
@@ -54,13 +55,16 @@ pub struct HostState {
     pub log_file: Option<PathBuf>,
     /// Published schemas (read once at start).
     pub schemas: SchemaCatalog,
+    /// What tools may read.
+    pub roots: AllowedRoots,
 }
 
 impl HostState {
     /// Fresh state.
-    pub fn new(log_file: Option<PathBuf>, schemas: SchemaCatalog) -> Self {
+    pub fn new(log_file: Option<PathBuf>, schemas: SchemaCatalog, roots: AllowedRoots) -> Self {
         Self {
             schemas,
+            roots,
             started: Instant::now(),
             ledger: Mutex::new(OperationalLedger::new(Generation::genesis())),
             frames: FrameCounters::default(),

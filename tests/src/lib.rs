@@ -259,9 +259,10 @@ pub fn check_jsonrpc_value(value: &Value) -> Result<(), String> {
         return Err("jsonrpc is not \"2.0\"".into());
     }
     if let Some(method) = object.get("method") {
-        // A notification (a server never sends requests on stdio in our design).
-        if !method.is_string() || object.contains_key("id") {
-            return Err("server sent a request or a malformed notification".into());
+        // A notification, or the one request reticle sends a legacy client (`roots/list`).
+        let request = object.contains_key("id");
+        if !method.is_string() || (request && method != "roots/list") {
+            return Err("server sent an unexpected request or a malformed notification".into());
         }
         if object.get("params").is_some_and(|p| !p.is_object()) {
             return Err("notification params must be an object".into());

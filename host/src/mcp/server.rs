@@ -63,7 +63,14 @@ struct LegacySession {
     version: Option<&'static str>,
     initialized: bool,
     log_level: Option<LogLevel>,
+    /// The client declared the `roots` capability in `initialize`.
+    client_roots: bool,
+    /// Requests we sent to the client.
+    requests_sent: u64,
 }
+
+/// Prefix of the ids of our `roots/list` requests.
+const ROOTS_REQUEST_PREFIX: &str = "reticle-roots-";
 
 /// One MCP server bound to one client stream.
 #[derive(Clone)]
@@ -170,12 +177,58 @@ impl Server {
                     .send(&jsonrpc::error(&id, code, &message, None))
                     .await;
             }
-            Incoming::Response => tracing::debug!("ignored a response: reticle sends no requests"),
-            Incoming::Notification { method, params } => self.on_notification(&method, &params),
+            Incoming::Response { id, result } => self.on_response(&id, result),
+            Incoming::Notification { method, params } => {
+                self.on_notification(&method, &params);
+                if matches!(
+                    method.as_str(),
+                    "notifications/initialized" | "notifications/roots/list_changed"
+                ) {
+                    self.request_roots().await;
+                }
+            }
             Incoming::Request { id, method, params } => {
                 self.spawn_request(id, method, params, tasks).await;
             }
         }
+    }
+
+    /// Asks a legacy client that declared `roots` for its roots (MCP `roots/list`).
+    async fn request_roots(&self) {
+        let id = {
+            let mut session = lock(&self.session);
+            if !session.client_roots {
+                return;
+            }
+            session.requests_sent += 1;
+            format!("{ROOTS_REQUEST_PREFIX}{}", session.requests_sent)
+        };
+        self.out
+            .send(&json!({"jsonrpc": "2.0", "id": id, "method": "roots/list"}))
+            .await;
+    }
+
+    fn on_response(&self, id: &Value, result: Option<Value>) {
+        let ours = id
+            .as_str()
+            .is_some_and(|id| id.starts_with(ROOTS_REQUEST_PREFIX));
+        if !ours {
+            tracing::debug!(%id, "ignored a response to a request we did not send");
+            return;
+        }
+        let Some(roots) = result
+            .as_ref()
+            .and_then(|r| r.get("roots"))
+            .and_then(Value::as_array)
+        else {
+            tracing::warn!(%id, "roots/list failed or returned no roots; keeping the configured roots");
+            return;
+        };
+        let uris: Vec<String> = roots
+            .iter()
+            .filter_map(|r| r.get("uri").and_then(Value::as_str).map(str::to_owned))
+            .collect();
+        self.state.roots.set_client_roots(&uris);
     }
 
     fn on_notification(&self, method: &str, params: &Map<String, Value>) {
@@ -308,6 +361,10 @@ impl Server {
                 tracing::warn!("initialize received twice; renegotiating");
             }
             session.version = Some(version);
+            session.client_roots = params
+                .get("capabilities")
+                .and_then(|c| c.get("roots"))
+                .is_some_and(Value::is_object);
         }
         tracing::info!(requested, negotiated = version, client = ?params.get("clientInfo"), "initialize");
         Ok(json!({

@@ -38,6 +38,10 @@ async fn run(ctx: ToolContext, _args: Map<String, Value>) -> ToolResult {
             "protocol_versions": supported_versions(),
         },
         "host": host,
+        "allowed_roots": {
+            "roots": ctx.state.roots.snapshot().0,
+            "source": ctx.state.roots.snapshot().1,
+        },
         "process": ctx.state.process_snapshot(),
     }))
 }

@@ -38,8 +38,13 @@ pub enum Incoming {
         /// The params object (`{}` when absent).
         params: Map<String, Value>,
     },
-    /// A response from the client; we send no requests, so it is logged and dropped.
-    Response,
+    /// A response from the client to a request we sent (`roots/list`).
+    Response {
+        /// The id we used.
+        id: Value,
+        /// The result, when it succeeded.
+        result: Option<Value>,
+    },
     /// Not a valid message: answer with this error.
     Invalid {
         /// The request id if one could be read, else `null`.
@@ -95,7 +100,10 @@ pub fn classify_value(value: Value) -> Incoming {
         Some(Value::String(method)) => method,
         Some(_) => return invalid(echo, "method must be a string"),
         None if id.is_some() && (object.contains_key("result") || object.contains_key("error")) => {
-            return Incoming::Response;
+            return Incoming::Response {
+                id: echo,
+                result: object.remove("result"),
+            };
         }
         None => return invalid(echo, "method is missing"),
     };
@@ -190,7 +198,10 @@ mod tests {
         ));
         assert_eq!(
             classify(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#),
-            Incoming::Response
+            Incoming::Response {
+                id: json!(3),
+                result: Some(json!({}))
+            }
         );
     }
 
