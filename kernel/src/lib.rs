@@ -5,6 +5,8 @@
 //! work for real and tell the host how far it got.
 
 pub mod cancel;
+#[cfg(feature = "gpu")]
+pub mod gpu;
 pub mod grid;
 pub mod imaging;
 pub mod kernels;
