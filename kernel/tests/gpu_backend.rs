@@ -128,7 +128,8 @@ fn reference_aerial(mask: &Grid<f32>, set: &KernelSet, dose: f64) -> Vec<f64> {
 }
 
 fn printed(intensity: f64, resist: Resist) -> bool {
-    let r = 1.0 / (1.0 + (-f64::from(resist.steepness) * (intensity - f64::from(resist.threshold))).exp());
+    let r = 1.0
+        / (1.0 + (-f64::from(resist.steepness) * (intensity - f64::from(resist.threshold))).exp());
     r > 0.5
 }
 
@@ -202,13 +203,29 @@ fn random_mask(n: usize, seed: u64) -> Grid<f32> {
 
 fn iccad_corners(focus: &Arc<KernelSet>, defocus: &Arc<KernelSet>) -> Vec<Corner> {
     vec![
-        Corner { name: "nominal".into(), kernels: Arc::clone(focus), dose: 1.00 },
-        Corner { name: "max".into(), kernels: Arc::clone(focus), dose: 1.02 },
-        Corner { name: "min".into(), kernels: Arc::clone(defocus), dose: 0.98 },
+        Corner {
+            name: "nominal".into(),
+            kernels: Arc::clone(focus),
+            dose: 1.00,
+        },
+        Corner {
+            name: "max".into(),
+            kernels: Arc::clone(focus),
+            dose: 1.02,
+        },
+        Corner {
+            name: "min".into(),
+            kernels: Arc::clone(defocus),
+            dose: 0.98,
+        },
     ]
 }
 
-const KEEP_ALL: KeepImages = KeepImages { aerial: true, resist: true, printed: true };
+const KEEP_ALL: KeepImages = KeepImages {
+    aerial: true,
+    resist: true,
+    printed: true,
+};
 
 /// Runs a 3-corner job on the GPU and checks every figure against the reference.
 fn check_litho_against_reference(
@@ -222,8 +239,16 @@ fn check_litho_against_reference(
 ) {
     let n = mask.width;
     let corners = iccad_corners(focus, defocus);
-    let job = LithoJob { mask, target: Some(target), corners: &corners, resist, keep: KEEP_ALL };
-    let out = gpu.litho(&job, &CancelToken::new(), &|_| {}).expect("gpu litho");
+    let job = LithoJob {
+        mask,
+        target: Some(target),
+        corners: &corners,
+        resist,
+        keep: KEEP_ALL,
+    };
+    let out = gpu
+        .litho(&job, &CancelToken::new(), &|_| {})
+        .expect("gpu litho");
     assert_eq!(out.corners.len(), 3);
 
     let tol = 1e-4 * open_frame(focus);
@@ -240,14 +265,26 @@ fn check_litho_against_reference(
             .fold(0.0, f64::max);
         let ref_print: Vec<bool> = reference.iter().map(|&i| printed(i, resist)).collect();
         let gpu_print = &got.printed.as_ref().expect("printed kept").data;
-        let differ = ref_print.iter().zip(gpu_print).filter(|(r, g)| **r != (**g == 1)).count();
+        let differ = ref_print
+            .iter()
+            .zip(gpu_print)
+            .filter(|(r, g)| **r != (**g == 1))
+            .count();
         let agree = 1.0 - differ as f64 / (n * n) as f64;
         eprintln!(
             "{label} corner {}: max |I_gpu - I_ref| = {max_err:.3e} (tol {tol:.3e}), printed agree {:.6} ({differ} px differ), printed {}",
             corner.name, agree, got.printed_pixels
         );
-        assert!(max_err <= tol, "{label} {}: aerial error {max_err} > {tol}", corner.name);
-        assert!(agree >= 0.9999, "{label} {}: printed agreement {agree}", corner.name);
+        assert!(
+            max_err <= tol,
+            "{label} {}: aerial error {max_err} > {tol}",
+            corner.name
+        );
+        assert!(
+            agree >= 0.9999,
+            "{label} {}: printed agreement {agree}",
+            corner.name
+        );
         // The device counter equals the read-back plane.
         let plane_count = gpu_print.iter().filter(|&&p| p == 1).count() as u64;
         assert_eq!(got.printed_pixels, plane_count);
@@ -262,13 +299,33 @@ fn check_litho_against_reference(
     }
     // L2 and PVB: the device counters equal the counts over the read-back planes, and
     // differ from the reference only by the pixels whose print differs.
-    let planes: Vec<&Vec<u8>> = out.corners.iter().map(|c| &c.printed.as_ref().unwrap().data).collect();
-    let l2_planes = planes[0].iter().zip(&target.data).filter(|(p, t)| **p != u8::from(**t > 0)).count() as u64;
-    let pvb_planes = planes[1].iter().zip(planes[2]).filter(|(a, b)| a != b).count() as u64;
+    let planes: Vec<&Vec<u8>> = out
+        .corners
+        .iter()
+        .map(|c| &c.printed.as_ref().unwrap().data)
+        .collect();
+    let l2_planes = planes[0]
+        .iter()
+        .zip(&target.data)
+        .filter(|(p, t)| **p != u8::from(**t > 0))
+        .count() as u64;
+    let pvb_planes = planes[1]
+        .iter()
+        .zip(planes[2])
+        .filter(|(a, b)| a != b)
+        .count() as u64;
     assert_eq!(out.l2, Some(l2_planes));
     assert_eq!(out.pvb, Some(pvb_planes));
-    let l2_ref = ref_prints[0].iter().zip(&target.data).filter(|(p, t)| **p != (**t > 0)).count() as u64;
-    let pvb_ref = ref_prints[1].iter().zip(&ref_prints[2]).filter(|(a, b)| a != b).count() as u64;
+    let l2_ref = ref_prints[0]
+        .iter()
+        .zip(&target.data)
+        .filter(|(p, t)| **p != (**t > 0))
+        .count() as u64;
+    let pvb_ref = ref_prints[1]
+        .iter()
+        .zip(&ref_prints[2])
+        .filter(|(a, b)| a != b)
+        .count() as u64;
     let slack = ((n * n) as f64 * 1e-4) as u64;
     eprintln!("{label}: L2 gpu {l2_planes} ref {l2_ref}; PVB gpu {pvb_planes} ref {pvb_ref}");
     assert!(l2_planes.abs_diff(l2_ref) <= slack);
@@ -290,8 +347,15 @@ fn fft_matches_rustfft() {
                 .collect();
             let mut got = input.clone();
             gpu.fft_batch(&mut got, len, inverse).expect("gpu fft");
-            let plan = if inverse { planner.plan_fft_inverse(len) } else { planner.plan_fft_forward(len) };
-            let mut want: Vec<Complex64> = input.iter().map(|c| Complex64::new(f64::from(c.re), f64::from(c.im))).collect();
+            let plan = if inverse {
+                planner.plan_fft_inverse(len)
+            } else {
+                planner.plan_fft_forward(len)
+            };
+            let mut want: Vec<Complex64> = input
+                .iter()
+                .map(|c| Complex64::new(f64::from(c.re), f64::from(c.im)))
+                .collect();
             for chunk in want.chunks_mut(len) {
                 plan.process(chunk);
             }
@@ -304,13 +368,22 @@ fn fft_matches_rustfft() {
                 max_ref = max_ref.max(w.norm());
             }
             let rel_rms = (err2 / ref2).sqrt();
-            assert!(rel_rms < 2e-6, "len {len} inverse {inverse}: relative rms error {rel_rms}");
-            assert!(max_err < 1e-5 * max_ref, "len {len} inverse {inverse}: max error {max_err} vs {max_ref}");
+            assert!(
+                rel_rms < 2e-6,
+                "len {len} inverse {inverse}: relative rms error {rel_rms}"
+            );
+            assert!(
+                max_err < 1e-5 * max_ref,
+                "len {len} inverse {inverse}: max error {max_err} vs {max_ref}"
+            );
         }
     }
     // Bad lengths are typed errors, not panics.
     let mut odd = vec![Complex32::new(0.0, 0.0); 12];
-    assert!(matches!(gpu.fft_batch(&mut odd, 12, false), Err(ImagingError::Invalid(_))));
+    assert!(matches!(
+        gpu.fft_batch(&mut odd, 12, false),
+        Err(ImagingError::Invalid(_))
+    ));
 }
 
 #[test]
@@ -318,7 +391,10 @@ fn random_masks_agree_with_cpu_reference() {
     let Some(gpu) = backend() else { return };
     let focus = Arc::new(synthetic_kernels(35, 10, 11, 0.0, "focus"));
     let defocus = Arc::new(synthetic_kernels(35, 10, 11, 0.004, "defocus"));
-    let resist = Resist { steepness: 50.0, threshold: 0.3 };
+    let resist = Resist {
+        steepness: 50.0,
+        threshold: 0.3,
+    };
     for seed in [1u64, 2] {
         let mask = random_mask(256, seed);
         let target = Grid {
@@ -326,7 +402,15 @@ fn random_masks_agree_with_cpu_reference() {
             height: 256,
             data: mask.data.iter().map(|&v| u8::from(v > 0.5)).collect(),
         };
-        check_litho_against_reference(gpu, &mask, &target, &focus, &defocus, resist, &format!("random{seed}"));
+        check_litho_against_reference(
+            gpu,
+            &mask,
+            &target,
+            &focus,
+            &defocus,
+            resist,
+            &format!("random{seed}"),
+        );
     }
 }
 
@@ -337,8 +421,15 @@ fn small_grid_where_the_coarse_grid_is_the_full_grid() {
     let focus = Arc::new(synthetic_kernels(35, 6, 5, 0.0, "small-focus"));
     let defocus = Arc::new(synthetic_kernels(35, 6, 5, 0.006, "small-defocus"));
     let mask = random_mask(64, 9);
-    let target = Grid { width: 64, height: 64, data: vec![0u8; 64 * 64] };
-    let resist = Resist { steepness: 50.0, threshold: 0.3 };
+    let target = Grid {
+        width: 64,
+        height: 64,
+        data: vec![0u8; 64 * 64],
+    };
+    let resist = Resist {
+        steepness: 50.0,
+        threshold: 0.3,
+    };
     check_litho_against_reference(gpu, &mask, &target, &focus, &defocus, resist, "n64");
 }
 
@@ -351,9 +442,15 @@ fn aerial_open_frame_and_translation() {
     let tol = 1e-4 * open_frame(&set);
 
     // Open frame: the image of a clear mask is the constant Σ w_k |Φ_k(0)|².
-    let open = gpu.aerial(&Grid::filled(n, n, 1.0), &set, 1.0, &cancel).expect("aerial");
+    let open = gpu
+        .aerial(&Grid::filled(n, n, 1.0), &set, 1.0, &cancel)
+        .expect("aerial");
     let expect = open_frame(&set);
-    let worst = open.data.iter().map(|&v| (f64::from(v) - expect).abs()).fold(0.0, f64::max);
+    let worst = open
+        .data
+        .iter()
+        .map(|&v| (f64::from(v) - expect).abs())
+        .fold(0.0, f64::max);
     assert!(worst <= tol, "open frame off by {worst}");
 
     // Dose scales the image by dose².
@@ -361,9 +458,9 @@ fn aerial_open_frame_and_translation() {
     let base = gpu.aerial(&mask, &set, 1.0, &cancel).expect("aerial");
     let dosed = gpu.aerial(&mask, &set, 1.1, &cancel).expect("aerial");
     let reference = reference_aerial(&mask, &set, 1.1);
-    for p in 0..n * n {
-        assert!((f64::from(dosed.data[p]) - 1.21 * f64::from(base.data[p])).abs() <= tol);
-        assert!((f64::from(dosed.data[p]) - reference[p]).abs() <= tol);
+    for ((&d, &b), &r) in dosed.data.iter().zip(&base.data).zip(&reference) {
+        assert!((f64::from(d) - 1.21 * f64::from(b)).abs() <= tol);
+        assert!((f64::from(d) - r).abs() <= tol);
     }
 
     // A translated mask gives the translated image (circular).
@@ -393,7 +490,11 @@ fn caches_are_reused_and_reported() {
     assert_eq!(gpu.info().device_bytes, 0);
     assert_eq!(gpu.info().kind, "gpu");
     let focus = Arc::new(synthetic_kernels(35, 4, 21, 0.0, "cache-focus"));
-    let corners = vec![Corner { name: "nominal".into(), kernels: Arc::clone(&focus), dose: 1.0 }];
+    let corners = vec![Corner {
+        name: "nominal".into(),
+        kernels: Arc::clone(&focus),
+        dose: 1.0,
+    }];
     let mask = random_mask(128, 5);
     let job = LithoJob {
         mask: &mask,
@@ -402,20 +503,29 @@ fn caches_are_reused_and_reported() {
         resist: Resist::ICCAD2013,
         keep: KeepImages::default(),
     };
-    let first = gpu.litho(&job, &CancelToken::new(), &|_| {}).expect("litho");
+    let first = gpu
+        .litho(&job, &CancelToken::new(), &|_| {})
+        .expect("litho");
     let held = gpu.info().device_bytes;
     // At least the mask, its aerial image and the printed plane are on the device.
     assert!(held >= 3 * 128 * 128 * 4 / 2, "device_bytes {held}");
-    let second = gpu.litho(&job, &CancelToken::new(), &|_| {}).expect("litho");
+    let second = gpu
+        .litho(&job, &CancelToken::new(), &|_| {})
+        .expect("litho");
     assert_eq!(first, second, "the same job gives the same answer");
-    assert_eq!(gpu.info().device_bytes, held, "a repeat job reuses every buffer");
+    assert_eq!(
+        gpu.info().device_bytes,
+        held,
+        "a repeat job reuses every buffer"
+    );
     assert!(first.corners[0].aerial.is_none() && first.corners[0].printed.is_none());
     assert!(first.corners[0].printed_pixels > 0);
     assert_eq!(first.l2, None);
     assert_eq!(first.pvb, None);
     // A new kernel set adds only its bank (4 kernels of 35x35 complex + weights).
     let other = synthetic_kernels(35, 4, 22, 0.0, "cache-other");
-    gpu.aerial(&mask, &other, 1.0, &CancelToken::new()).expect("aerial");
+    gpu.aerial(&mask, &other, 1.0, &CancelToken::new())
+        .expect("aerial");
     assert_eq!(gpu.info().device_bytes, held + 4 * 35 * 35 * 8 + 4 * 4);
 }
 
@@ -423,12 +533,25 @@ fn caches_are_reused_and_reported() {
 fn cancellation_and_bad_input_are_typed_errors() {
     let Some(gpu) = backend() else { return };
     let set = Arc::new(synthetic_kernels(35, 2, 1, 0.0, "errors"));
-    let corners = vec![Corner { name: "nominal".into(), kernels: Arc::clone(&set), dose: 1.0 }];
+    let corners = vec![Corner {
+        name: "nominal".into(),
+        kernels: Arc::clone(&set),
+        dose: 1.0,
+    }];
     let mask = random_mask(64, 1);
     let cancel = CancelToken::new();
     cancel.cancel();
-    let job = LithoJob { mask: &mask, target: None, corners: &corners, resist: Resist::ICCAD2013, keep: KeepImages::default() };
-    assert!(matches!(gpu.litho(&job, &cancel, &|_| {}), Err(ImagingError::Cancelled)));
+    let job = LithoJob {
+        mask: &mask,
+        target: None,
+        corners: &corners,
+        resist: Resist::ICCAD2013,
+        keep: KeepImages::default(),
+    };
+    assert!(matches!(
+        gpu.litho(&job, &cancel, &|_| {}),
+        Err(ImagingError::Cancelled)
+    ));
 
     // Cancelling from the progress callback stops the run between passes.
     let cancel = CancelToken::new();
@@ -442,10 +565,20 @@ fn cancellation_and_bad_input_are_typed_errors() {
 
     let odd = Grid::filled(100, 100, 0.0f32);
     let job = LithoJob { mask: &odd, ..job };
-    assert!(matches!(gpu.litho(&job, &CancelToken::new(), &|_| {}), Err(ImagingError::Invalid(_))));
+    assert!(matches!(
+        gpu.litho(&job, &CancelToken::new(), &|_| {}),
+        Err(ImagingError::Invalid(_))
+    ));
     let small_target = Grid::filled(32, 32, 0u8);
-    let job = LithoJob { mask: &mask, target: Some(&small_target), ..job };
-    assert!(matches!(gpu.litho(&job, &CancelToken::new(), &|_| {}), Err(ImagingError::Invalid(_))));
+    let job = LithoJob {
+        mask: &mask,
+        target: Some(&small_target),
+        ..job
+    };
+    assert!(matches!(
+        gpu.litho(&job, &CancelToken::new(), &|_| {}),
+        Err(ImagingError::Invalid(_))
+    ));
 }
 
 // ---------------------------------------------------------------- ICCAD-2013 data
@@ -460,17 +593,32 @@ fn data_dir() -> Option<PathBuf> {
 /// Minimal `.npy` reader for little-endian C-order arrays: (shape, raw data).
 fn read_npy(path: &std::path::Path, descr: &str) -> (Vec<usize>, Vec<u8>) {
     let bytes = std::fs::read(path).expect("read npy");
-    assert_eq!(&bytes[..6], b"\x93NUMPY", "{}: not an npy file", path.display());
+    assert_eq!(
+        &bytes[..6],
+        b"\x93NUMPY",
+        "{}: not an npy file",
+        path.display()
+    );
     let (header_len, start) = if bytes[6] == 1 {
         (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10)
     } else {
-        (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12)
+        (
+            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+            12,
+        )
     };
     let header = std::str::from_utf8(&bytes[start..start + header_len]).expect("npy header");
     assert!(header.contains(&format!("'descr': '{descr}'")), "{header}");
     assert!(header.contains("'fortran_order': False"), "{header}");
-    let shape_text = header.split("'shape': (").nth(1).and_then(|s| s.split(')').next()).expect("shape");
-    let shape = shape_text.split(',').filter_map(|t| t.trim().parse().ok()).collect();
+    let shape_text = header
+        .split("'shape': (")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .expect("shape");
+    let shape = shape_text
+        .split(',')
+        .filter_map(|t| t.trim().parse().ok())
+        .collect();
     (shape, bytes[start + header_len..].to_vec())
 }
 
@@ -490,8 +638,17 @@ fn iccad_kernels(dir: &std::path::Path, name: &str) -> KernelSet {
         .collect();
     let (sshape, sraw) = read_npy(&kdir.join(format!("{name}_scales.npy")), "<f4");
     assert_eq!(sshape, vec![count]);
-    let scales = sraw.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-    KernelSet { size, kernels, scales, period_nm: 2048.0, hash: format!("iccad13:{name}") }
+    let scales = sraw
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    KernelSet {
+        size,
+        kernels,
+        scales,
+        period_nm: 2048.0,
+        hash: format!("iccad13:{name}"),
+    }
 }
 
 /// Rasterizes the rectilinear RECT/PGON shapes of a `.glp` clip at 1 nm, centred in
@@ -501,7 +658,8 @@ fn rasterize_glp(path: &std::path::Path, n: usize) -> Grid<u8> {
     let mut polys: Vec<Vec<(i64, i64)>> = Vec::new();
     for line in text.lines() {
         let t: Vec<&str> = line.split_whitespace().collect();
-        let nums = |from: usize| -> Vec<i64> { t[from..].iter().filter_map(|v| v.parse().ok()).collect() };
+        let nums =
+            |from: usize| -> Vec<i64> { t[from..].iter().filter_map(|v| v.parse().ok()).collect() };
         match t.first() {
             Some(&"RECT") => {
                 let v = nums(3);
@@ -550,7 +708,9 @@ fn rasterize_glp(path: &std::path::Path, n: usize) -> Grid<u8> {
 fn iccad_clips_agree_with_cpu_reference() {
     let Some(gpu) = backend() else { return };
     let Some(dir) = data_dir() else {
-        eprintln!("SKIP: ICCAD-2013 data not found (set RETICLE_DATA_DIR or provide ../shared/data)");
+        eprintln!(
+            "SKIP: ICCAD-2013 data not found (set RETICLE_DATA_DIR or provide ../shared/data)"
+        );
         return;
     };
     let focus = Arc::new(iccad_kernels(&dir, "focus"));
@@ -559,8 +719,20 @@ fn iccad_clips_agree_with_cpu_reference() {
     assert!((i0 - 0.9515).abs() < 2e-3, "focus open frame {i0}");
     let clip = std::env::var("RETICLE_ICCAD_CLIP").unwrap_or_else(|_| "M1_test1".into());
     let target = rasterize_glp(&dir.join(format!("iccad13/layouts/{clip}.glp")), 2048);
-    let mask = Grid { width: 2048, height: 2048, data: target.data.iter().map(|&v| f32::from(v)).collect() };
-    check_litho_against_reference(gpu, &mask, &target, &focus, &defocus, Resist::ICCAD2013, &clip);
+    let mask = Grid {
+        width: 2048,
+        height: 2048,
+        data: target.data.iter().map(|&v| f32::from(v)).collect(),
+    };
+    check_litho_against_reference(
+        gpu,
+        &mask,
+        &target,
+        &focus,
+        &defocus,
+        Resist::ICCAD2013,
+        &clip,
+    );
 }
 
 /// One 2048² three-corner benchmark (explicit: `cargo test … -- --ignored gpu_bench_2048`).
@@ -569,17 +741,33 @@ fn iccad_clips_agree_with_cpu_reference() {
 fn gpu_bench_2048() {
     let Some(gpu) = backend() else { return };
     let (focus, defocus) = match data_dir() {
-        Some(dir) => (Arc::new(iccad_kernels(&dir, "focus")), Arc::new(iccad_kernels(&dir, "defocus"))),
+        Some(dir) => (
+            Arc::new(iccad_kernels(&dir, "focus")),
+            Arc::new(iccad_kernels(&dir, "defocus")),
+        ),
         None => (
             Arc::new(synthetic_kernels(35, 24, 1, 0.0, "bench-focus")),
             Arc::new(synthetic_kernels(35, 24, 1, 0.004, "bench-defocus")),
         ),
     };
     let mask = random_mask(2048, 3);
-    let target = Grid { width: 2048, height: 2048, data: mask.data.iter().map(|&v| u8::from(v > 0.5)).collect() };
+    let target = Grid {
+        width: 2048,
+        height: 2048,
+        data: mask.data.iter().map(|&v| u8::from(v > 0.5)).collect(),
+    };
     let corners = iccad_corners(&focus, &defocus);
-    let job = LithoJob { mask: &mask, target: Some(&target), corners: &corners, resist: Resist::ICCAD2013, keep: KeepImages::default() };
-    let runs: usize = std::env::var("RETICLE_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let job = LithoJob {
+        mask: &mask,
+        target: Some(&target),
+        corners: &corners,
+        resist: Resist::ICCAD2013,
+        keep: KeepImages::default(),
+    };
+    let runs: usize = std::env::var("RETICLE_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
     let report = gpu_bench(gpu, &job, 1, runs).expect("bench");
     println!("{}", serde_json::to_string_pretty(&report).expect("json"));
     assert!(report.ms_per_sim_min > 0.0);

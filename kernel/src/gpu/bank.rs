@@ -61,7 +61,8 @@ impl Bank {
                 let src = set.kernel(k);
                 for i in 0..set.size {
                     let dst = ((d * kernels + k) * s + i + pad) * s + pad;
-                    samples[dst..dst + set.size].copy_from_slice(&src[i * set.size..(i + 1) * set.size]);
+                    samples[dst..dst + set.size]
+                        .copy_from_slice(&src[i * set.size..(i + 1) * set.size]);
                 }
             }
         }

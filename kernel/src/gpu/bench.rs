@@ -40,7 +40,9 @@ pub fn gpu_bench(
     runs: usize,
 ) -> Result<GpuBenchReport, ImagingError> {
     if runs == 0 {
-        return Err(ImagingError::Invalid("gpu_bench needs at least one run".into()));
+        return Err(ImagingError::Invalid(
+            "gpu_bench needs at least one run".into(),
+        ));
     }
     let cancel = CancelToken::new();
     let quiet = |_| {};

@@ -151,7 +151,12 @@ impl GpuContext {
     }
 
     /// Copies `size` bytes at `offset` of `src` back to the host (waits for the queue).
-    pub(crate) fn read(&self, src: &wgpu::Buffer, offset: u64, size: u64) -> Result<Vec<u8>, ImagingError> {
+    pub(crate) fn read(
+        &self,
+        src: &wgpu::Buffer,
+        offset: u64,
+        size: u64,
+    ) -> Result<Vec<u8>, ImagingError> {
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("readback"),
             size,
@@ -160,7 +165,9 @@ impl GpuContext {
         });
         let mut encoder = self
             .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readback") });
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("readback"),
+            });
         encoder.copy_buffer_to_buffer(src, offset, &staging, 0, size);
         self.queue.submit([encoder.finish()]);
         let (tx, rx) = mpsc::channel();
@@ -184,24 +191,32 @@ impl GpuContext {
     }
 
     /// Compiles a compute pipeline, turning shader or layout errors into typed errors.
-    pub(crate) fn pipeline(&self, label: &str, source: &str) -> Result<wgpu::ComputePipeline, ImagingError> {
+    pub(crate) fn pipeline(
+        &self,
+        label: &str,
+        source: &str,
+    ) -> Result<wgpu::ComputePipeline, ImagingError> {
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some(label),
-            source: wgpu::ShaderSource::Wgsl(source.into()),
-        });
-        let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(label),
-            layout: None,
-            module: &module,
-            entry_point: Some("main"),
-            compilation_options: wgpu::PipelineCompilationOptions {
-                constants: &[],
-                // Every pass writes its workgroup memory before reading it.
-                zero_initialize_workgroup_memory: false,
-            },
-            cache: None,
-        });
+        let module = self
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(label),
+                source: wgpu::ShaderSource::Wgsl(source.into()),
+            });
+        let pipeline = self
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(label),
+                layout: None,
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants: &[],
+                    // Every pass writes its workgroup memory before reading it.
+                    zero_initialize_workgroup_memory: false,
+                },
+                cache: None,
+            });
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(ImagingError::Backend(format!("pipeline {label}: {e}")));
         }

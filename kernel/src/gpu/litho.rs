@@ -110,13 +110,13 @@ fn validate(req: &RunRequest<'_>) -> Result<usize, ImagingError> {
             req.corners.len()
         )));
     }
-    if let Some(t) = req.target {
-        if t.width != mask.width || t.height != mask.height || t.data.len() != mask.data.len() {
-            return Err(ImagingError::Invalid(format!(
-                "target is {}x{}, mask is {}x{}",
-                t.width, t.height, mask.width, mask.height
-            )));
-        }
+    if let Some(t) = req.target
+        && (t.width != mask.width || t.height != mask.height || t.data.len() != mask.data.len())
+    {
+        return Err(ImagingError::Invalid(format!(
+            "target is {}x{}, mask is {}x{}",
+            t.width, t.height, mask.width, mask.height
+        )));
     }
     Ok(mask.width)
 }
@@ -168,8 +168,10 @@ impl GpuBackend {
             threshold: req.resist.threshold,
             pad: 0,
         };
-        ctx.queue.write_buffer(&plan.mask, 0, bytemuck::cast_slice(&req.mask.data));
-        ctx.queue.write_buffer(&plan.params, 0, bytemuck::bytes_of(&params));
+        ctx.queue
+            .write_buffer(&plan.mask, 0, bytemuck::cast_slice(&req.mask.data));
+        ctx.queue
+            .write_buffer(&plan.params, 0, bytemuck::bytes_of(&params));
         if !req.corners.is_empty() {
             ctx.queue
                 .write_buffer(&scratch.corners, 0, bytemuck::cast_slice(&req.corners));
@@ -289,7 +291,11 @@ fn stage_list<'a>(
         Stage {
             pass: Pass::MaskBand,
             groups: groups(Pass::MaskBand, g.s),
-            bindings: vec![(0, &plan.twiddles_n), (2, &plan.row_band), (3, &plan.mask_band)],
+            bindings: vec![
+                (0, &plan.twiddles_n),
+                (2, &plan.row_band),
+                (3, &plan.mask_band),
+            ],
             clear: vec![],
         },
         Stage {

@@ -141,7 +141,7 @@ impl GpuBackend {
         len: usize,
         inverse: bool,
     ) -> Result<(), ImagingError> {
-        if !len.is_power_of_two() || len < 4 || data.len() % len != 0 {
+        if !len.is_power_of_two() || len < 4 || !data.len().is_multiple_of(len) {
             return Err(ImagingError::Invalid(format!(
                 "fft_batch needs a power-of-two length >= 4 dividing the data, got {len} for {}",
                 data.len()
@@ -156,11 +156,19 @@ impl GpuBackend {
             )));
         }
         let ctx = &self.ctx;
-        let shape = FftShape::new(len32, u32::MAX, shaders::WORKGROUP_ELEMS.min(self.max_elems()));
-        let pipeline = ctx.pipeline("fft_batch", &shaders::fft_batch_source(shape, count, inverse))?;
+        let shape = FftShape::new(
+            len32,
+            u32::MAX,
+            shaders::WORKGROUP_ELEMS.min(self.max_elems()),
+        );
+        let pipeline = ctx.pipeline(
+            "fft_batch",
+            &shaders::fft_batch_source(shape, count, inverse),
+        )?;
         let twiddles = shaders::twiddles(len32);
         let tw = ctx.storage("fft_twiddles", (twiddles.len() * 8) as u64);
-        ctx.queue.write_buffer(&tw, 0, bytemuck::cast_slice(&twiddles));
+        ctx.queue
+            .write_buffer(&tw, 0, bytemuck::cast_slice(&twiddles));
         let buf = ctx.storage("fft_data", (data.len() * 8) as u64);
         ctx.queue.write_buffer(&buf, 0, bytemuck::cast_slice(data));
         let layout = pipeline.get_bind_group_layout(0);
@@ -180,7 +188,9 @@ impl GpuBackend {
         });
         let mut encoder = ctx
             .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("fft_batch") });
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("fft_batch"),
+            });
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("fft_batch"),
@@ -257,7 +267,9 @@ impl ImagingBackend for GpuBackend {
         progress: ProgressFn<'_>,
     ) -> Result<LithoOutput, ImagingError> {
         if job.corners.is_empty() {
-            return Err(ImagingError::Invalid("a litho job needs at least one corner".into()));
+            return Err(ImagingError::Invalid(
+                "a litho job needs at least one corner".into(),
+            ));
         }
         let mut sets: Vec<&KernelSet> = Vec::new();
         let mut corners = Vec::with_capacity(job.corners.len());
@@ -310,7 +322,10 @@ impl ImagingBackend for GpuBackend {
                     o.resist = Some(grid(
                         w,
                         h,
-                        aerial.iter().map(|&v| sigmoid_resist(v, job.resist)).collect(),
+                        aerial
+                            .iter()
+                            .map(|&v| sigmoid_resist(v, job.resist))
+                            .collect(),
                     ));
                 }
                 if keep.aerial {

@@ -21,7 +21,7 @@ fn pow2_at_least(x: u32) -> u32 {
 /// the coarse grid is the full grid (the same samples the full-size computation gives).
 pub(crate) fn grid_for(n: usize, s: usize, max_elems: u32) -> Result<GridConsts, ImagingError> {
     let invalid = |m: String| Err(ImagingError::Invalid(m));
-    if s % 2 == 0 || s == 0 {
+    if s.is_multiple_of(2) {
         return invalid(format!("kernel side {s} must be odd"));
     }
     if !n.is_power_of_two() || n < 16 {
@@ -94,7 +94,12 @@ const REAL: u64 = 4;
 
 impl Scratch {
     fn new(ctx: &GpuContext, g: GridConsts, cap: Capacity) -> Self {
-        let (n, s, m, b) = (u64::from(g.n), u64::from(g.s), u64::from(g.m), u64::from(g.b));
+        let (n, s, m, b) = (
+            u64::from(g.n),
+            u64::from(g.s),
+            u64::from(g.m),
+            u64::from(g.b),
+        );
         let images = u64::from(cap.images);
         let pairs = images.div_ceil(2);
         let kernels = u64::from(cap.kernels);
@@ -181,7 +186,11 @@ pub(crate) const PARAMS_BYTES: u64 = 32;
 pub(crate) const COUNTERS: u64 = shaders::MAX_CORNERS as u64 + 2;
 
 impl Plan {
-    pub(crate) fn new(ctx: &GpuContext, grid: GridConsts, max_elems: u32) -> Result<Self, ImagingError> {
+    pub(crate) fn new(
+        ctx: &GpuContext,
+        grid: GridConsts,
+        max_elems: u32,
+    ) -> Result<Self, ImagingError> {
         let shapes = PASSES.map(|p| pass_shape(p, grid, max_elems));
         let pipelines = PASSES
             .iter()

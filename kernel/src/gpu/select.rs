@@ -52,7 +52,7 @@ impl BackendPref {
 #[derive(Debug)]
 pub enum SelectedBackend {
     /// The wgpu backend on the adapter it opened.
-    Gpu(GpuBackend),
+    Gpu(Box<GpuBackend>),
     /// Use the CPU path; `reason` says why (asked for, or no hardware GPU).
     // INTEGRATOR HOOK: once the CPU backend type is merged, construct it here (or
     // in `SelectedBackend::into_backend`) so callers get a `Box<dyn ImagingBackend>`.
@@ -69,9 +69,11 @@ pub fn select_backend(pref: BackendPref) -> Result<SelectedBackend, ImagingError
         BackendPref::Cpu => Ok(SelectedBackend::Cpu {
             reason: format!("{BACKEND_ENV}=cpu"),
         }),
-        BackendPref::Gpu => GpuBackend::with_policy(AdapterPolicy::Any).map(SelectedBackend::Gpu),
+        BackendPref::Gpu => {
+            GpuBackend::with_policy(AdapterPolicy::Any).map(|g| SelectedBackend::Gpu(Box::new(g)))
+        }
         BackendPref::Auto => match GpuBackend::with_policy(AdapterPolicy::HardwareOnly) {
-            Ok(gpu) => Ok(SelectedBackend::Gpu(gpu)),
+            Ok(gpu) => Ok(SelectedBackend::Gpu(Box::new(gpu))),
             Err(e) => Ok(SelectedBackend::Cpu {
                 reason: format!("auto: {e}"),
             }),

@@ -75,7 +75,11 @@ impl FftShape {
     pub(crate) fn new(len: u32, batch_cap: u32, max_elems: u32) -> Self {
         let batch = (max_elems.max(len) / len).clamp(1, batch_cap.max(1));
         let threads = (len * batch / 4).min(MAX_THREADS);
-        Self { len, batch, threads }
+        Self {
+            len,
+            batch,
+            threads,
+        }
     }
 
     /// Workgroups needed for `count` transforms.
