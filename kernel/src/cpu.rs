@@ -35,13 +35,16 @@ impl CpuBackend {
         })
     }
 
-    fn threads(&self) -> usize {
+    /// Threads this backend runs on.
+    #[must_use]
+    pub fn threads(&self) -> usize {
         self.pool
             .as_ref()
             .map_or_else(rayon::current_num_threads, |p| p.current_num_threads())
     }
 
-    fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+    /// Runs `f` on this backend's pool.
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         match &self.pool {
             Some(p) => p.install(f),
             None => f(),

@@ -20,6 +20,7 @@ pub mod cpu;
 pub mod data;
 pub mod fft;
 pub mod grid;
+pub mod iccad;
 pub mod imaging;
 pub mod kernels;
 pub mod metrics;
