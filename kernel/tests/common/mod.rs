@@ -8,6 +8,7 @@ use reticle_kernel::{Grid, KernelSet};
 pub struct Rng(pub u64);
 
 impl Rng {
+    /// Next raw value.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
