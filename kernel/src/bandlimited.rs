@@ -44,7 +44,11 @@ impl MaskBand {
 }
 
 /// Computes the band `|u|, |v| <= half` of the DFT of a square real mask.
-pub fn mask_band(mask: &Grid<f32>, half: usize, cancel: &CancelToken) -> Result<MaskBand, Cancelled> {
+pub fn mask_band(
+    mask: &Grid<f32>,
+    half: usize,
+    cancel: &CancelToken,
+) -> Result<MaskBand, Cancelled> {
     let n = mask.width;
     let half = half.min((n - 1) / 2);
     let side = 2 * half + 1;
@@ -62,7 +66,11 @@ pub fn mask_band(mask: &Grid<f32>, half: usize, cancel: &CancelToken) -> Result<
             for (pi, pair) in out.chunks_mut(2 * side).enumerate() {
                 let y0 = (ti * pairs_per_task + pi) * 2;
                 let row = |y: usize| -> &[f32] {
-                    if y < n { &mask.data[y * n..(y + 1) * n] } else { &[] }
+                    if y < n {
+                        &mask.data[y * n..(y + 1) * n]
+                    } else {
+                        &[]
+                    }
                 };
                 let (a, b) = (row(y0), row(y0 + 1));
                 for (x, z) in buf.iter_mut().enumerate() {
@@ -218,29 +226,35 @@ pub fn upsample(
     cancel.check()?;
     // Row pass, two real rows per complex FFT: Z = G_a + i·G_b → I_a + i·I_b.
     let mut out = vec![0.0f32; n * n];
-    out.par_chunks_mut(2 * n).enumerate().try_for_each(|(pi, rows)| {
-        if pi % 64 == 0 {
-            cancel.check()?;
-        }
-        let y0 = 2 * pi;
-        let mut buf = vec![Complex64::default(); n];
-        for j in 0..side {
-            let u = j as isize - half as isize;
-            let ga = cols[j * n + y0];
-            let gb = if y0 + 1 < n { cols[j * n + y0 + 1] } else { Complex64::default() };
-            buf[fft::wrap(u, n)] = ga + Complex64::new(-gb.im, gb.re);
-        }
-        let mut scratch = vec![Complex64::default(); inv.get_inplace_scratch_len()];
-        inv.process_with_scratch(&mut buf, &mut scratch);
-        let (a, b) = rows.split_at_mut(n.min(rows.len()));
-        for x in 0..n {
-            a[x] = buf[x].re as f32;
-        }
-        for (x, v) in b.iter_mut().enumerate() {
-            *v = buf[x].im as f32;
-        }
-        Ok(())
-    })?;
+    out.par_chunks_mut(2 * n)
+        .enumerate()
+        .try_for_each(|(pi, rows)| {
+            if pi % 64 == 0 {
+                cancel.check()?;
+            }
+            let y0 = 2 * pi;
+            let mut buf = vec![Complex64::default(); n];
+            for j in 0..side {
+                let u = j as isize - half as isize;
+                let ga = cols[j * n + y0];
+                let gb = if y0 + 1 < n {
+                    cols[j * n + y0 + 1]
+                } else {
+                    Complex64::default()
+                };
+                buf[fft::wrap(u, n)] = ga + Complex64::new(-gb.im, gb.re);
+            }
+            let mut scratch = vec![Complex64::default(); inv.get_inplace_scratch_len()];
+            inv.process_with_scratch(&mut buf, &mut scratch);
+            let (a, b) = rows.split_at_mut(n.min(rows.len()));
+            for x in 0..n {
+                a[x] = buf[x].re as f32;
+            }
+            for (x, v) in b.iter_mut().enumerate() {
+                *v = buf[x].im as f32;
+            }
+            Ok(())
+        })?;
     Ok(Grid {
         width: n,
         height: n,
@@ -275,5 +289,12 @@ pub fn aerial_from_band(
     }
     let m = coarse_side(n, kernels.size);
     let coarse = coarse_intensity(band, kernels, m, cancel)?;
-    Ok(upsample(&coarse, m, 2 * (kernels.size / 2), n, dose2, cancel)?)
+    Ok(upsample(
+        &coarse,
+        m,
+        2 * (kernels.size / 2),
+        n,
+        dose2,
+        cancel,
+    )?)
 }

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::iccad;
 use crate::imaging::{ImagingBackend, KeepImages, LithoJob, Resist};
-use crate::{naive, CancelToken, CpuBackend};
+use crate::{CancelToken, CpuBackend, naive};
 
 /// Timings and results of one benchmark run.
 #[derive(Debug, Clone, Serialize)]

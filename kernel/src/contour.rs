@@ -10,8 +10,8 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::raster::PixelFrame;
 use crate::Grid;
+use crate::raster::PixelFrame;
 
 /// One closed contour, first point not repeated.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -53,26 +53,55 @@ pub fn contours(img: &Grid<f32>, level: f32, frame: &PixelFrame) -> Vec<Contour>
     let inside = |x: i64, y: i64| value(x, y).is_some_and(|v| v > level);
     // Crossing position on an edge, in lattice coordinates.
     let crossing = |e: EdgeKey| -> (f64, f64) {
-        let (bx, by) = if e.vertical { (e.x, e.y + 1) } else { (e.x + 1, e.y) };
+        let (bx, by) = if e.vertical {
+            (e.x, e.y + 1)
+        } else {
+            (e.x + 1, e.y)
+        };
         let t = match (value(e.x, e.y), value(bx, by)) {
             (Some(a), Some(b)) if a != b => f64::from((level - a) / (b - a)).clamp(0.0, 1.0),
             _ => 0.5, // one end outside the grid: the clip border, half a pixel out
         };
-        if e.vertical { (e.x as f64, e.y as f64 + t) } else { (e.x as f64 + t, e.y as f64) }
+        if e.vertical {
+            (e.x as f64, e.y as f64 + t)
+        } else {
+            (e.x as f64 + t, e.y as f64)
+        }
     };
     let mut next: HashMap<EdgeKey, EdgeKey> = HashMap::new();
     for cy in -1..h {
         for cx in -1..w {
             // Corners counter-clockwise: (x,y), (x+1,y), (x+1,y+1), (x,y+1).
-            let ins = [inside(cx, cy), inside(cx + 1, cy), inside(cx + 1, cy + 1), inside(cx, cy + 1)];
+            let ins = [
+                inside(cx, cy),
+                inside(cx + 1, cy),
+                inside(cx + 1, cy + 1),
+                inside(cx, cy + 1),
+            ];
             if ins.iter().all(|&b| b) || ins.iter().all(|&b| !b) {
                 continue;
             }
             let edges = [
-                EdgeKey { x: cx, y: cy, vertical: false },
-                EdgeKey { x: cx + 1, y: cy, vertical: true },
-                EdgeKey { x: cx, y: cy + 1, vertical: false },
-                EdgeKey { x: cx, y: cy, vertical: true },
+                EdgeKey {
+                    x: cx,
+                    y: cy,
+                    vertical: false,
+                },
+                EdgeKey {
+                    x: cx + 1,
+                    y: cy,
+                    vertical: true,
+                },
+                EdgeKey {
+                    x: cx,
+                    y: cy + 1,
+                    vertical: false,
+                },
+                EdgeKey {
+                    x: cx,
+                    y: cy,
+                    vertical: true,
+                },
             ];
             // Crossings walking the cell boundary counter-clockwise.
             let mut leave = Vec::new(); // inside → outside
@@ -93,7 +122,11 @@ pub fn contours(img: &Grid<f32>, level: f32, frame: &PixelFrame) -> Vec<Contour>
                 // Segment from a leaving crossing to the entering crossing that keeps the
                 // inside on its left: the next one CCW when the centre is inside, else the
                 // previous one (they coincide when there are only two crossings).
-                let pick = |step: usize| (1..4).map(|d| (l + step * d) % 4).find(|i| enter.contains(i));
+                let pick = |step: usize| {
+                    (1..4)
+                        .map(|d| (l + step * d) % 4)
+                        .find(|i| enter.contains(i))
+                };
                 let e = if centre_inside { pick(1) } else { pick(3) };
                 if let Some(e) = e {
                     next.insert(edges[l], edges[e]);
@@ -130,7 +163,13 @@ mod tests {
     use super::*;
 
     fn frame(n: usize) -> PixelFrame {
-        PixelFrame { left_nm: 0.0, bottom_nm: 0.0, pixel_nm: 2.0, width: n, height: n }
+        PixelFrame {
+            left_nm: 0.0,
+            bottom_nm: 0.0,
+            pixel_nm: 2.0,
+            width: n,
+            height: n,
+        }
     }
 
     #[test]
@@ -151,7 +190,10 @@ mod tests {
             assert!(((x - cx).hypot(y - cy) - r).abs() < 0.1, "({x},{y})");
         }
         let area = c.signed_area();
-        assert!(area > 0.0 && (area - std::f64::consts::PI * r * r).abs() / area < 0.01, "{area}");
+        assert!(
+            area > 0.0 && (area - std::f64::consts::PI * r * r).abs() / area < 0.01,
+            "{area}"
+        );
     }
 
     #[test]
@@ -160,7 +202,9 @@ mod tests {
         let mut img = Grid::filled(n, n, 0.0f32);
         for y in 0..n {
             for x in 0..n {
-                let ring = (3..17).contains(&x) && (3..17).contains(&y) && !((7..13).contains(&x) && (7..13).contains(&y));
+                let ring = (3..17).contains(&x)
+                    && (3..17).contains(&y)
+                    && !((7..13).contains(&x) && (7..13).contains(&y));
                 *img.at_mut(x, y) = if ring { 1.0 } else { 0.0 };
             }
         }
@@ -174,6 +218,10 @@ mod tests {
         let full = Grid::filled(n, n, 1.0f32);
         let cs = contours(&full, 0.5, &frame(n));
         assert_eq!(cs.len(), 1);
-        assert!((cs[0].signed_area() - (40.0 * 40.0 - 2.0)).abs() < 1e-9, "{}", cs[0].signed_area());
+        assert!(
+            (cs[0].signed_area() - (40.0 * 40.0 - 2.0)).abs() < 1e-9,
+            "{}",
+            cs[0].signed_area()
+        );
     }
 }

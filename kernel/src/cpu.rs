@@ -86,7 +86,9 @@ fn first_with_same_kernels(job: &LithoJob<'_>, i: usize) -> usize {
     let k = &job.corners[i].kernels;
     job.corners
         .iter()
-        .position(|c| Arc::ptr_eq(&c.kernels, k) || (c.kernels.hash == k.hash && !k.hash.is_empty()))
+        .position(|c| {
+            Arc::ptr_eq(&c.kernels, k) || (c.kernels.hash == k.hash && !k.hash.is_empty())
+        })
         .unwrap_or(i)
 }
 
@@ -98,32 +100,56 @@ fn litho(
     progress: ProgressFn<'_>,
 ) -> Result<LithoOutput, ImagingError> {
     if job.corners.is_empty() {
-        return Err(ImagingError::Invalid("a job needs at least one corner".into()));
+        return Err(ImagingError::Invalid(
+            "a job needs at least one corner".into(),
+        ));
     }
     let mut n = 0;
     for c in job.corners {
         n = crate::naive::check_shapes(job.mask, &c.kernels)?;
     }
-    if let Some(t) = job.target {
-        if t.width != n || t.height != n {
-            return Err(ImagingError::Invalid("target and mask sizes differ".into()));
-        }
+    if let Some(t) = job.target
+        && (t.width != n || t.height != n)
+    {
+        return Err(ImagingError::Invalid("target and mask sizes differ".into()));
     }
-    let half = job.corners.iter().map(|c| c.kernels.size / 2).max().unwrap_or(0);
+    let half = job
+        .corners
+        .iter()
+        .map(|c| c.kernels.size / 2)
+        .max()
+        .unwrap_or(0);
     cancel.check()?;
     let band = bandlimited::mask_band(job.mask, half, cancel)?;
 
     // Distinct kernel sets, imaged once each at dose 1.
-    let owners: Vec<usize> = (0..job.corners.len()).map(|i| first_with_same_kernels(job, i)).collect();
+    let owners: Vec<usize> = (0..job.corners.len())
+        .map(|i| first_with_same_kernels(job, i))
+        .collect();
     let distinct: Vec<usize> = (0..job.corners.len()).filter(|&i| owners[i] == i).collect();
     let total = distinct.len() as u64 + job.corners.len() as u64;
     let mut images: Vec<Option<Grid<f32>>> = vec![None; job.corners.len()];
     for (done, &i) in distinct.iter().enumerate() {
         cancel.check()?;
-        images[i] = Some(bandlimited::aerial_from_band(&band, &job.corners[i].kernels, 1.0, n, cancel)?);
-        progress(Progress { done: done as u64 + 1, total, stage: "aerial" });
+        images[i] = Some(bandlimited::aerial_from_band(
+            &band,
+            &job.corners[i].kernels,
+            1.0,
+            n,
+            cancel,
+        )?);
+        progress(Progress {
+            done: done as u64 + 1,
+            total,
+            stage: "aerial",
+        });
     }
-    let image = |i: usize| images[owners[i]].as_ref().map(|g| g.data.as_slice()).unwrap_or(&[]);
+    let image = |i: usize| {
+        images[owners[i]]
+            .as_ref()
+            .map(|g| g.data.as_slice())
+            .unwrap_or(&[])
+    };
 
     let th = job.resist.threshold;
     let d2: Vec<f32> = job.corners.iter().map(|c| c.dose * c.dose).collect();
@@ -149,9 +175,16 @@ fn litho(
         let img = image(ci);
         let d = d2[ci];
         let printed_pixels = img.par_iter().filter(|&&i| d * i > th).count() as u64;
-        let grid = |data| Grid { width: n, height: n, data };
+        let grid = |data| Grid {
+            width: n,
+            height: n,
+            data,
+        };
         corners.push(CornerOutput {
-            aerial: job.keep.aerial.then(|| grid(img.par_iter().map(|&i| d * i).collect())),
+            aerial: job
+                .keep
+                .aerial
+                .then(|| grid(img.par_iter().map(|&i| d * i).collect())),
             resist: job.keep.resist.then(|| {
                 grid(
                     img.par_iter()

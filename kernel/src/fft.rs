@@ -28,7 +28,9 @@ pub fn plan(n: usize, direction: Direction) -> Arc<dyn Fft<f64>> {
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     // A poisoned lock only means another thread panicked while planning; the map is
     // still a valid cache, so keep using it.
-    let mut map = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut map = cache
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     map.entry((n, direction))
         .or_insert_with(|| {
             let dir = match direction {
@@ -47,7 +49,7 @@ pub fn fast_size(min: usize) -> usize {
     loop {
         let mut r = m;
         for p in [2, 3, 5] {
-            while r % p == 0 {
+            while r.is_multiple_of(p) {
                 r /= p;
             }
         }
@@ -62,10 +64,11 @@ pub fn fast_size(min: usize) -> usize {
 pub fn rows(data: &mut [Complex64], width: usize, direction: Direction) {
     let fft = plan(width, direction);
     let rows_per_task = (16384 / width.max(1)).max(1);
-    data.par_chunks_mut(width * rows_per_task).for_each(|chunk| {
-        let mut scratch = vec![Complex64::default(); fft.get_inplace_scratch_len()];
-        fft.process_with_scratch(chunk, &mut scratch);
-    });
+    data.par_chunks_mut(width * rows_per_task)
+        .for_each(|chunk| {
+            let mut scratch = vec![Complex64::default(); fft.get_inplace_scratch_len()];
+            fft.process_with_scratch(chunk, &mut scratch);
+        });
 }
 
 /// Out-of-place transpose of a `width × height` row-major buffer into `height × width`.

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use reticle_layout::{glp, BBox, Point, Polygon};
+use reticle_layout::{BBox, Point, Polygon, glp};
 
 use crate::model::{KernelFilesSpec, ModelError, ModelSpec};
 use crate::raster::{self, PixelFrame, RasterError};
@@ -67,18 +67,32 @@ pub fn load_clip(path: &Path) -> Result<Clip, ClipError> {
         height: mask.height,
         data: mask.data.iter().map(|&v| u8::from(v >= 0.5)).collect(),
     };
-    let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    Ok(Clip { name, polygons, mask, target, frame })
+    let name = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok(Clip {
+        name,
+        polygons,
+        mask,
+        target,
+        frame,
+    })
 }
 
 /// The ten clip paths `layouts/M1_test{1..10}.glp` under an `iccad13` folder.
 #[must_use]
 pub fn clip_paths(iccad_dir: &Path) -> Vec<PathBuf> {
-    (1..=10).map(|i| iccad_dir.join(format!("layouts/M1_test{i}.glp"))).collect()
+    (1..=10)
+        .map(|i| iccad_dir.join(format!("layouts/M1_test{i}.glp")))
+        .collect()
 }
 
+/// Focus kernels, defocus kernels and the three contest corners built on them.
+pub type IccadCorners = (Arc<KernelSet>, Arc<KernelSet>, Vec<Corner>);
+
 /// Focus and defocus kernels from `<iccad_dir>/kernels`, and the three contest corners.
-pub fn corners(iccad_dir: &Path) -> Result<(Arc<KernelSet>, Arc<KernelSet>, Vec<Corner>), ModelError> {
+pub fn corners(iccad_dir: &Path) -> Result<IccadCorners, ModelError> {
     let spec = ModelSpec::Kernels(KernelFilesSpec {
         dir: iccad_dir.join("kernels"),
         focus: "focus".into(),
@@ -87,7 +101,9 @@ pub fn corners(iccad_dir: &Path) -> Result<(Arc<KernelSet>, Arc<KernelSet>, Vec<
         max_kernels: None,
     });
     let k = spec.kernels()?;
-    let defocus = k.defocus.ok_or_else(|| ModelError::Invalid("no defocus set".into()))?;
+    let defocus = k
+        .defocus
+        .ok_or_else(|| ModelError::Invalid("no defocus set".into()))?;
     let corners = crate::resist::iccad_corners(&k.focus, &defocus);
     Ok((k.focus, defocus, corners))
 }

@@ -59,7 +59,7 @@ impl KernelSet {
         scales: Vec<f32>,
         period_nm: f64,
     ) -> Result<Self, KernelError> {
-        if size == 0 || size % 2 == 0 {
+        if size == 0 || size.is_multiple_of(2) {
             return Err(KernelError::Shape(format!("side {size} is not odd")));
         }
         if scales.is_empty() || kernels.len() != scales.len() * size * size {

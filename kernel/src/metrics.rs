@@ -14,13 +14,17 @@
 use reticle_layout::Polygon;
 use serde::Serialize;
 
-use crate::raster::PixelFrame;
 use crate::Grid;
+use crate::raster::PixelFrame;
 
 /// Pixels where `a` and `b` disagree (non-zero = printed).
 #[must_use]
 pub fn count_diff(a: &Grid<u8>, b: &Grid<u8>) -> u64 {
-    a.data.iter().zip(&b.data).filter(|(x, y)| (**x != 0) != (**y != 0)).count() as u64
+    a.data
+        .iter()
+        .zip(&b.data)
+        .filter(|(x, y)| (**x != 0) != (**y != 0))
+        .count() as u64
 }
 
 /// L2 of a nominal print against its target.
@@ -48,7 +52,11 @@ pub struct EpeConfig {
 
 impl EpeConfig {
     /// ICCAD-2013: 40 nm spacing, 15 nm tolerance.
-    pub const ICCAD2013: Self = Self { spacing_nm: 40.0, tolerance_nm: 15.0, search_nm: 60.0 };
+    pub const ICCAD2013: Self = Self {
+        spacing_nm: 40.0,
+        tolerance_nm: 15.0,
+        search_nm: 60.0,
+    };
 }
 
 /// One checkpoint on a target edge.
@@ -90,7 +98,12 @@ pub fn checkpoints(polygons: &[Polygon], spacing_nm: f64) -> Vec<Checkpoint> {
             let count = ((len / spacing_nm).floor() as usize).max(1);
             for j in 0..count {
                 let t = (j as f64 + 0.5) / count as f64;
-                out.push(Checkpoint { x: a.x as f64 + t * dx, y: a.y as f64 + t * dy, nx, ny });
+                out.push(Checkpoint {
+                    x: a.x as f64 + t * dx,
+                    y: a.y as f64 + t * dy,
+                    nx,
+                    ny,
+                });
             }
         }
     }
@@ -146,13 +159,20 @@ pub fn sample_bilinear(img: &Grid<f32>, frame: &PixelFrame, x: f64, y: f64) -> f
     let (x1, y1) = ((x0 + 1).min(img.width - 1), (y0 + 1).min(img.height - 1));
     let (tx, ty) = (fx - x0 as f64, fy - y0 as f64);
     let v = |x: usize, y: usize| f64::from(*img.at(x, y));
-    (v(x0, y0) * (1.0 - tx) + v(x1, y0) * tx) * (1.0 - ty) + (v(x0, y1) * (1.0 - tx) + v(x1, y1) * tx) * ty
+    (v(x0, y0) * (1.0 - tx) + v(x1, y0) * tx) * (1.0 - ty)
+        + (v(x0, y1) * (1.0 - tx) + v(x1, y1) * tx) * ty
 }
 
 /// Sub-pixel EPE at one checkpoint: the crossing of `level` nearest to the target
 /// edge along the normal, searching `±search_nm` in steps of a quarter pixel.
 #[must_use]
-pub fn epe_at(img: &Grid<f32>, frame: &PixelFrame, c: &Checkpoint, level: f64, search_nm: f64) -> Option<f64> {
+pub fn epe_at(
+    img: &Grid<f32>,
+    frame: &PixelFrame,
+    c: &Checkpoint,
+    level: f64,
+    search_nm: f64,
+) -> Option<f64> {
     let step = frame.pixel_nm / 4.0;
     let steps = (search_nm / step).ceil() as i64;
     let val = |d: f64| sample_bilinear(img, frame, c.x + d * c.nx, c.y + d * c.ny) - level;
@@ -188,7 +208,10 @@ pub fn epe(
     EpeReport {
         checkpoints: cps.len(),
         violations: epe_violations(target, printed, frame, cfg),
-        epe_nm: cps.iter().map(|c| epe_at(intensity, frame, c, level, cfg.search_nm)).collect(),
+        epe_nm: cps
+            .iter()
+            .map(|c| epe_at(intensity, frame, c, level, cfg.search_nm))
+            .collect(),
     }
 }
 
@@ -198,18 +221,31 @@ mod tests {
     use reticle_layout::{BBox, Point};
 
     fn frame(n: usize) -> PixelFrame {
-        PixelFrame { left_nm: 0.0, bottom_nm: 0.0, pixel_nm: 1.0, width: n, height: n }
+        PixelFrame {
+            left_nm: 0.0,
+            bottom_nm: 0.0,
+            pixel_nm: 1.0,
+            width: n,
+            height: n,
+        }
     }
 
     #[test]
     fn checkpoints_every_40nm_with_outward_normals() {
         let sq = Polygon::rect(BBox::from_corners(Point::new(0, 0), Point::new(120, 40)));
-        let cps = checkpoints(&[sq.clone()], 40.0);
+        let cps = checkpoints(std::slice::from_ref(&sq), 40.0);
         assert_eq!(cps.len(), 3 + 1 + 3 + 1);
-        assert_eq!((cps[0].x, cps[0].y, cps[0].nx, cps[0].ny), (20.0, 0.0, 0.0, -1.0));
+        assert_eq!(
+            (cps[0].x, cps[0].y, cps[0].nx, cps[0].ny),
+            (20.0, 0.0, 0.0, -1.0)
+        );
         let mut cw = sq;
         cw.points.reverse();
-        assert!(checkpoints(&[cw], 40.0).iter().any(|c| c.x == 20.0 && c.y == 0.0 && c.ny == -1.0));
+        assert!(
+            checkpoints(&[cw], 40.0)
+                .iter()
+                .any(|c| c.x == 20.0 && c.y == 0.0 && c.ny == -1.0)
+        );
     }
 
     #[test]
@@ -223,7 +259,10 @@ mod tests {
                 for x in 0..n {
                     let (cx, cy) = (x as f64 + 0.5, y as f64 + 0.5);
                     // Signed distance to the grown square (positive inside), clamped ramp.
-                    let d = (cx - (40.0 - g)).min((160.0 + g) - cx).min(cy - (40.0 - g)).min((160.0 + g) - cy);
+                    let d = (cx - (40.0 - g))
+                        .min((160.0 + g) - cx)
+                        .min(cy - (40.0 - g))
+                        .min((160.0 + g) - cy);
                     *img.at_mut(x, y) = (0.5 + d / 20.0).clamp(0.0, 1.0) as f32;
                 }
             }
@@ -232,8 +271,19 @@ mod tests {
         let f = frame(n);
         for (g, violations) in [(10.0, 0usize), (20.0, 12)] {
             let img = grown(g);
-            let printed = Grid { width: n, height: n, data: img.data.iter().map(|&v| u8::from(v > 0.5)).collect() };
-            let r = epe(&[target.clone()], &printed, &img, 0.5, &f, &EpeConfig::ICCAD2013);
+            let printed = Grid {
+                width: n,
+                height: n,
+                data: img.data.iter().map(|&v| u8::from(v > 0.5)).collect(),
+            };
+            let r = epe(
+                std::slice::from_ref(&target),
+                &printed,
+                &img,
+                0.5,
+                &f,
+                &EpeConfig::ICCAD2013,
+            );
             assert_eq!(r.checkpoints, 12);
             assert_eq!(r.violations, violations, "grow {g}");
             for e in &r.epe_nm {
@@ -241,8 +291,16 @@ mod tests {
                 assert!((e - g).abs() < 0.05, "epe {e} for grow {g}");
             }
         }
-        let pa = Grid { width: 2, height: 1, data: vec![1u8, 0] };
-        let pb = Grid { width: 2, height: 1, data: vec![1u8, 1] };
+        let pa = Grid {
+            width: 2,
+            height: 1,
+            data: vec![1u8, 0],
+        };
+        let pb = Grid {
+            width: 2,
+            height: 1,
+            data: vec![1u8, 1],
+        };
         assert_eq!((l2(&pa, &pb), pvb(&pa, &pa)), (1, 0));
     }
 }

@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::KernelSet;
 use crate::npy::{self, NpyError};
 use crate::optics::Optics;
 use crate::socs::{self, SocsError, SocsParams};
-use crate::KernelSet;
 
 /// Largest kernel file read (bytes).
 const MAX_FILE: u64 = 256 << 20;
@@ -163,12 +163,20 @@ impl ModelSpec {
 
 fn read_capped(path: &Path) -> Result<Vec<u8>, ModelError> {
     use std::io::Read;
-    let io = |source| ModelError::Io { path: path.to_owned(), source };
+    let io = |source| ModelError::Io {
+        path: path.to_owned(),
+        source,
+    };
     let file = std::fs::File::open(path).map_err(io)?;
     let mut bytes = Vec::new();
-    file.take(MAX_FILE + 1).read_to_end(&mut bytes).map_err(io)?;
+    file.take(MAX_FILE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
     if bytes.len() as u64 > MAX_FILE {
-        return Err(ModelError::Invalid(format!("{} is larger than {MAX_FILE} bytes", path.display())));
+        return Err(ModelError::Invalid(format!(
+            "{} is larger than {MAX_FILE} bytes",
+            path.display()
+        )));
     }
     Ok(bytes)
 }
@@ -194,10 +202,16 @@ pub fn load_set(
     let karr = npy::parse(&kbytes).map_err(npy_err(&kpath))?;
     let sarr = npy::parse(&sbytes).map_err(npy_err(&spath))?;
     let [count, rows, cols] = karr.shape[..] else {
-        return Err(ModelError::Invalid(format!("kernel shape {:?} is not [k, y, x]", karr.shape)));
+        return Err(ModelError::Invalid(format!(
+            "kernel shape {:?} is not [k, y, x]",
+            karr.shape
+        )));
     };
     if rows != cols || rows % 2 == 0 || count == 0 {
-        return Err(ModelError::Invalid(format!("kernels must be odd squares, got {:?}", karr.shape)));
+        return Err(ModelError::Invalid(format!(
+            "kernels must be odd squares, got {:?}",
+            karr.shape
+        )));
     }
     if sarr.shape != [count] {
         return Err(ModelError::Invalid(format!(
@@ -222,16 +236,29 @@ mod tests {
     #[test]
     fn spec_json_shapes() {
         let k: ModelSpec = serde_json::from_str(r#"{"kind":"kernels","dir":"/x"}"#).unwrap();
-        let ModelSpec::Kernels(k) = k else { panic!("wrong kind") };
-        assert_eq!((k.focus.as_str(), k.defocus.as_deref(), k.period_nm), ("focus", Some("defocus"), 2048.0));
+        let ModelSpec::Kernels(k) = k else {
+            panic!("wrong kind")
+        };
+        assert_eq!(
+            (k.focus.as_str(), k.defocus.as_deref(), k.period_nm),
+            ("focus", Some("defocus"), 2048.0)
+        );
         let h: ModelSpec = serde_json::from_str(
             r#"{"kind":"hopkins","wavelength_nm":193,"na":1.35,"immersion_index":1.44,
                 "source":{"shape":"annular","sigma_in":0.6,"sigma_out":0.9},
                 "period_nm":1024,"defocus_nm":40}"#,
         )
         .unwrap();
-        assert!(matches!(h, ModelSpec::Hopkins(HopkinsSpec { defocus_nm: Some(40.0), .. })));
-        assert!(serde_json::from_str::<ModelSpec>(r#"{"kind":"kernels","dir":"/x","typo":1}"#).is_err());
+        assert!(matches!(
+            h,
+            ModelSpec::Hopkins(HopkinsSpec {
+                defocus_nm: Some(40.0),
+                ..
+            })
+        ));
+        assert!(
+            serde_json::from_str::<ModelSpec>(r#"{"kind":"kernels","dir":"/x","typo":1}"#).is_err()
+        );
         assert!(serde_json::from_str::<ModelSpec>(r#"{"kind":"magic"}"#).is_err());
     }
 
@@ -243,13 +270,22 @@ mod tests {
         let s = crate::npy::tests::build("<f4", &[3], &[0u8; 12]);
         std::fs::write(dir.join("a.npy"), &k).unwrap();
         std::fs::write(dir.join("a_scales.npy"), &s).unwrap();
-        assert!(matches!(load_set(&dir, "a", 2048.0, None), Err(ModelError::Invalid(_))));
+        assert!(matches!(
+            load_set(&dir, "a", 2048.0, None),
+            Err(ModelError::Invalid(_))
+        ));
         let s = crate::npy::tests::build("<f4", &[2], &[0u8; 8]);
         std::fs::write(dir.join("a_scales.npy"), &s).unwrap();
         let set = load_set(&dir, "a", 2048.0, None).unwrap();
         assert_eq!((set.count(), set.size), (2, 3));
-        assert!(matches!(load_set(&dir, "missing", 2048.0, None), Err(ModelError::Io { .. })));
-        assert!(matches!(load_set(&dir, "../a", 2048.0, None), Err(ModelError::Invalid(_))));
+        assert!(matches!(
+            load_set(&dir, "missing", 2048.0, None),
+            Err(ModelError::Io { .. })
+        ));
+        assert!(matches!(
+            load_set(&dir, "../a", 2048.0, None),
+            Err(ModelError::Invalid(_))
+        ));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

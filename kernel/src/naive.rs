@@ -21,7 +21,7 @@ pub(crate) fn check_shapes(mask: &Grid<f32>, kernels: &KernelSet) -> Result<usiz
             mask.width, mask.height
         )));
     }
-    if kernels.size % 2 == 0 || kernels.size == 0 {
+    if kernels.size.is_multiple_of(2) || kernels.size == 0 {
         return Err(ImagingError::Invalid(format!(
             "kernel side must be odd, got {}",
             kernels.size
@@ -134,5 +134,8 @@ pub fn litho(job: &LithoJob<'_>, cancel: &CancelToken) -> Result<LithoOutput, Im
 }
 
 fn count_diff(a: &[u8], b: &[u8]) -> u64 {
-    a.iter().zip(b).filter(|(x, y)| (**x != 0) != (**y != 0)).count() as u64
+    a.iter()
+        .zip(b)
+        .filter(|(x, y)| (**x != 0) != (**y != 0))
+        .count() as u64
 }

@@ -156,7 +156,9 @@ pub fn parse(bytes: &[u8]) -> Result<NpyArray<'_>, NpyError> {
         return Err(NpyError::Version(major, minor));
     }
     if hlen > MAX_HEADER {
-        return Err(NpyError::Header(format!("header of {hlen} bytes is too long")));
+        return Err(NpyError::Header(format!(
+            "header of {hlen} bytes is too long"
+        )));
     }
     let header = bytes
         .get(start..start + hlen)
@@ -198,7 +200,10 @@ struct HeaderDict {
 /// Parses `{'descr': '<c8', 'fortran_order': False, 'shape': (24, 35, 35), }`.
 fn parse_dict(h: &str) -> Result<HeaderDict, NpyError> {
     let bad = |why: &str| NpyError::Header(why.to_owned());
-    let mut p = Cursor { s: h.trim_end().as_bytes(), i: 0 };
+    let mut p = Cursor {
+        s: h.trim_end().as_bytes(),
+        i: 0,
+    };
     p.expect(b'{').ok_or_else(|| bad("expected '{'"))?;
     let (mut descr, mut fortran, mut shape) = (None, None, None);
     loop {
@@ -211,7 +216,10 @@ fn parse_dict(h: &str) -> Result<HeaderDict, NpyError> {
         match key.as_str() {
             "descr" => descr = Some(p.string().ok_or_else(|| bad("descr must be a string"))?),
             "fortran_order" => {
-                fortran = Some(p.boolean().ok_or_else(|| bad("fortran_order must be a bool"))?);
+                fortran = Some(
+                    p.boolean()
+                        .ok_or_else(|| bad("fortran_order must be a bool"))?,
+                );
             }
             "shape" => shape = Some(p.tuple().ok_or_else(|| bad("shape must be a tuple"))?),
             _ => return Err(bad("unknown key")),
@@ -349,18 +357,30 @@ pub(crate) mod tests {
     fn rejects_garbage() {
         let ok = build("<f4", &[1], &[0, 0, 0, 0]);
         assert_eq!(parse(b"hello").unwrap_err(), NpyError::BadMagic);
-        assert_eq!(parse(&ok[..12]).unwrap_err(), NpyError::Header("truncated".into()));
+        assert_eq!(
+            parse(&ok[..12]).unwrap_err(),
+            NpyError::Header("truncated".into())
+        );
         let mut v = ok.clone();
         v[6] = 9;
         assert_eq!(parse(&v).unwrap_err(), NpyError::Version(9, 0));
-        assert!(matches!(parse(&build(">f4", &[1], &[0; 4])), Err(NpyError::Dtype(_))));
-        assert!(matches!(parse(&build("<f4", &[2], &[0; 4])), Err(NpyError::Length { .. })));
+        assert!(matches!(
+            parse(&build(">f4", &[1], &[0; 4])),
+            Err(NpyError::Dtype(_))
+        ));
+        assert!(matches!(
+            parse(&build("<f4", &[2], &[0; 4])),
+            Err(NpyError::Length { .. })
+        ));
         let mut f = build("<f4", &[1], &[0; 4]);
         let pos = f.windows(5).position(|w| w == b"False").unwrap();
         f[pos..pos + 5].copy_from_slice(b"True ");
         assert_eq!(parse(&f).unwrap_err(), NpyError::FortranOrder);
         let nan = build("<f4", &[1], &f32::NAN.to_le_bytes());
-        assert_eq!(parse(&nan).unwrap().to_f32().unwrap_err(), NpyError::NonFinite(0));
+        assert_eq!(
+            parse(&nan).unwrap().to_f32().unwrap_err(),
+            NpyError::NonFinite(0)
+        );
         let huge = build("<f4", &[usize::MAX, 4], &[]);
         assert!(matches!(parse(&huge), Err(NpyError::Header(_))));
     }

@@ -78,9 +78,20 @@ impl Source {
     fn radial_width(&self) -> f64 {
         match *self {
             Self::Circular { sigma } => sigma,
-            Self::Annular { sigma_in, sigma_out }
-            | Self::Dipole { sigma_in, sigma_out, .. }
-            | Self::Quadrupole { sigma_in, sigma_out, .. } => sigma_out - sigma_in,
+            Self::Annular {
+                sigma_in,
+                sigma_out,
+            }
+            | Self::Dipole {
+                sigma_in,
+                sigma_out,
+                ..
+            }
+            | Self::Quadrupole {
+                sigma_in,
+                sigma_out,
+                ..
+            } => sigma_out - sigma_in,
         }
     }
 
@@ -94,18 +105,32 @@ impl Source {
                     return bad(format!("circular sigma {sigma} not in (0, 1]"));
                 }
             }
-            Self::Annular { sigma_in, sigma_out } => {
+            Self::Annular {
+                sigma_in,
+                sigma_out,
+            } => {
                 if !ring(sigma_in, sigma_out) {
                     return bad(format!("annular sigma {sigma_in}..{sigma_out} invalid"));
                 }
             }
-            Self::Dipole { sigma_in, sigma_out, opening_deg, rotation_deg }
-            | Self::Quadrupole { sigma_in, sigma_out, opening_deg, rotation_deg } => {
+            Self::Dipole {
+                sigma_in,
+                sigma_out,
+                opening_deg,
+                rotation_deg,
+            }
+            | Self::Quadrupole {
+                sigma_in,
+                sigma_out,
+                opening_deg,
+                rotation_deg,
+            } => {
                 let poles = self.poles().unwrap_or(1) as f64;
-                if !ring(sigma_in, sigma_out)
-                    || !(opening_deg > 0.0 && opening_deg <= 360.0 / poles)
-                    || !rotation_deg.is_finite()
-                {
+                let ok = ring(sigma_in, sigma_out)
+                    && opening_deg > 0.0
+                    && opening_deg <= 360.0 / poles
+                    && rotation_deg.is_finite();
+                if !ok {
                     return bad(format!(
                         "pole source sigma {sigma_in}..{sigma_out}, opening {opening_deg}° invalid"
                     ));
@@ -129,9 +154,22 @@ impl Source {
         let r = sx.hypot(sy);
         match *self {
             Self::Circular { sigma } => r <= sigma,
-            Self::Annular { sigma_in, sigma_out } => sigma_in <= r && r <= sigma_out,
-            Self::Dipole { sigma_in, sigma_out, opening_deg, rotation_deg }
-            | Self::Quadrupole { sigma_in, sigma_out, opening_deg, rotation_deg } => {
+            Self::Annular {
+                sigma_in,
+                sigma_out,
+            } => sigma_in <= r && r <= sigma_out,
+            Self::Dipole {
+                sigma_in,
+                sigma_out,
+                opening_deg,
+                rotation_deg,
+            }
+            | Self::Quadrupole {
+                sigma_in,
+                sigma_out,
+                opening_deg,
+                rotation_deg,
+            } => {
                 if !(sigma_in <= r && r <= sigma_out) || r == 0.0 {
                     return false;
                 }
@@ -249,12 +287,27 @@ mod tests {
 
     #[test]
     fn shapes_contain_what_they_say() {
-        let dip = Source::Dipole { sigma_in: 0.5, sigma_out: 0.9, opening_deg: 40.0, rotation_deg: 0.0 };
+        let dip = Source::Dipole {
+            sigma_in: 0.5,
+            sigma_out: 0.9,
+            opening_deg: 40.0,
+            rotation_deg: 0.0,
+        };
         assert!(dip.contains(0.7, 0.0) && dip.contains(-0.7, 0.0));
         assert!(!dip.contains(0.0, 0.7) && !dip.contains(0.3, 0.0));
-        let quasar = Source::Quadrupole { sigma_in: 0.5, sigma_out: 0.9, opening_deg: 30.0, rotation_deg: 45.0 };
-        assert!(quasar.contains(0.5, 0.5) && quasar.contains(-0.5, -0.5) && !quasar.contains(0.7, 0.0));
-        let ann = Source::Annular { sigma_in: 0.6, sigma_out: 0.9 };
+        let quasar = Source::Quadrupole {
+            sigma_in: 0.5,
+            sigma_out: 0.9,
+            opening_deg: 30.0,
+            rotation_deg: 45.0,
+        };
+        assert!(
+            quasar.contains(0.5, 0.5) && quasar.contains(-0.5, -0.5) && !quasar.contains(0.7, 0.0)
+        );
+        let ann = Source::Annular {
+            sigma_in: 0.6,
+            sigma_out: 0.9,
+        };
         assert!(ann.contains(0.0, 0.8) && !ann.contains(0.0, 0.5));
         for s in [&dip, &quasar, &ann] {
             s.validate().unwrap();
@@ -262,11 +315,21 @@ mod tests {
             assert!(pts.len() > 10);
             // Mirror-symmetric sampling.
             for &(x, y) in &pts {
-                assert!(pts.iter().any(|&(a, b)| (a + x).abs() < 1e-12 && (b - y).abs() < 1e-12));
+                assert!(
+                    pts.iter()
+                        .any(|&(a, b)| (a + x).abs() < 1e-12 && (b - y).abs() < 1e-12)
+                );
             }
         }
         assert!(Source::Circular { sigma: 1.5 }.validate().is_err());
-        assert!(Source::Annular { sigma_in: 0.8, sigma_out: 0.7 }.validate().is_err());
+        assert!(
+            Source::Annular {
+                sigma_in: 0.8,
+                sigma_out: 0.7
+            }
+            .validate()
+            .is_err()
+        );
     }
 
     #[test]

@@ -169,7 +169,11 @@ fn accumulate(acc: &mut [f64], stride: usize, h: usize, p: (f64, f64), q: (f64, 
         return;
     }
     // Upward edges of a counter-clockwise polygon are on its right side.
-    let (dir, p0, p1) = if p.1 < q.1 { (-sign, p, q) } else { (sign, q, p) };
+    let (dir, p0, p1) = if p.1 < q.1 {
+        (-sign, p, q)
+    } else {
+        (sign, q, p)
+    };
     let dxdy = (p1.0 - p0.0) / (p1.1 - p0.1);
     let y_start = p0.1.max(0.0);
     let y_end = p1.1.min(h as f64);
@@ -261,7 +265,11 @@ mod tests {
     #[test]
     fn triangle_area_is_exact_and_clipped() {
         // A triangle half outside the window on the left and the top.
-        let t = Polygon::new(vec![Point::new(-7, 1), Point::new(13, 3), Point::new(2, 19)]);
+        let t = Polygon::new(vec![
+            Point::new(-7, 1),
+            Point::new(13, 3),
+            Point::new(2, 19),
+        ]);
         let win = BBox::from_corners(Point::new(0, 0), Point::new(16, 16));
         let (g, _) = rasterize(std::slice::from_ref(&t), win, 1.5).unwrap();
         // Reference: the exact clipped area by brute-force fine sampling of the window.
@@ -304,10 +312,22 @@ mod tests {
     #[test]
     fn bad_requests_are_errors() {
         let win = BBox::from_corners(Point::new(0, 0), Point::new(10, 10));
-        assert!(matches!(rasterize(&[], win, 0.0), Err(RasterError::BadPixel(_))));
-        assert!(matches!(rasterize(&[], win, f64::NAN), Err(RasterError::BadPixel(_))));
+        assert!(matches!(
+            rasterize(&[], win, 0.0),
+            Err(RasterError::BadPixel(_))
+        ));
+        assert!(matches!(
+            rasterize(&[], win, f64::NAN),
+            Err(RasterError::BadPixel(_))
+        ));
         let empty = BBox::from_corners(Point::new(0, 0), Point::new(0, 10));
-        assert!(matches!(rasterize(&[], empty, 1.0), Err(RasterError::BadWindow { .. })));
-        assert!(matches!(rasterize(&[], win, 1e-9), Err(RasterError::BadWindow { .. })));
+        assert!(matches!(
+            rasterize(&[], empty, 1.0),
+            Err(RasterError::BadWindow { .. })
+        ));
+        assert!(matches!(
+            rasterize(&[], win, 1e-9),
+            Err(RasterError::BadWindow { .. })
+        ));
     }
 }

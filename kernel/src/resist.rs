@@ -40,7 +40,11 @@ impl Resist {
         Grid {
             width: aerial.width,
             height: aerial.height,
-            data: aerial.data.iter().map(|&i| u8::from(self.prints(i))).collect(),
+            data: aerial
+                .data
+                .iter()
+                .map(|&i| u8::from(self.prints(i)))
+                .collect(),
         }
     }
 }
@@ -49,9 +53,21 @@ impl Resist {
 #[must_use]
 pub fn iccad_corners(focus: &Arc<KernelSet>, defocus: &Arc<KernelSet>) -> Vec<Corner> {
     vec![
-        Corner { name: "nominal".into(), kernels: Arc::clone(focus), dose: 1.0 },
-        Corner { name: "max".into(), kernels: Arc::clone(focus), dose: 1.02 },
-        Corner { name: "min".into(), kernels: Arc::clone(defocus), dose: 0.98 },
+        Corner {
+            name: "nominal".into(),
+            kernels: Arc::clone(focus),
+            dose: 1.0,
+        },
+        Corner {
+            name: "max".into(),
+            kernels: Arc::clone(focus),
+            dose: 1.02,
+        },
+        Corner {
+            name: "min".into(),
+            kernels: Arc::clone(defocus),
+            dose: 0.98,
+        },
     ]
 }
 

@@ -93,7 +93,7 @@ impl SocsParams {
         let reach = self.optics.cutoff() * (1.0 + self.optics.source.sigma_max()) * self.period_nm;
         let natural = 2 * (reach.floor() as usize) + 1;
         let size = self.kernel_size.unwrap_or(natural);
-        if size % 2 == 0 || size > 1023 {
+        if size.is_multiple_of(2) || size > 1023 {
             return bad(format!("kernel size {size} must be odd and <= 1023"));
         }
         Ok(size)
@@ -115,7 +115,11 @@ pub fn kernels(params: &SocsParams) -> Result<SocsKernels, SocsError> {
     static CACHE: OnceLock<Cache> = OnceLock::new();
     let key = params.key();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(hit) = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key) {
+    if let Some(hit) = cache
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(&key)
+    {
         return Ok(hit.clone());
     }
     let built = build(params)?;

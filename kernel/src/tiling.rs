@@ -26,7 +26,9 @@ impl TilePlan {
 
     /// Core origins along one axis of length `len`.
     fn origins(&self, len: usize) -> Vec<usize> {
-        (0..len.div_ceil(self.core())).map(|i| i * self.core()).collect()
+        (0..len.div_ceil(self.core()))
+            .map(|i| i * self.core())
+            .collect()
     }
 
     /// Number of tiles for a `width × height` canvas.
@@ -76,7 +78,8 @@ pub fn aerial_tiled(
                 let x0 = ox.max(0);
                 let x1 = (ox + plan.window as i64).min(w as i64);
                 if x0 < x1 {
-                    let src = &canvas.data[y as usize * w + x0 as usize..y as usize * w + x1 as usize];
+                    let src =
+                        &canvas.data[y as usize * w + x0 as usize..y as usize * w + x1 as usize];
                     row[(x0 - ox) as usize..(x1 - ox) as usize].copy_from_slice(src);
                 }
             }
@@ -84,11 +87,17 @@ pub fn aerial_tiled(
             for y in cy..(cy + core).min(h) {
                 let ty = y - cy + plan.halo;
                 let xe = (cx + core).min(w);
-                out.data[y * w + cx..y * w + xe]
-                    .copy_from_slice(&img.data[ty * plan.window + plan.halo..ty * plan.window + plan.halo + (xe - cx)]);
+                out.data[y * w + cx..y * w + xe].copy_from_slice(
+                    &img.data
+                        [ty * plan.window + plan.halo..ty * plan.window + plan.halo + (xe - cx)],
+                );
             }
             done += 1;
-            progress(Progress { done, total, stage: "tile" });
+            progress(Progress {
+                done,
+                total,
+                stage: "tile",
+            });
         }
     }
     Ok(out)

@@ -8,11 +8,23 @@ use common::{random_mask, rel_max_err};
 use num_complex::Complex32;
 use reticle_kernel::optics::{Optics, Source};
 use reticle_kernel::socs::{self, SocsParams};
-use reticle_kernel::{naive, CancelToken, CpuBackend, Grid, ImagingBackend, KernelSet};
+use reticle_kernel::{CancelToken, CpuBackend, Grid, ImagingBackend, KernelSet, naive};
 
-fn params(source: Source, period_nm: f64, defocus_nm: f64, max_kernels: usize, energy: f64) -> SocsParams {
+fn params(
+    source: Source,
+    period_nm: f64,
+    defocus_nm: f64,
+    max_kernels: usize,
+    energy: f64,
+) -> SocsParams {
     SocsParams {
-        optics: Optics { wavelength_nm: 193.0, na: 0.75, immersion_index: 1.0, source, source_step: 0.08 },
+        optics: Optics {
+            wavelength_nm: 193.0,
+            na: 0.75,
+            immersion_index: 1.0,
+            source,
+            source_step: 0.08,
+        },
         defocus_nm,
         period_nm,
         kernel_size: None,
@@ -22,14 +34,19 @@ fn params(source: Source, period_nm: f64, defocus_nm: f64, max_kernels: usize, e
 }
 
 fn annular() -> Source {
-    Source::Annular { sigma_in: 0.5, sigma_out: 0.8 }
+    Source::Annular {
+        sigma_in: 0.5,
+        sigma_out: 0.8,
+    }
 }
 
 #[test]
 fn open_frame_equals_dc_weight_sum() {
     let cancel = CancelToken::new();
     for (source, defocus) in [(annular(), 0.0), (Source::Circular { sigma: 0.6 }, 60.0)] {
-        let k = socs::kernels(&params(source, 512.0, defocus, 12, 1.0)).unwrap().set;
+        let k = socs::kernels(&params(source, 512.0, defocus, 12, 1.0))
+            .unwrap()
+            .set;
         let ones = Grid::filled(64, 64, 1.0f32);
         let img = CpuBackend::new().aerial(&ones, &k, 1.0, &cancel).unwrap();
         let of = k.open_frame();
@@ -44,7 +61,9 @@ fn open_frame_equals_dc_weight_sum() {
 #[test]
 fn translating_the_mask_translates_the_image() {
     let cancel = CancelToken::new();
-    let k = socs::kernels(&params(annular(), 512.0, 0.0, 12, 1.0)).unwrap().set;
+    let k = socs::kernels(&params(annular(), 512.0, 0.0, 12, 1.0))
+        .unwrap()
+        .set;
     let n = 64;
     let mask = random_mask(n, 7);
     let (dx, dy) = (13, 5);
@@ -55,7 +74,9 @@ fn translating_the_mask_translates_the_image() {
         }
     }
     let a = CpuBackend::new().aerial(&mask, &k, 1.0, &cancel).unwrap();
-    let b = CpuBackend::new().aerial(&shifted, &k, 1.0, &cancel).unwrap();
+    let b = CpuBackend::new()
+        .aerial(&shifted, &k, 1.0, &cancel)
+        .unwrap();
     let mut moved = Grid::filled(n, n, 0.0f32);
     for y in 0..n {
         for x in 0..n {
@@ -75,23 +96,41 @@ fn symmetric_source_and_mask_give_symmetric_image() {
     let r = random_mask(n, 9);
     for y in 0..n {
         for x in 0..n {
-            let v = r.at(x, y) + r.at((n - x) % n, y) + r.at(x, (n - y) % n) + r.at((n - x) % n, (n - y) % n);
+            let v = r.at(x, y)
+                + r.at((n - x) % n, y)
+                + r.at(x, (n - y) % n)
+                + r.at((n - x) % n, (n - y) % n);
             *mask.at_mut(x, y) = v / 4.0;
         }
     }
     for source in [
         annular(),
-        Source::Quadrupole { sigma_in: 0.5, sigma_out: 0.8, opening_deg: 30.0, rotation_deg: 45.0 },
-        Source::Dipole { sigma_in: 0.5, sigma_out: 0.8, opening_deg: 40.0, rotation_deg: 0.0 },
+        Source::Quadrupole {
+            sigma_in: 0.5,
+            sigma_out: 0.8,
+            opening_deg: 30.0,
+            rotation_deg: 45.0,
+        },
+        Source::Dipole {
+            sigma_in: 0.5,
+            sigma_out: 0.8,
+            opening_deg: 40.0,
+            rotation_deg: 0.0,
+        },
     ] {
-        let k = socs::kernels(&params(source.clone(), 512.0, 40.0, 64, 1.0)).unwrap().set;
+        let k = socs::kernels(&params(source.clone(), 512.0, 40.0, 64, 1.0))
+            .unwrap()
+            .set;
         let img = CpuBackend::new().aerial(&mask, &k, 1.0, &cancel).unwrap();
         let max = img.data.iter().fold(0.0f32, |m, &v| m.max(v));
         for y in 0..n {
             for x in 0..n {
                 let v = *img.at(x, y);
                 for m in [*img.at((n - x) % n, y), *img.at(x, (n - y) % n)] {
-                    assert!((v - m).abs() <= 1e-5 * max, "{source:?} ({x},{y}) {v} vs {m}");
+                    assert!(
+                        (v - m).abs() <= 1e-5 * max,
+                        "{source:?} ({x},{y}) {v} vs {m}"
+                    );
                 }
             }
         }
@@ -110,7 +149,10 @@ fn tiny_sigma_leaves_one_dominant_kernel() {
     let fractions: Vec<f64> = [0.02, 0.3, 0.7].iter().map(|&s| first(s)).collect();
     println!("first-kernel energy for σ = 0.02, 0.3, 0.7: {fractions:?}");
     assert!(fractions[0] > 0.999, "{fractions:?}");
-    assert!(fractions[0] > fractions[1] && fractions[1] > fractions[2], "{fractions:?}");
+    assert!(
+        fractions[0] > fractions[1] && fractions[1] > fractions[2],
+        "{fractions:?}"
+    );
     assert!(fractions[2] < 0.7, "{fractions:?}");
 }
 
@@ -119,13 +161,20 @@ fn captured_energy_grows_with_kernel_count() {
     let cancel = CancelToken::new();
     let mask = random_mask(64, 21);
     let full = socs::build(&params(annular(), 512.0, 0.0, 4096, 1.0)).unwrap();
-    let reference = CpuBackend::new().aerial(&mask, &full.set, 1.0, &cancel).unwrap();
+    let reference = CpuBackend::new()
+        .aerial(&mask, &full.set, 1.0, &cancel)
+        .unwrap();
     let mut last = (0.0, f64::INFINITY);
     for count in [1, 2, 4, 8, 16, 32] {
         let k = socs::build(&params(annular(), 512.0, 0.0, count, 1.0)).unwrap();
-        let img = CpuBackend::new().aerial(&mask, &k.set, 1.0, &cancel).unwrap();
+        let img = CpuBackend::new()
+            .aerial(&mask, &k.set, 1.0, &cancel)
+            .unwrap();
         let err = rel_max_err(&img, &reference);
-        println!("{count} kernels: captured {:.5}, image error {err:.2e}", k.captured);
+        println!(
+            "{count} kernels: captured {:.5}, image error {err:.2e}",
+            k.captured
+        );
         assert!(k.captured > last.0, "captured energy must grow");
         assert!(err <= last.1 * (1.0 + 1e-9), "image error must not grow");
         last = (k.captured, err);
@@ -148,17 +197,33 @@ fn socs_equals_abbe_source_sum() {
     for &(sx, sy) in &pts {
         for r in -c..=c {
             for q in -c..=c {
-                let z = o.pupil(q as f64 / p.period_nm + sx * o.cutoff(), r as f64 / p.period_nm + sy * o.cutoff(), p.defocus_nm);
+                let z = o.pupil(
+                    q as f64 / p.period_nm + sx * o.cutoff(),
+                    r as f64 / p.period_nm + sy * o.cutoff(),
+                    p.defocus_nm,
+                );
                 kernels.push(Complex32::new(z.re as f32, z.im as f32));
             }
         }
     }
-    let abbe = KernelSet::new(size, kernels, vec![1.0 / pts.len() as f32; pts.len()], p.period_nm).unwrap();
+    let abbe = KernelSet::new(
+        size,
+        kernels,
+        vec![1.0 / pts.len() as f32; pts.len()],
+        p.period_nm,
+    )
+    .unwrap();
     let mask = random_mask(64, 33);
     let a = naive::aerial(&mask, &abbe, 1.0, &cancel).unwrap();
-    let s = CpuBackend::new().aerial(&mask, &socs_k.set, 1.0, &cancel).unwrap();
+    let s = CpuBackend::new()
+        .aerial(&mask, &socs_k.set, 1.0, &cancel)
+        .unwrap();
     let err = rel_max_err(&s, &a);
-    println!("SOCS ({} kernels) vs Abbe ({} source points): {err:.2e}", socs_k.set.count(), pts.len());
+    println!(
+        "SOCS ({} kernels) vs Abbe ({} source points): {err:.2e}",
+        socs_k.set.count(),
+        pts.len()
+    );
     assert!(err < 1e-5, "{err}");
 }
 

@@ -216,7 +216,10 @@ ENDMSG
         assert_eq!(g.shapes[0].layer, "M1");
         assert_eq!(
             g.shapes[0].polygon.bbox(),
-            Some(BBox::from_corners(Point::new(80, 492), Point::new(532, 580)))
+            Some(BBox::from_corners(
+                Point::new(80, 492),
+                Point::new(532, 580)
+            ))
         );
         assert_eq!(g.shapes[0].polygon.signed_area2(), 2 * 452 * 88);
         assert_eq!(g.shapes[1].polygon.points.len(), 6);
@@ -230,14 +233,27 @@ ENDMSG
 
     #[test]
     fn garbage_is_a_typed_error() {
-        let cases: &[(&[u8], fn(&GlpError) -> bool)] = &[
-            (b"RECT N M1 1 2 3", |e| matches!(e, GlpError::MissingField { line: 1, .. })),
-            (b"RECT N M1 1 2 x 4", |e| matches!(e, GlpError::BadNumber { line: 1, .. })),
-            (b"RECT N M1 1 2 -3 4", |e| matches!(e, GlpError::EmptyRect { line: 1 })),
-            (b"\nPGON N M1 0 0 1 1 2", |e| matches!(e, GlpError::BadPolygon { line: 2 })),
-            (b"PGON N M1 0 0 1 1", |e| matches!(e, GlpError::BadPolygon { .. })),
+        type Check = fn(&GlpError) -> bool;
+        let cases: &[(&[u8], Check)] = &[
+            (b"RECT N M1 1 2 3", |e| {
+                matches!(e, GlpError::MissingField { line: 1, .. })
+            }),
+            (b"RECT N M1 1 2 x 4", |e| {
+                matches!(e, GlpError::BadNumber { line: 1, .. })
+            }),
+            (b"RECT N M1 1 2 -3 4", |e| {
+                matches!(e, GlpError::EmptyRect { line: 1 })
+            }),
+            (b"\nPGON N M1 0 0 1 1 2", |e| {
+                matches!(e, GlpError::BadPolygon { line: 2 })
+            }),
+            (b"PGON N M1 0 0 1 1", |e| {
+                matches!(e, GlpError::BadPolygon { .. })
+            }),
             (b"RECT", |e| matches!(e, GlpError::MissingField { .. })),
-            (b"rect N M1 0 0 1 1", |e| matches!(e, GlpError::UnknownRecord { .. })),
+            (b"rect N M1 0 0 1 1", |e| {
+                matches!(e, GlpError::UnknownRecord { .. })
+            }),
             (b"\xff\xfe", |e| matches!(e, GlpError::NotText(0))),
             (b"RECT N M1 0 0 99999999999999999999 1", |e| {
                 matches!(e, GlpError::BadNumber { .. })
@@ -245,7 +261,11 @@ ENDMSG
         ];
         for (input, ok) in cases {
             let err = parse(input).unwrap_err();
-            assert!(ok(&err), "{:?} gave {err:?}", String::from_utf8_lossy(input));
+            assert!(
+                ok(&err),
+                "{:?} gave {err:?}",
+                String::from_utf8_lossy(input)
+            );
         }
     }
 

@@ -26,7 +26,11 @@ impl Rng {
 /// A random mask with values in [0, 1].
 pub fn random_mask(n: usize, seed: u64) -> Grid<f32> {
     let mut r = Rng(seed);
-    Grid { width: n, height: n, data: (0..n * n).map(|_| r.unit() as f32).collect() }
+    Grid {
+        width: n,
+        height: n,
+        data: (0..n * n).map(|_| r.unit() as f32).collect(),
+    }
 }
 
 /// Random complex kernels with positive decreasing weights.
@@ -42,7 +46,14 @@ pub fn random_kernels(size: usize, count: usize, seed: u64) -> KernelSet {
 /// max |a − b| / max |b|.
 pub fn rel_max_err(a: &Grid<f32>, b: &Grid<f32>) -> f64 {
     assert_eq!((a.width, a.height), (b.width, b.height));
-    let scale = b.data.iter().fold(0.0f64, |m, &v| m.max(f64::from(v).abs()));
-    let err = a.data.iter().zip(&b.data).fold(0.0f64, |m, (&x, &y)| m.max(f64::from(x - y).abs()));
+    let scale = b
+        .data
+        .iter()
+        .fold(0.0f64, |m, &v| m.max(f64::from(v).abs()));
+    let err = a
+        .data
+        .iter()
+        .zip(&b.data)
+        .fold(0.0f64, |m, (&x, &y)| m.max(f64::from(x - y).abs()));
     err / scale
 }
