@@ -6,5 +6,6 @@
 //! many microns one dbu is.
 
 pub mod geom;
+pub mod glp;
 
 pub use geom::{BBox, Point, Polygon};
