@@ -14,10 +14,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use num_complex::{Complex32, Complex64};
-use reticle_kernel::gpu::{GpuBackend, gpu_bench};
+use reticle_kernel::gpu::{BackendPref, GpuBackend, SelectedBackend, gpu_bench, select_backend};
 use reticle_kernel::{
-    CancelToken, Corner, Grid, ImagingBackend, ImagingError, KeepImages, KernelSet, LithoJob,
-    Resist,
+    CancelToken, Corner, CpuBackend, Grid, ImagingBackend, ImagingError, KeepImages, KernelSet,
+    LithoJob, Resist,
 };
 use rustfft::FftPlanner;
 
@@ -411,6 +411,94 @@ fn random_masks_agree_with_cpu_reference() {
             resist,
             &format!("random{seed}"),
         );
+    }
+}
+
+#[test]
+fn agrees_with_the_cpu_backend() {
+    // The project's CPU path (band-limited SOCS on rayon) against the GPU path.
+    let Some(gpu) = backend() else { return };
+    let cpu = CpuBackend::new();
+    let focus = Arc::new(synthetic_kernels(35, 10, 31, 0.0, "cpu-focus"));
+    let defocus = Arc::new(synthetic_kernels(35, 10, 31, 0.004, "cpu-defocus"));
+    let resist = Resist {
+        steepness: 50.0,
+        threshold: 0.3,
+    };
+    let mask = random_mask(256, 77);
+    let target = Grid {
+        width: 256,
+        height: 256,
+        data: mask.data.iter().map(|&v| u8::from(v > 0.5)).collect(),
+    };
+    let corners = iccad_corners(&focus, &defocus);
+    let job = LithoJob {
+        mask: &mask,
+        target: Some(&target),
+        corners: &corners,
+        resist,
+        keep: KEEP_ALL,
+    };
+    let g = gpu
+        .litho(&job, &CancelToken::new(), &|_| {})
+        .expect("gpu litho");
+    let c = cpu
+        .litho(&job, &CancelToken::new(), &|_| {})
+        .expect("cpu litho");
+    let tol = 1e-4 * open_frame(&focus);
+    let area = (256 * 256) as f64;
+    for (k, (gc, cc)) in g.corners.iter().zip(&c.corners).enumerate() {
+        let (ga, ca) = (gc.aerial.as_ref().unwrap(), cc.aerial.as_ref().unwrap());
+        let max_err = ga
+            .data
+            .iter()
+            .zip(&ca.data)
+            .map(|(a, b)| f64::from((a - b).abs()))
+            .fold(0.0, f64::max);
+        let differ = gc
+            .printed
+            .as_ref()
+            .unwrap()
+            .data
+            .iter()
+            .zip(&cc.printed.as_ref().unwrap().data)
+            .filter(|(a, b)| a != b)
+            .count();
+        eprintln!("cpu vs gpu corner {k}: max |dI| = {max_err:.3e}, {differ} printed px differ");
+        assert!(max_err <= tol, "corner {k}: {max_err} > {tol}");
+        assert!(1.0 - differ as f64 / area >= 0.9999);
+    }
+    let slack = (area * 1e-4) as u64;
+    assert!(
+        g.l2.unwrap().abs_diff(c.l2.unwrap()) <= slack,
+        "L2 {:?} vs {:?}",
+        g.l2,
+        c.l2
+    );
+    assert!(
+        g.pvb.unwrap().abs_diff(c.pvb.unwrap()) <= slack,
+        "PVB {:?} vs {:?}",
+        g.pvb,
+        c.pvb
+    );
+}
+
+#[test]
+fn selection_forces_wgpu_or_falls_back_to_cpu() {
+    let Some(gpu) = backend() else { return };
+    // `gpu` takes whatever adapter exists; `auto` takes it only when it is real hardware.
+    let forced = select_backend(BackendPref::Gpu).expect("gpu forced");
+    assert!(matches!(forced, SelectedBackend::Gpu(_)));
+    match select_backend(BackendPref::Auto).expect("auto") {
+        SelectedBackend::Gpu(b) => assert!(b.is_hardware(), "auto picked {}", b.adapter_name()),
+        SelectedBackend::Cpu { reason } => {
+            assert!(
+                !gpu.is_hardware(),
+                "auto fell back to CPU although {} is a GPU",
+                gpu.adapter_name()
+            );
+            eprintln!("auto chose the CPU path: {reason}");
+        }
     }
 }
 

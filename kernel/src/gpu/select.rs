@@ -3,7 +3,7 @@
 use std::str::FromStr;
 
 use super::{AdapterPolicy, GpuBackend};
-use crate::ImagingError;
+use crate::{CpuBackend, ImagingBackend, ImagingError};
 
 /// The environment variable that chooses the imaging backend.
 pub const BACKEND_ENV: &str = "RETICLE_BACKEND";
@@ -53,13 +53,22 @@ impl BackendPref {
 pub enum SelectedBackend {
     /// The wgpu backend on the adapter it opened.
     Gpu(Box<GpuBackend>),
-    /// Use the CPU path; `reason` says why (asked for, or no hardware GPU).
-    // INTEGRATOR HOOK: once the CPU backend type is merged, construct it here (or
-    // in `SelectedBackend::into_backend`) so callers get a `Box<dyn ImagingBackend>`.
+    /// Use the CPU path ([`CpuBackend`]); `reason` says why (asked for, or no hardware GPU).
     Cpu {
         /// Why the CPU path was chosen.
         reason: String,
     },
+}
+
+impl SelectedBackend {
+    /// The chosen backend behind the common interface (the CPU path on rayon's global pool).
+    #[must_use]
+    pub fn into_backend(self) -> Box<dyn ImagingBackend> {
+        match self {
+            Self::Gpu(gpu) => gpu,
+            Self::Cpu { .. } => Box::new(CpuBackend::new()),
+        }
+    }
 }
 
 /// Chooses a backend: `auto` opens a real GPU adapter and falls back to the CPU path,
@@ -99,9 +108,9 @@ mod tests {
 
     #[test]
     fn cpu_preference_never_opens_a_device() {
-        assert!(matches!(
-            select_backend(BackendPref::Cpu),
-            Ok(SelectedBackend::Cpu { .. })
-        ));
+        let selected = select_backend(BackendPref::Cpu);
+        assert!(matches!(selected, Ok(SelectedBackend::Cpu { .. })));
+        let backend = selected.map(SelectedBackend::into_backend);
+        assert_eq!(backend.map(|b| b.info().kind).ok().as_deref(), Some("cpu"));
     }
 }
