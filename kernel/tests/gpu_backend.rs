@@ -601,6 +601,13 @@ fn caches_are_reused_and_reported() {
         .litho(&job, &CancelToken::new(), &|_| {})
         .expect("litho");
     assert_eq!(first, second, "the same job gives the same answer");
+    // One submission for all passes (the GPU default) gives the same answer too.
+    gpu.set_sync_each_pass(false);
+    let batched = gpu
+        .litho(&job, &CancelToken::new(), &|_| {})
+        .expect("litho");
+    assert_eq!(first, batched);
+    gpu.set_sync_each_pass(true);
     assert_eq!(
         gpu.info().device_bytes,
         held,

@@ -182,9 +182,12 @@ impl GpuBackend {
         }
 
         let stages = stage_list(plan, scratch, bank, params);
-        let slow = ctx.adapter.device_type == wgpu::DeviceType::Cpu;
+        let slow = self
+            .sync_each_pass
+            .load(std::sync::atomic::Ordering::Relaxed);
         let total = stages.len() as u64;
         let max_dim = ctx.limits.max_compute_workgroups_per_dimension;
+        let mut pending: Option<wgpu::CommandEncoder> = None;
         for (done, stage) in stages.iter().enumerate() {
             cancel.check()?;
             let pipeline = plan.pipeline(stage.pass);
@@ -202,11 +205,15 @@ impl GpuBackend {
                 layout: &layout,
                 entries: &entries,
             });
-            let mut encoder = ctx
-                .device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                    label: Some(stage.pass.name()),
-                });
+            // On a GPU every pass goes into one command buffer and one submit (the whole
+            // sequence takes milliseconds). On a CPU adapter a pass can take long, so each
+            // is submitted and waited for, and cancellation takes effect between passes.
+            let encoder = pending.get_or_insert_with(|| {
+                ctx.device
+                    .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                        label: Some("litho"),
+                    })
+            });
             for buffer in &stage.clear {
                 encoder.clear_buffer(buffer, 0, None);
             }
@@ -220,10 +227,8 @@ impl GpuBackend {
                 let (x, y) = split_groups(stage.groups, max_dim);
                 pass.dispatch_workgroups(x, y, 1);
             }
-            ctx.queue.submit([encoder.finish()]);
-            // On a CPU adapter a pass can take long: wait so cancellation takes effect
-            // between passes. On a GPU the whole sequence runs in milliseconds.
-            if slow {
+            if slow && let Some(encoder) = pending.take() {
+                ctx.queue.submit([encoder.finish()]);
                 ctx.wait()?;
             }
             ctx.check()?;
@@ -232,6 +237,9 @@ impl GpuBackend {
                 total,
                 stage: "gpu_pass",
             });
+        }
+        if let Some(encoder) = pending.take() {
+            ctx.queue.submit([encoder.finish()]);
         }
         cancel.check()?;
 

@@ -31,6 +31,7 @@ mod select;
 mod shaders;
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use num_complex::Complex32;
 
@@ -83,6 +84,8 @@ impl State {
 pub struct GpuBackend {
     ctx: GpuContext,
     state: Mutex<State>,
+    /// Submit and wait pass by pass (cancellation between passes) instead of one submit.
+    sync_each_pass: AtomicBool,
 }
 
 impl std::fmt::Debug for GpuBackend {
@@ -103,9 +106,12 @@ impl GpuBackend {
 
     /// Opens the best adapter `policy` allows.
     pub fn with_policy(policy: AdapterPolicy) -> Result<Self, ImagingError> {
+        let ctx = GpuContext::open(policy)?;
+        let slow = ctx.adapter.device_type == wgpu::DeviceType::Cpu;
         Ok(Self {
-            ctx: GpuContext::open(policy)?,
+            ctx,
             state: Mutex::new(State::default()),
+            sync_each_pass: AtomicBool::new(slow),
         })
     }
 
@@ -125,6 +131,13 @@ impl GpuBackend {
     #[must_use]
     pub fn is_hardware(&self) -> bool {
         is_hardware(self.ctx.adapter.device_type)
+    }
+
+    /// Whether jobs submit and wait pass by pass, so a cancellation stops the run
+    /// between passes, or encode every pass into one submission (faster on a GPU).
+    /// The default is pass by pass on CPU adapters only, where one pass can take seconds.
+    pub fn set_sync_each_pass(&self, on: bool) {
+        self.sync_each_pass.store(on, Ordering::Relaxed);
     }
 
     /// Complex elements one workgroup can hold: the largest mask side this device images.
