@@ -866,4 +866,21 @@ fn gpu_bench_2048() {
     let report = gpu_bench(gpu, &job, 1, runs).expect("bench");
     println!("{}", serde_json::to_string_pretty(&report).expect("json"));
     assert!(report.ms_per_sim_min > 0.0);
+    // The CPU path on the same job, for the ratio (one warm-up, one timed run).
+    let cpu = CpuBackend::new();
+    let cancel = CancelToken::new();
+    let cpu_out = cpu.litho(&job, &cancel, &|_| {}).expect("cpu litho");
+    let t = std::time::Instant::now();
+    cpu.litho(&job, &cancel, &|_| {}).expect("cpu litho");
+    let cpu_ms = t.elapsed().as_secs_f64() * 1e3;
+    let gpu_out = gpu.litho(&job, &cancel, &|_| {}).expect("gpu litho");
+    println!(
+        "cpu {cpu_ms:.1} ms per sim ({}); gpu/cpu time ratio {:.3}; L2 gpu {:?} cpu {:?}; PVB gpu {:?} cpu {:?}",
+        cpu.info().adapter,
+        report.ms_per_sim_median / cpu_ms,
+        gpu_out.l2,
+        cpu_out.l2,
+        gpu_out.pvb,
+        cpu_out.pvb
+    );
 }
