@@ -39,3 +39,99 @@ impl KernelSet {
         &self.kernels[k * n..(k + 1) * n]
     }
 }
+
+/// A kernel set that is internally inconsistent.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum KernelError {
+    /// Side even or zero, lengths that do not match, no kernels.
+    #[error("invalid kernel set: {0}")]
+    Shape(String),
+    /// NaN or infinite samples, weights or period.
+    #[error("kernel set holds non-finite values")]
+    NonFinite,
+}
+
+impl KernelSet {
+    /// Builds a set, checking shapes and values, and computing its content hash.
+    pub fn new(
+        size: usize,
+        kernels: Vec<Complex32>,
+        scales: Vec<f32>,
+        period_nm: f64,
+    ) -> Result<Self, KernelError> {
+        if size == 0 || size.is_multiple_of(2) {
+            return Err(KernelError::Shape(format!("side {size} is not odd")));
+        }
+        if scales.is_empty() || kernels.len() != scales.len() * size * size {
+            return Err(KernelError::Shape(format!(
+                "{} samples for {} kernels of {size}×{size}",
+                kernels.len(),
+                scales.len()
+            )));
+        }
+        let finite = kernels.iter().all(|c| c.re.is_finite() && c.im.is_finite())
+            && scales.iter().all(|s| s.is_finite())
+            && period_nm.is_finite()
+            && period_nm > 0.0;
+        if !finite {
+            return Err(KernelError::NonFinite);
+        }
+        let hash = content_hash(size, &kernels, &scales, period_nm);
+        Ok(Self {
+            size,
+            kernels,
+            scales,
+            period_nm,
+            hash,
+        })
+    }
+
+    /// The first `count` kernels (all when `count` is larger), rehashed.
+    #[must_use]
+    pub fn truncated(&self, count: usize) -> Self {
+        let k = count.clamp(1, self.count());
+        let kernels = self.kernels[..k * self.size * self.size].to_vec();
+        let scales = self.scales[..k].to_vec();
+        let hash = content_hash(self.size, &kernels, &scales, self.period_nm);
+        Self {
+            size: self.size,
+            kernels,
+            scales,
+            period_nm: self.period_nm,
+            hash,
+        }
+    }
+
+    /// Open-frame intensity `Σ_k w_k |Φ_k(0)|²` (mask all ones, dose 1).
+    #[must_use]
+    pub fn open_frame(&self) -> f64 {
+        let dc = (self.size / 2) * self.size + self.size / 2;
+        (0..self.count())
+            .map(|k| f64::from(self.scales[k]) * f64::from(self.kernel(k)[dc].norm_sqr()))
+            .sum()
+    }
+}
+
+/// `sha256:<hex>` of the set's shape, period, weights and samples (little-endian).
+#[must_use]
+pub fn content_hash(size: usize, kernels: &[Complex32], scales: &[f32], period_nm: f64) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"reticle-kernelset-v1");
+    h.update((size as u64).to_le_bytes());
+    h.update((scales.len() as u64).to_le_bytes());
+    h.update(period_nm.to_le_bytes());
+    for s in scales {
+        h.update(s.to_le_bytes());
+    }
+    for c in kernels {
+        h.update(c.re.to_le_bytes());
+        h.update(c.im.to_le_bytes());
+    }
+    let digest = h.finalize();
+    let mut out = String::from("sha256:");
+    for b in digest {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}

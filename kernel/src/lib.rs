@@ -3,16 +3,44 @@
 //! Pure computation: no stdio, no async, no process control. Every long loop takes a
 //! [`CancelToken`] and reports through a [`ProgressFn`] callback so the worker can stop
 //! work for real and tell the host how far it got.
+//!
+//! Map of the crate:
+//! - optics and kernels: [`optics`] (source, pupil), [`socs`] (TCC → kernels),
+//!   [`npy`] + [`model`] (ICCAD-2013 kernel files, model specs), [`kernels`];
+//! - imaging: [`cpu`] (the band-limited backend, [`bandlimited`]), [`naive`] (the
+//!   full-FFT reference), [`tiling`] (canvases larger than one window);
+//! - after imaging: [`resist`], [`metrics`] (L2, PVB, EPE), [`contour`];
+//! - layout to pixels: [`raster`]; benchmarks: [`bench`].
 
+pub mod bandlimited;
+pub mod bench;
 pub mod cancel;
+pub mod contour;
+pub mod cpu;
+pub mod data;
+pub mod fft;
+#[cfg(feature = "gpu")]
+pub mod gpu;
 pub mod grid;
+pub mod iccad;
 pub mod imaging;
 pub mod kernels;
+pub mod metrics;
+pub mod model;
+pub mod naive;
+pub mod npy;
+pub mod optics;
+pub mod raster;
+pub mod resist;
+pub mod socs;
+pub mod tiling;
 
 pub use cancel::{CancelToken, Cancelled, Progress, ProgressFn};
+pub use cpu::CpuBackend;
 pub use grid::Grid;
 pub use imaging::{
     BackendInfo, Corner, CornerOutput, ImagingBackend, ImagingError, KeepImages, LithoJob,
     LithoOutput, Resist,
 };
 pub use kernels::KernelSet;
+pub use model::{ModelKernels, ModelSpec};

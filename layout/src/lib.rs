@@ -15,6 +15,7 @@
 //! - [`bbox`]: hierarchical cell boxes with KLayout's semantics ([`cell_bboxes`]).
 //! - [`stats`]: per-layer shape counts of a flattened cell without flattening
 //!   ([`flat_shape_counts`]).
+//! - [`glp`]: the ICCAD-2013 `.glp` text format.
 //! - [`path`], [`clip`], [`transform`]: path outlines, rectangle clipping, placements.
 
 pub mod bbox;
@@ -22,6 +23,7 @@ pub mod clip;
 pub mod flatten;
 pub mod gds;
 pub mod geom;
+pub mod glp;
 pub mod limits;
 pub mod model;
 pub mod oasis;

@@ -1,0 +1,366 @@
+//! The wgpu imaging backend: band-limited SOCS imaging in WGSL compute shaders.
+//!
+//! The forward model is `I = Σ_k w_k |F⁻¹{F{dose·M} · Φ_k}|²`. Only the `s × s`
+//! low frequencies of the mask spectrum reach the image, so the passes are:
+//!
+//! 1. **mask rows** — FFT of every mask row (two real rows per complex FFT), keeping
+//!    the `s` field frequencies of each row;
+//! 2. **mask band** — FFT of those `s` columns, keeping `s` frequencies: the band;
+//! 3. **coarse fields** — band × every kernel of every set, inverse FFT of the columns
+//!    on a coarse grid of `m ≥ 2s − 1` points (128 for 35×35 kernels);
+//! 4. **coarse intensity** — inverse FFT of the rows and `Σ w_k |·|²`, two images
+//!    (e.g. focus and defocus) packed as one complex field;
+//! 5. **coarse spectrum** (rows, then columns) — FFT of the coarse intensity, keeping
+//!    its `2s − 1` frequencies;
+//! 6. **upsample** (columns, then rows) — inverse FFT of that band zero-padded to the
+//!    full grid. This is exact, not an interpolation: the intensity is band-limited;
+//! 7. **print** — resist sigmoid, printed bit planes and the L2/PVB/printed counters,
+//!    reduced on the device so only counters come back unless images are asked for.
+//!
+//! Every transform is a shared-memory Stockham FFT (radix 4, plus one radix-2 stage
+//! for odd powers of two), batched over rows, columns and kernels. All arithmetic is
+//! f32. Plans (pipelines + buffers) are cached per grid size, kernel banks per
+//! kernel-set content, so repeated jobs upload only the mask.
+
+mod bank;
+mod bench;
+mod context;
+mod litho;
+mod plan;
+mod select;
+mod shaders;
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use num_complex::Complex32;
+
+pub use bench::{GpuBenchReport, gpu_bench};
+pub use context::{AdapterPolicy, is_hardware};
+pub use select::{BackendPref, SelectedBackend, select_backend};
+
+use self::bank::BankCache;
+use self::context::GpuContext;
+use self::litho::{CornerGpu, L2_COUNTER, PVB_COUNTER, RunRequest};
+use self::plan::Plan;
+use self::shaders::{FftShape, GridConsts};
+use crate::{
+    BackendInfo, CancelToken, CornerOutput, Grid, ImagingBackend, ImagingError, KernelSet,
+    LithoJob, LithoOutput, ProgressFn,
+};
+
+/// Plans kept at once (distinct grid sizes); older ones are dropped with their buffers.
+const PLAN_SLOTS: usize = 2;
+
+/// Device-side caches, behind the backend's lock.
+#[derive(Default)]
+struct State {
+    /// Most recently used first.
+    plans: Vec<Plan>,
+    banks: BankCache,
+}
+
+impl State {
+    /// Index of the plan for `grid`, compiling it when needed.
+    fn plan(&mut self, ctx: &GpuContext, grid: GridConsts) -> Result<usize, ImagingError> {
+        if let Some(pos) = self.plans.iter().position(|p| p.grid == grid) {
+            let plan = self.plans.remove(pos);
+            self.plans.insert(0, plan);
+        } else {
+            self.plans.truncate(PLAN_SLOTS - 1);
+            let max_elems = ctx.limits.max_compute_workgroup_storage_size / 8;
+            let plan = Plan::new(ctx, grid, max_elems)?;
+            self.plans.insert(0, plan);
+        }
+        Ok(0)
+    }
+
+    fn bytes(&self) -> u64 {
+        self.plans.iter().map(Plan::bytes).sum::<u64>() + self.banks.bytes()
+    }
+}
+
+/// The wgpu imaging backend. One instance owns one device; jobs on it run one at a time.
+pub struct GpuBackend {
+    ctx: GpuContext,
+    state: Mutex<State>,
+    /// Submit and wait pass by pass (cancellation between passes) instead of one submit.
+    sync_each_pass: AtomicBool,
+}
+
+impl std::fmt::Debug for GpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuBackend")
+            .field("adapter", &self.ctx.adapter.name)
+            .field("device_type", &self.ctx.adapter.device_type)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GpuBackend {
+    /// Opens the best adapter there is: a discrete, integrated or virtual GPU when one
+    /// exists, else a CPU implementation such as Mesa's lavapipe.
+    pub fn new() -> Result<Self, ImagingError> {
+        Self::with_policy(AdapterPolicy::Any)
+    }
+
+    /// Opens the best adapter `policy` allows.
+    pub fn with_policy(policy: AdapterPolicy) -> Result<Self, ImagingError> {
+        let ctx = GpuContext::open(policy)?;
+        let slow = ctx.adapter.device_type == wgpu::DeviceType::Cpu;
+        Ok(Self {
+            ctx,
+            state: Mutex::new(State::default()),
+            sync_each_pass: AtomicBool::new(slow),
+        })
+    }
+
+    /// The adapter's name as the driver reports it (e.g. `"NVIDIA H100"`, `"llvmpipe (…)"`).
+    #[must_use]
+    pub fn adapter_name(&self) -> &str {
+        &self.ctx.adapter.name
+    }
+
+    /// The adapter's device type.
+    #[must_use]
+    pub fn device_type(&self) -> wgpu::DeviceType {
+        self.ctx.adapter.device_type
+    }
+
+    /// Whether the adapter is a real GPU (not a CPU implementation).
+    #[must_use]
+    pub fn is_hardware(&self) -> bool {
+        is_hardware(self.ctx.adapter.device_type)
+    }
+
+    /// Whether jobs submit and wait pass by pass, so a cancellation stops the run
+    /// between passes, or encode every pass into one submission (faster on a GPU).
+    /// The default is pass by pass on CPU adapters only, where one pass can take seconds.
+    pub fn set_sync_each_pass(&self, on: bool) {
+        self.sync_each_pass.store(on, Ordering::Relaxed);
+    }
+
+    /// Complex elements one workgroup can hold: the largest mask side this device images.
+    fn max_elems(&self) -> u32 {
+        self.ctx.limits.max_compute_workgroup_storage_size / 8
+    }
+
+    /// Unnormalized FFTs of `data.len() / len` contiguous transforms of `len` points,
+    /// in place, on the device (`inverse` uses `e^{+2πi…}`). The imaging passes use the
+    /// same routine; this entry point exists to test it against a CPU FFT.
+    pub fn fft_batch(
+        &self,
+        data: &mut [Complex32],
+        len: usize,
+        inverse: bool,
+    ) -> Result<(), ImagingError> {
+        if !len.is_power_of_two() || len < 4 || !data.len().is_multiple_of(len) {
+            return Err(ImagingError::Invalid(format!(
+                "fft_batch needs a power-of-two length >= 4 dividing the data, got {len} for {}",
+                data.len()
+            )));
+        }
+        let (Ok(len32), Ok(count)) = (u32::try_from(len), u32::try_from(data.len() / len)) else {
+            return Err(ImagingError::Invalid("fft_batch input too large".into()));
+        };
+        if len32 > self.max_elems() {
+            return Err(ImagingError::Invalid(format!(
+                "transform length {len} exceeds one workgroup"
+            )));
+        }
+        let ctx = &self.ctx;
+        let shape = FftShape::new(
+            len32,
+            u32::MAX,
+            shaders::WORKGROUP_ELEMS.min(self.max_elems()),
+        );
+        let pipeline = ctx.pipeline(
+            "fft_batch",
+            &shaders::fft_batch_source(shape, count, inverse),
+        )?;
+        let twiddles = shaders::twiddles(len32);
+        let tw = ctx.storage("fft_twiddles", (twiddles.len() * 8) as u64);
+        ctx.queue
+            .write_buffer(&tw, 0, bytemuck::cast_slice(&twiddles));
+        let buf = ctx.storage("fft_data", (data.len() * 8) as u64);
+        ctx.queue.write_buffer(&buf, 0, bytemuck::cast_slice(data));
+        let layout = pipeline.get_bind_group_layout(0);
+        let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("fft_batch"),
+            layout: &layout,
+            entries: &[
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: tw.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 2,
+                    resource: buf.as_entire_binding(),
+                },
+            ],
+        });
+        let mut encoder = ctx
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("fft_batch"),
+            });
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("fft_batch"),
+                timestamp_writes: None,
+            });
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &bind_group, &[]);
+            pass.dispatch_workgroups(shape.groups(count), 1, 1);
+        }
+        ctx.queue.submit([encoder.finish()]);
+        let bytes = ctx.read(&buf, 0, (data.len() * 8) as u64)?;
+        data.copy_from_slice(bytemuck::cast_slice(&bytes));
+        Ok(())
+    }
+}
+
+fn sigmoid_resist(intensity: f32, resist: crate::Resist) -> f32 {
+    1.0 / (1.0 + (-resist.steepness * (intensity - resist.threshold)).exp())
+}
+
+/// Index of `set` in `sets`, by identity or by content.
+fn set_index(sets: &[&KernelSet], set: &KernelSet) -> Option<usize> {
+    sets.iter().position(|&s| {
+        std::ptr::eq(s, set) || (!s.hash.is_empty() && s.hash == set.hash) || s == set
+    })
+}
+
+impl ImagingBackend for GpuBackend {
+    fn info(&self) -> BackendInfo {
+        let device_bytes = self.state.lock().map_or(0, |s| s.bytes());
+        let a = &self.ctx.adapter;
+        BackendInfo {
+            kind: "gpu".into(),
+            adapter: format!("{} ({:?}, {:?})", a.name, a.backend, a.device_type),
+            device_bytes,
+        }
+    }
+
+    fn aerial(
+        &self,
+        mask: &Grid<f32>,
+        kernels: &KernelSet,
+        dose: f32,
+        cancel: &CancelToken,
+    ) -> Result<Grid<f32>, ImagingError> {
+        let req = RunRequest {
+            mask,
+            sets: vec![kernels],
+            corners: Vec::new(),
+            resist: crate::Resist::ICCAD2013,
+            target: None,
+            read_aerial: true,
+            read_printed: false,
+        };
+        let out = self.run(&req, cancel, &|_| {})?;
+        let mut data = out
+            .aerial
+            .ok_or_else(|| ImagingError::Backend("aerial image not read back".into()))?;
+        let dose_sq = dose * dose;
+        if dose_sq != 1.0 {
+            data.iter_mut().for_each(|v| *v *= dose_sq);
+        }
+        Ok(Grid {
+            width: mask.width,
+            height: mask.height,
+            data,
+        })
+    }
+
+    fn litho(
+        &self,
+        job: &LithoJob<'_>,
+        cancel: &CancelToken,
+        progress: ProgressFn<'_>,
+    ) -> Result<LithoOutput, ImagingError> {
+        if job.corners.is_empty() {
+            return Err(ImagingError::Invalid(
+                "a litho job needs at least one corner".into(),
+            ));
+        }
+        let mut sets: Vec<&KernelSet> = Vec::new();
+        let mut corners = Vec::with_capacity(job.corners.len());
+        for corner in job.corners {
+            let image = match set_index(&sets, &corner.kernels) {
+                Some(i) => i,
+                None => {
+                    sets.push(&corner.kernels);
+                    sets.len() - 1
+                }
+            };
+            corners.push(CornerGpu {
+                image: u32::try_from(image).unwrap_or(u32::MAX),
+                dose_sq: corner.dose * corner.dose,
+            });
+        }
+        let keep = job.keep;
+        let req = RunRequest {
+            mask: job.mask,
+            sets,
+            corners,
+            resist: job.resist,
+            target: job.target,
+            read_aerial: keep.aerial || keep.resist,
+            read_printed: keep.printed,
+        };
+        let out = self.run(&req, cancel, progress)?;
+        let (w, h) = (job.mask.width, job.mask.height);
+        let area = w * h;
+        fn grid<T>(width: usize, height: usize, data: Vec<T>) -> Grid<T> {
+            Grid {
+                width,
+                height,
+                data,
+            }
+        }
+        let mut outputs = Vec::with_capacity(req.corners.len());
+        for (c, corner) in req.corners.iter().enumerate() {
+            let mut o = CornerOutput {
+                printed_pixels: u64::from(out.counters[c]),
+                ..CornerOutput::default()
+            };
+            if let Some(all) = &out.aerial {
+                let image = corner.image as usize;
+                let aerial: Vec<f32> = all[image * area..(image + 1) * area]
+                    .iter()
+                    .map(|&v| corner.dose_sq * v)
+                    .collect();
+                if keep.resist {
+                    o.resist = Some(grid(
+                        w,
+                        h,
+                        aerial
+                            .iter()
+                            .map(|&v| sigmoid_resist(v, job.resist))
+                            .collect(),
+                    ));
+                }
+                if keep.aerial {
+                    o.aerial = Some(grid(w, h, aerial));
+                }
+            }
+            if let Some(bits) = &out.printed_bits {
+                let words = &bits[c * area / 32..(c + 1) * area / 32];
+                o.printed = Some(grid(
+                    w,
+                    h,
+                    (0..area)
+                        .map(|p| u8::from(words[p / 32] >> (p % 32) & 1 == 1))
+                        .collect(),
+                ));
+            }
+            outputs.push(o);
+        }
+        Ok(LithoOutput {
+            corners: outputs,
+            l2: job.target.map(|_| u64::from(out.counters[L2_COUNTER])),
+            pvb: (job.corners.len() >= 3).then(|| u64::from(out.counters[PVB_COUNTER])),
+        })
+    }
+}

@@ -1,0 +1,116 @@
+//! Backend selection: `RETICLE_BACKEND=auto|gpu|cpu`.
+
+use std::str::FromStr;
+
+use super::{AdapterPolicy, GpuBackend};
+use crate::{CpuBackend, ImagingBackend, ImagingError};
+
+/// The environment variable that chooses the imaging backend.
+pub const BACKEND_ENV: &str = "RETICLE_BACKEND";
+
+/// Which imaging backend the caller wants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackendPref {
+    /// A real GPU adapter (discrete, integrated or virtual) when one exists, else the CPU path.
+    #[default]
+    Auto,
+    /// The wgpu path on whatever adapter exists, CPU implementations (lavapipe) included.
+    Gpu,
+    /// The CPU path.
+    Cpu,
+}
+
+impl FromStr for BackendPref {
+    type Err = ImagingError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Ok(Self::Auto),
+            "gpu" => Ok(Self::Gpu),
+            "cpu" => Ok(Self::Cpu),
+            other => Err(ImagingError::Invalid(format!(
+                "{BACKEND_ENV} must be auto, gpu or cpu, got {other:?}"
+            ))),
+        }
+    }
+}
+
+impl BackendPref {
+    /// The preference in `RETICLE_BACKEND` (unset means `auto`; a bad value is an error).
+    pub fn from_env() -> Result<Self, ImagingError> {
+        match std::env::var(BACKEND_ENV) {
+            Ok(v) => v.parse(),
+            Err(std::env::VarError::NotPresent) => Ok(Self::Auto),
+            Err(std::env::VarError::NotUnicode(_)) => Err(ImagingError::Invalid(format!(
+                "{BACKEND_ENV} is not valid UTF-8"
+            ))),
+        }
+    }
+}
+
+/// The outcome of [`select_backend`].
+#[derive(Debug)]
+pub enum SelectedBackend {
+    /// The wgpu backend on the adapter it opened.
+    Gpu(Box<GpuBackend>),
+    /// Use the CPU path ([`CpuBackend`]); `reason` says why (asked for, or no hardware GPU).
+    Cpu {
+        /// Why the CPU path was chosen.
+        reason: String,
+    },
+}
+
+impl SelectedBackend {
+    /// The chosen backend behind the common interface (the CPU path on rayon's global pool).
+    #[must_use]
+    pub fn into_backend(self) -> Box<dyn ImagingBackend> {
+        match self {
+            Self::Gpu(gpu) => gpu,
+            Self::Cpu { .. } => Box::new(CpuBackend::new()),
+        }
+    }
+}
+
+/// Chooses a backend: `auto` opens a real GPU adapter and falls back to the CPU path,
+/// `gpu` forces wgpu on any adapter (an error when there is none), `cpu` is the CPU path.
+pub fn select_backend(pref: BackendPref) -> Result<SelectedBackend, ImagingError> {
+    match pref {
+        BackendPref::Cpu => Ok(SelectedBackend::Cpu {
+            reason: format!("{BACKEND_ENV}=cpu"),
+        }),
+        BackendPref::Gpu => {
+            GpuBackend::with_policy(AdapterPolicy::Any).map(|g| SelectedBackend::Gpu(Box::new(g)))
+        }
+        BackendPref::Auto => match GpuBackend::with_policy(AdapterPolicy::HardwareOnly) {
+            Ok(gpu) => Ok(SelectedBackend::Gpu(Box::new(gpu))),
+            Err(e) => Ok(SelectedBackend::Cpu {
+                reason: format!("auto: {e}"),
+            }),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_preferences() {
+        assert_eq!("auto".parse::<BackendPref>().ok(), Some(BackendPref::Auto));
+        assert_eq!(" GPU ".parse::<BackendPref>().ok(), Some(BackendPref::Gpu));
+        assert_eq!("cpu".parse::<BackendPref>().ok(), Some(BackendPref::Cpu));
+        assert_eq!("".parse::<BackendPref>().ok(), Some(BackendPref::Auto));
+        assert!(matches!(
+            "cuda".parse::<BackendPref>(),
+            Err(ImagingError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn cpu_preference_never_opens_a_device() {
+        let selected = select_backend(BackendPref::Cpu);
+        assert!(matches!(selected, Ok(SelectedBackend::Cpu { .. })));
+        let backend = selected.map(SelectedBackend::into_backend);
+        assert_eq!(backend.map(|b| b.info().kind).ok().as_deref(), Some("cpu"));
+    }
+}

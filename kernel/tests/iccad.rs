@@ -1,0 +1,94 @@
+//! ICCAD-2013 acceptance: the engine's L2 and PVB equal the naive full-FFT path on
+//! all ten clips (mask = target). Needs the reference data; prints SKIP without it.
+
+use std::time::Instant;
+
+use reticle_kernel::imaging::{ImagingBackend, KeepImages, LithoJob, Resist};
+use reticle_kernel::{CancelToken, CpuBackend, Grid, data, iccad, naive};
+
+#[test]
+fn open_frame_matches_the_published_values() {
+    let Some(dir) = data::iccad13_dir() else {
+        eprintln!(
+            "SKIP: ICCAD-2013 data not found (set RETICLE_DATA_DIR or provide ../shared/data)"
+        );
+        return;
+    };
+    let (focus, defocus, _) = iccad::corners(&dir).unwrap();
+    let (f, d) = (focus.open_frame(), defocus.open_frame());
+    println!("open frame: focus {f:.5}, defocus {d:.5}");
+    assert!(
+        (f - 0.9515).abs() < 5e-4 && (d - 0.9417).abs() < 5e-4,
+        "{f} {d}"
+    );
+    // The engine's image of a clear mask is the open frame everywhere.
+    let ones = Grid::filled(iccad::GRID, iccad::GRID, 1.0f32);
+    let img = CpuBackend::new()
+        .aerial(&ones, &focus, 1.0, &CancelToken::new())
+        .unwrap();
+    assert!(
+        img.data
+            .iter()
+            .all(|&v| (f64::from(v) - f).abs() < 1e-5 * f)
+    );
+}
+
+#[test]
+fn l2_and_pvb_equal_the_naive_path_on_all_ten_clips() {
+    let Some(dir) = data::iccad13_dir() else {
+        eprintln!(
+            "SKIP: ICCAD-2013 data not found (set RETICLE_DATA_DIR or provide ../shared/data)"
+        );
+        return;
+    };
+    let (_, _, corners) = iccad::corners(&dir).unwrap();
+    let cancel = CancelToken::new();
+    let backend = CpuBackend::new();
+    let start = Instant::now();
+    println!("clip        engine L2  naive L2  engine PVB  naive PVB  engine s  naive s");
+    for path in iccad::clip_paths(&dir) {
+        let clip = iccad::load_clip(&path).unwrap();
+        let job = LithoJob {
+            mask: &clip.mask,
+            target: Some(&clip.target),
+            corners: &corners,
+            resist: Resist::ICCAD2013,
+            keep: KeepImages::default(),
+        };
+        let t = Instant::now();
+        let fast = backend.litho(&job, &cancel, &|_| {}).unwrap();
+        let fast_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let slow = naive::litho(&job, &cancel).unwrap();
+        let slow_s = t.elapsed().as_secs_f64();
+        let (fl2, fpvb) = (fast.l2.unwrap(), fast.pvb.unwrap());
+        let (nl2, npvb) = (slow.l2.unwrap(), slow.pvb.unwrap());
+        println!(
+            "{:<10} {fl2:>10} {nl2:>9} {fpvb:>11} {npvb:>10} {fast_s:>9.3} {slow_s:>8.2}",
+            clip.name
+        );
+        let tol = |v: u64| v as f64 * 1e-3 + 10.0;
+        assert!(
+            (fl2 as f64 - nl2 as f64).abs() <= tol(nl2),
+            "{} L2 {fl2} vs {nl2}",
+            clip.name
+        );
+        assert!(
+            (fpvb as f64 - npvb as f64).abs() <= tol(npvb),
+            "{} PVB {fpvb} vs {npvb}",
+            clip.name
+        );
+        assert!(nl2 > 0 && npvb > 0, "a real clip prints imperfectly");
+        for (a, b) in fast.corners.iter().zip(&slow.corners) {
+            let d = a.printed_pixels.abs_diff(b.printed_pixels);
+            assert!(
+                d as f64 <= tol(b.printed_pixels),
+                "{}: printed {} vs {}",
+                clip.name,
+                a.printed_pixels,
+                b.printed_pixels
+            );
+        }
+    }
+    println!("ten clips in {:.1} s", start.elapsed().as_secs_f64());
+}
