@@ -138,3 +138,83 @@ fn clips_rasterize_to_their_polygon_area() {
         );
     }
 }
+
+#[test]
+fn epe_on_clip_one_is_consistent() {
+    use reticle_kernel::metrics::{self, EpeConfig};
+    let Some(dir) = data::iccad13_dir() else {
+        eprintln!(
+            "SKIP: ICCAD-2013 data not found (set RETICLE_DATA_DIR or provide ../shared/data)"
+        );
+        return;
+    };
+    let (_, _, corners) = iccad::corners(&dir).unwrap();
+    let clip = iccad::load_clip(&iccad::clip_paths(&dir)[0]).unwrap();
+    let job = LithoJob {
+        mask: &clip.mask,
+        target: Some(&clip.target),
+        corners: &corners[..1],
+        resist: Resist::ICCAD2013,
+        keep: KeepImages {
+            aerial: true,
+            resist: false,
+            printed: true,
+        },
+    };
+    let out = CpuBackend::new()
+        .litho(&job, &CancelToken::new(), &|_| {})
+        .unwrap();
+    let (aerial, printed) = (
+        out.corners[0].aerial.as_ref().unwrap(),
+        out.corners[0].printed.as_ref().unwrap(),
+    );
+    let cfg = EpeConfig::ICCAD2013;
+    let r = metrics::epe(
+        &clip.polygons,
+        printed,
+        aerial,
+        f64::from(Resist::ICCAD2013.threshold),
+        &clip.frame,
+        &cfg,
+    );
+    let found: Vec<f64> = r.epe_nm.iter().flatten().copied().collect();
+    let mean = found.iter().map(|e| e.abs()).sum::<f64>() / found.len().max(1) as f64;
+    println!(
+        "M1_test1 mask=target: {} checkpoints, {} EPE violations, mean |EPE| {mean:.2} nm over {} located edges",
+        r.checkpoints,
+        r.violations,
+        found.len()
+    );
+    assert!(r.checkpoints > 50 && r.violations <= r.checkpoints);
+    // The binary ICCAD check and the sub-pixel EPE agree away from the tolerance edge.
+    let cps = metrics::checkpoints(&clip.polygons, cfg.spacing_nm);
+    for (c, e) in cps.iter().zip(&r.epe_nm) {
+        if let Some(e) = e {
+            let t = cfg.tolerance_nm;
+            let inside = *printed.at(
+                ((c.x - t * c.nx - clip.frame.left_nm).floor()) as usize,
+                ((c.y - t * c.ny - clip.frame.bottom_nm).floor()) as usize,
+            ) != 0;
+            let outside = *printed.at(
+                ((c.x + t * c.nx - clip.frame.left_nm).floor()) as usize,
+                ((c.y + t * c.ny - clip.frame.bottom_nm).floor()) as usize,
+            ) != 0;
+            if e.abs() < t - 2.0 {
+                assert!(
+                    inside && !outside,
+                    "EPE {e} at ({}, {}) but the binary check fails",
+                    c.x,
+                    c.y
+                );
+            }
+            if e.abs() > t + 2.0 {
+                assert!(
+                    !inside || outside,
+                    "EPE {e} at ({}, {}) but the binary check passes",
+                    c.x,
+                    c.y
+                );
+            }
+        }
+    }
+}
