@@ -53,8 +53,13 @@ pub fn aerial(
         .iter()
         .map(|&v| Complex64::new(d * f64::from(v), 0.0))
         .collect();
-    let mut tmp = Vec::new();
-    fft::full_2d(&mut spectrum, n, Direction::Forward, &mut tmp);
+    // Forward 2D FFT left transposed (`[u][v]`), and each inverse starts from that
+    // layout and ends in `[y][x]`: one transpose per 2D transform instead of two.
+    let mut tmp = vec![Complex64::default(); n * n];
+    fft::rows(&mut spectrum, n, Direction::Forward);
+    fft::transpose(&spectrum, n, n, &mut tmp);
+    fft::rows(&mut tmp, n, Direction::Forward);
+    std::mem::swap(&mut spectrum, &mut tmp);
 
     let s = kernels.size;
     let c = (s / 2) as isize;
@@ -70,15 +75,17 @@ pub fn aerial(
             for col in 0..s {
                 let fx = fft::wrap(col as isize - c, n);
                 let kv = ker[r * s + col];
-                field[fy * n + fx] =
-                    spectrum[fy * n + fx] * Complex64::new(f64::from(kv.re), f64::from(kv.im));
+                field[fx * n + fy] =
+                    spectrum[fx * n + fy] * Complex64::new(f64::from(kv.re), f64::from(kv.im));
             }
         }
-        fft::full_2d(&mut field, n, Direction::Inverse, &mut tmp);
+        fft::rows(&mut field, n, Direction::Inverse);
+        fft::transpose(&field, n, n, &mut tmp);
+        fft::rows(&mut tmp, n, Direction::Inverse);
         let w = f64::from(kernels.scales[k]);
         intensity
             .par_iter_mut()
-            .zip(field.par_iter())
+            .zip(tmp.par_iter())
             .for_each(|(i, f)| *i += w * (f * norm).norm_sqr());
     }
     Ok(Grid {
