@@ -25,6 +25,7 @@ pub mod geom;
 pub mod limits;
 pub mod model;
 pub mod oasis;
+pub mod observe;
 pub mod path;
 pub mod read;
 pub mod stats;

@@ -1,0 +1,1 @@
+//! measure_geometry and analyze_waveguide.

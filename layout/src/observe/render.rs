@@ -1,0 +1,1 @@
+//! set_view and render_view.
