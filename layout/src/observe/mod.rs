@@ -7,7 +7,7 @@
 //! shapes by (layer, kind, bbox), truncation metadata always present.
 //!
 //! - [`cells`]: top-cell rule, `list_cells`, `describe_cell`, the `open_layout` summary.
-//! - [`layers`]: `list_layers`.
+//! - [`layers`]: the `list_layers` query.
 //! - [`region`]: `query_region`, content-derived shape ids and [`region::ShapeLocator`]s
 //!   that resolve an id back to its shape.
 //! - [`measure`]: `measure_geometry` (eight modes) and `analyze_waveguide`.
