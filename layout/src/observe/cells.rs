@@ -6,12 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::error::ObserveError;
-use super::geometry::placed_bbox;
 use super::units::{DbuBox, DbuPoint, LayerRef, MicronBox, MicronPoint, dbu_to_um, round_um};
 use crate::geom::{BBox, Point};
 use crate::model::{Instance, LayerKey, Library, Repetition, Shape};
 use crate::stats::flat_shape_counts;
-use crate::transform::Affine;
 
 /// The deepest `describe_cell` will look, whatever the caller asks.
 pub const MAX_DESCRIBE_DEPTH: u32 = 16;
@@ -99,7 +97,7 @@ pub fn layout_summary(
     requested_top: Option<&str>,
 ) -> Result<LayoutSummary, ObserveError> {
     let sel = select_top_cell(lib, requested_top)?;
-    let bb = crate::bbox::cell_bboxes(lib, None)?[sel.index];
+    let bb = super::boxes::CellBoxes::new(lib)?.cell(sel.index);
     Ok(LayoutSummary {
         selected_top_cell: sel.selected_top_cell,
         top_cells: sel.top_cells,
@@ -141,7 +139,7 @@ pub fn list_cells(
     root: usize,
     max_depth: Option<u32>,
 ) -> Result<Vec<CellEntry>, ObserveError> {
-    let boxes = crate::bbox::cell_bboxes(lib, None)?;
+    let boxes = super::boxes::CellBoxes::new(lib)?;
     let depths = min_depths(lib, root);
     let tops: BTreeSet<usize> = lib.top_cells().into_iter().collect();
     let mut out: Vec<CellEntry> = lib
@@ -152,8 +150,8 @@ pub fn list_cells(
         .map(|(i, c)| CellEntry {
             name: c.name.clone(),
             is_top: tops.contains(&i),
-            bbox_um: boxes[i].map(|b| MicronBox::from_dbu(&b, lib.dbu_um())),
-            bbox_dbu: boxes[i].map(DbuBox::from),
+            bbox_um: boxes.cell(i).map(|b| MicronBox::from_dbu(&b, lib.dbu_um())),
+            bbox_dbu: boxes.cell(i).map(DbuBox::from),
             child_instance_count: c.instances.len(),
             shape_count: c.shape_count(),
             depth: depths.get(&i).copied(),
@@ -358,7 +356,7 @@ pub fn describe_cell(
 ) -> Result<CellDescription, ObserveError> {
     let ci = cell_by_name(lib, name)?;
     let dbu = lib.dbu_um();
-    let boxes = crate::bbox::cell_bboxes(lib, None)?;
+    let boxes = super::boxes::CellBoxes::new(lib)?;
     let depth_used = depth.unwrap_or(1).clamp(1, MAX_DESCRIBE_DEPTH);
 
     let mut instances = Vec::new();
@@ -374,9 +372,7 @@ pub fn describe_cell(
                 } else {
                     let child = &lib.cells[inst.cell].name;
                     let (transform, array) = transform_info(inst, dbu);
-                    let bb = boxes[inst.cell]
-                        .map(|b| placed_bbox(inst, b, &Affine::IDENTITY))
-                        .transpose()?;
+                    let bb = boxes.instance(inst)?;
                     instances.push(InstanceEntry {
                         name: instance_name(child, idx),
                         child_cell: child.clone(),
@@ -434,7 +430,7 @@ pub fn describe_cell(
         .filter(|c| c.shape_count > 0 || c.flat_shape_count > 0)
         .collect();
 
-    let bb: Option<BBox> = boxes[ci];
+    let bb: Option<BBox> = boxes.cell(ci);
     Ok(CellDescription {
         cell: cell.name.clone(),
         bbox_um: bb.map(|b| MicronBox::from_dbu(&b, dbu)),

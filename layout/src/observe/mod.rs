@@ -14,6 +14,7 @@
 //! - [`render`]: `set_view` and `render_view` (PNG bytes, byte-stable).
 //! - [`error`]: [`ObserveError`] with seed 003's exact codes.
 
+pub mod boxes;
 pub mod cells;
 pub mod error;
 pub mod geometry;

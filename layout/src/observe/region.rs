@@ -24,7 +24,6 @@ use serde::{Deserialize, Serialize};
 
 use super::cells::{ArrayInfo, TransformInfo, instance_name, transform_info};
 use super::error::ObserveError;
-use super::geometry::placed_bbox;
 use super::units::{DbuBox, DbuPoint, LayerRef, MicronBox, MicronPoint, dbu_to_um, layer_filter};
 use crate::flatten::{CopyRange, transform_bbox};
 use crate::geom::{BBox, Point, Polygon};
@@ -854,12 +853,11 @@ pub fn query_region(
 
     let mut instances = Vec::new();
     if !flat {
-        let boxes = crate::bbox::cell_bboxes(lib, None)?;
+        let boxes = super::boxes::CellBoxes::new(lib)?;
         for (idx, inst) in lib.cells[root].instances.iter().enumerate() {
-            let Some(child) = boxes[inst.cell] else {
+            let Some(bb) = boxes.instance(inst)? else {
                 continue;
             };
-            let bb = placed_bbox(inst, child, &Affine::IDENTITY)?;
             if !(bb.left <= clip.right
                 && clip.left <= bb.right
                 && bb.bottom <= clip.top
