@@ -72,9 +72,9 @@ pub enum HierarchyMode {
     Flattened,
 }
 
-/// The `query_region` request (less `session_id`).
+/// The `query_region` request. Unknown fields (e.g. `session_id`) are ignored here; the
+/// host's input schema is the strict gate.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RegionRequest {
     /// Query box (µm).
     #[serde(rename = "box")]
@@ -717,6 +717,74 @@ pub fn find_by_id(
     Ok(found)
 }
 
+/// Sort key of listed shapes: layer, kind, bbox (texts: position, then string), id.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct SortKey {
+    layer: LayerKey,
+    kind: &'static str,
+    coords: [i64; 4],
+    text: String,
+    id: String,
+}
+
+/// The `max` smallest entries by key, and how many were offered.
+struct TopN {
+    max: usize,
+    seen: u64,
+    heap: std::collections::BinaryHeap<(SortKey, HeapItem)>,
+}
+
+/// A shape in the heap; ordering is by the key alone.
+struct HeapItem(PlacedShape);
+
+impl PartialEq for HeapItem {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for HeapItem {}
+impl PartialOrd for HeapItem {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for HeapItem {
+    fn cmp(&self, _: &Self) -> std::cmp::Ordering {
+        std::cmp::Ordering::Equal
+    }
+}
+
+impl TopN {
+    fn new(max: u64) -> Self {
+        Self {
+            max: usize::try_from(max).unwrap_or(usize::MAX),
+            seen: 0,
+            heap: std::collections::BinaryHeap::new(),
+        }
+    }
+
+    fn push(&mut self, key: SortKey, s: PlacedShape) {
+        self.seen += 1;
+        if self.max == 0 {
+            return;
+        }
+        if self.heap.len() < self.max {
+            self.heap.push((key, HeapItem(s)));
+        } else if self.heap.peek().is_some_and(|(top, _)| key < *top) {
+            self.heap.pop();
+            self.heap.push((key, HeapItem(s)));
+        }
+    }
+
+    fn into_sorted(self) -> Vec<PlacedShape> {
+        self.heap
+            .into_sorted_vec()
+            .into_iter()
+            .map(|(_, s)| s.0)
+            .collect()
+    }
+}
+
 fn limit(what: &'static str, v: Option<u64>, default: u64) -> Result<u64, ObserveError> {
     let v = v.unwrap_or(default);
     if v > HARD_MAX_ITEMS {
@@ -753,8 +821,9 @@ pub fn query_region(
     let max_texts = limit("max_texts", req.max_texts, max_shapes)?;
     let mode = req.hierarchy_mode;
 
-    let mut shapes: Vec<PlacedShape> = Vec::new();
-    let mut texts: Vec<PlacedShape> = Vec::new();
+    // Keep only the first `max` of each list in sort order (bounded heaps), counting all.
+    let mut shapes = TopN::new(max_shapes);
+    let mut texts = TopN::new(max_texts);
     visit_shapes(
         lib,
         root,
@@ -763,34 +832,32 @@ pub fn query_region(
         mode != HierarchyMode::Top,
         budget,
         &mut |s| {
-            if matches!(s.geometry, PlacedGeometry::Text(_)) {
-                texts.push(s);
+            let b = s
+                .bbox()
+                .map_or([0; 4], |b| [b.left, b.bottom, b.right, b.top]);
+            if let Shape::Text(t) = &s.shape {
+                let key = SortKey {
+                    layer: s.key,
+                    kind: "",
+                    coords: [b[0], b[1], 0, 0],
+                    text: t.string.clone(),
+                    id: s.id.clone(),
+                };
+                texts.push(key, s);
             } else {
-                shapes.push(s);
+                let key = SortKey {
+                    layer: s.key,
+                    kind: s.shape.kind(),
+                    coords: b,
+                    text: String::new(),
+                    id: s.id.clone(),
+                };
+                shapes.push(key, s);
             }
         },
     )?;
-    let bbox_key = |s: &PlacedShape| {
-        s.bbox()
-            .map_or([0; 4], |b| [b.left, b.bottom, b.right, b.top])
-    };
-    shapes.sort_by(|a, b| {
-        (a.key, a.shape.kind(), bbox_key(a), &a.id).cmp(&(
-            b.key,
-            b.shape.kind(),
-            bbox_key(b),
-            &b.id,
-        ))
-    });
-    let text_key = |s: &PlacedShape| {
-        let pos = bbox_key(s);
-        let string = match &s.shape {
-            Shape::Text(t) => t.string.clone(),
-            _ => String::new(),
-        };
-        (s.key, pos[0], pos[1], string, s.id.clone())
-    };
-    texts.sort_by_key(text_key);
+    let (shape_total, text_total) = (shapes.seen, texts.seen);
+    let (shapes, texts) = (shapes.into_sorted(), texts.into_sorted());
 
     let flat = mode == HierarchyMode::Flattened;
     let provenance = |s: &PlacedShape| -> (String, Vec<String>) {
@@ -801,12 +868,8 @@ pub fn query_region(
         }
     };
     let mut locators = BTreeMap::new();
-    let (shape_total, text_total) = (shapes.len() as u64, texts.len() as u64);
     let mut shape_entries = Vec::new();
-    for s in shapes
-        .into_iter()
-        .take(usize::try_from(max_shapes).unwrap_or(usize::MAX))
-    {
+    for s in shapes {
         let Some(bb) = s.bbox() else { continue };
         let (cell, instance_path) = provenance(&s);
         let width = s.path_width();
@@ -831,10 +894,7 @@ pub fn query_region(
         locators.insert(s.id, s.locator);
     }
     let mut text_entries = Vec::new();
-    for s in texts
-        .into_iter()
-        .take(usize::try_from(max_texts).unwrap_or(usize::MAX))
-    {
+    for s in texts {
         let (PlacedGeometry::Text(p), Shape::Text(t)) = (&s.geometry, &s.shape) else {
             continue;
         };
