@@ -633,6 +633,29 @@ pub(crate) mod tests {
                 .code(),
             "TOP_CELL_NOT_FOUND"
         );
+        // Depth 2 lists LEAF's (none) as well; a two-level chain lists both levels once.
+        let mut chain = sample();
+        let mut wrap = crate::model::Cell::new("WRAP");
+        wrap.instances.push(place(1, 0, 0, 0.0));
+        wrap.instances.push(place(1, 100_000, 0, 0.0));
+        chain.cells.push(wrap);
+        let d2 = describe_cell(&chain, "WRAP", Some(2)).expect("depth 2");
+        let got: Vec<(u32, &str, &str)> = d2
+            .instances
+            .iter()
+            .map(|i| (i.level, i.parent_cell.as_str(), i.name.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (1, "WRAP", "TOP#0"),
+                (1, "WRAP", "TOP#1"),
+                (2, "TOP", "LEAF#0"),
+                (2, "TOP", "LEAF#1"),
+                (2, "TOP", "LEAF#2"),
+            ]
+        );
+        assert_eq!(d2.depth_used, 2);
         let v = serde_json::to_value(&d).expect("json");
         for f in [
             "cell",

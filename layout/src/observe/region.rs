@@ -558,6 +558,22 @@ pub fn visit_shapes(
     budget: &QueryBudget,
     visit: &mut dyn FnMut(PlacedShape),
 ) -> Result<(), ObserveError> {
+    walk_shapes(lib, root, clip, layers, descend, budget, None, visit)
+}
+
+/// [`visit_shapes`], optionally only for the shape with id `want_id` (checked before any
+/// geometry is computed, so a search costs little more than hashing).
+#[allow(clippy::too_many_arguments)]
+fn walk_shapes(
+    lib: &Library,
+    root: usize,
+    clip: Option<BBox>,
+    layers: Option<&BTreeSet<LayerKey>>,
+    descend: bool,
+    budget: &QueryBudget,
+    want_id: Option<&str>,
+    visit: &mut dyn FnMut(PlacedShape),
+) -> Result<(), ObserveError> {
     let boxes = crate::bbox::cell_bboxes(lib, None)?;
     let meets = |b: &BBox| {
         clip.is_none_or(|c| {
@@ -587,6 +603,17 @@ pub fn visit_shapes(
                         limit: budget.max_visited_shapes,
                     });
                 }
+                let locator = ShapeLocator {
+                    root: root_name.clone(),
+                    steps: steps.to_vec(),
+                    layer: key.layer,
+                    datatype: key.datatype,
+                    index,
+                };
+                let id = shape_id(lib, &locator, shape);
+                if want_id.is_some_and(|w| w != id) {
+                    continue;
+                }
                 let geometry = place_geometry(shape, m)?;
                 let bb = match &geometry {
                     PlacedGeometry::Polygon(p) => p.bbox(),
@@ -596,15 +623,8 @@ pub fn visit_shapes(
                 if !bb.is_some_and(|b| meets(&b)) {
                     continue;
                 }
-                let locator = ShapeLocator {
-                    root: root_name.clone(),
-                    steps: steps.to_vec(),
-                    layer: key.layer,
-                    datatype: key.datatype,
-                    index,
-                };
                 visit(PlacedShape {
-                    id: shape_id(lib, &locator, shape),
+                    id,
                     locator,
                     cell: lib.cells[cell].name.clone(),
                     instance_path: names.to_vec(),
@@ -709,8 +729,8 @@ pub fn find_by_id(
     budget: &QueryBudget,
 ) -> Result<Option<PlacedShape>, ObserveError> {
     let mut found = None;
-    visit_shapes(lib, root, None, None, true, budget, &mut |s| {
-        if found.is_none() && s.id == id {
+    walk_shapes(lib, root, None, None, true, budget, Some(id), &mut |s| {
+        if found.is_none() {
             found = Some(s);
         }
     })?;
@@ -1157,6 +1177,56 @@ mod tests {
         assert_eq!(p.shapes.len(), 1);
         assert_eq!(p.shapes[0].kind, "path");
         assert!(p.texts.is_empty());
+    }
+
+    #[test]
+    fn huge_array_window_is_cheap_and_full_walk_is_refused() {
+        // 100 000 × 100 000 copies of LEAF (10^10 placements); a small window visits a few.
+        let mut lib = sample();
+        lib.cells[1].instances[2].repetition = Some(Repetition::Array {
+            cols: 100_000,
+            rows: 100_000,
+            col_step: Point::new(2000, 0),
+            row_step: Point::new(0, 1000),
+        });
+        let budget = QueryBudget::default();
+        // Copy (col 5000, row 79990) sits at (0, 10_000) + (5000·2000, 79990·1000) =
+        // (10_000_000, 80_000_000) dbu.
+        let r = req(
+            10_000.1,
+            80_000.05,
+            10_000.2,
+            80_000.15,
+            HierarchyMode::Recursive,
+        );
+        let p = query_region(&lib, &r, &budget).expect("window").payload;
+        assert_eq!(p.shapes.len(), 1);
+        assert_eq!(p.shapes[0].instance_path, ["TOP", "LEAF#2[5000,79990]"]);
+        assert_eq!(p.summary.instance_count, 1, "the array meets the box");
+        let id = p.shapes[0].id.clone();
+        let small = QueryBudget {
+            max_placements: 20_000,
+            ..budget
+        };
+        let e = find_by_id(&lib, 1, &id, &small).expect_err("too large");
+        assert_eq!(e.code(), "QUERY_TOO_LARGE");
+        let v = serde_json::to_value(&p.instances[0]).expect("json");
+        assert_eq!(v["array"]["count"], 10_000_000_000u64);
+    }
+
+    #[test]
+    fn truncation_keeps_the_first_in_order() {
+        let all = run(&req(-100.0, -100.0, 100.0, 100.0, HierarchyMode::Recursive)).payload;
+        for n in [1u64, 4, 9, 16] {
+            let mut r = req(-100.0, -100.0, 100.0, 100.0, HierarchyMode::Recursive);
+            r.max_shapes = Some(n);
+            r.max_texts = Some(2);
+            let p = run(&r).payload;
+            assert_eq!(p.shapes[..], all.shapes[..n as usize]);
+            assert_eq!(p.texts[..], all.texts[..2]);
+            assert_eq!(p.truncation.shapes_dropped, 17 - n);
+            assert_eq!(p.truncation.texts_dropped, 6);
+        }
     }
 
     #[test]
