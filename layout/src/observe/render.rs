@@ -605,6 +605,52 @@ mod tests {
     }
 
     #[test]
+    fn aspect_is_kept_and_box_annotation_drawn() {
+        let l = lib();
+        let mut s = spec(RenderStyle::Mask);
+        s.width = 200;
+        // 10 µm box in 200×100 px: 10 px/µm, centred with 50 px margins left and right.
+        let img = decode(&render_view(&l, &s, &[]).expect("wide").png);
+        assert_eq!((img.0, img.1), (200, 100));
+        assert_eq!(pixel(&img, 45, 50), [0, 0, 0, 255], "left margin");
+        assert_eq!(pixel(&img, 75, 50), [255, 255, 255, 255], "layer 1 box");
+        let white = img.2.chunks(4).filter(|p| p[0] == 255).count();
+        assert_eq!(white, 50 * 100 + 30 * 30, "same geometry, same pixel count");
+        let ann = resolve_annotations(
+            &l,
+            &[Annotation {
+                kind: "box".into(),
+                target_ids: vec![],
+                color: Some("#00ff00".into()),
+                box_um: Some(MicronBox {
+                    left: 2.0,
+                    bottom: 2.0,
+                    right: 4.0,
+                    top: 4.0,
+                }),
+            }],
+            &BTreeMap::new(),
+        )
+        .expect("box");
+        let img = decode(&render_view(&l, &s, &ann).expect("annotated").png);
+        // Left edge of the box annotation: x = 50 + 20 px, rows 60..80.
+        let p = pixel(&img, 70, 70);
+        assert!(p[1] > 200 && p[0] < 60, "green edge, got {p:?}");
+        let e = resolve_annotations(
+            &l,
+            &[Annotation {
+                kind: "arrow".into(),
+                target_ids: vec![],
+                color: None,
+                box_um: None,
+            }],
+            &BTreeMap::new(),
+        )
+        .expect_err("kind");
+        assert_eq!(e.code(), "INVALID_INPUT");
+    }
+
+    #[test]
     fn errors() {
         let l = lib();
         let code = |s: &RenderSpec| render_view(&l, s, &[]).expect_err("bad").code();
