@@ -273,7 +273,7 @@ fn union(a: Option<[f64; 4]>, b: [f64; 4]) -> Option<[f64; 4]> {
     }))
 }
 
-fn transform_bbox(m: &Affine, b: [f64; 4]) -> [f64; 4] {
+pub(crate) fn transform_bbox(m: &Affine, b: [f64; 4]) -> [f64; 4] {
     let corners = [(b[0], b[1]), (b[2], b[1]), (b[2], b[3]), (b[0], b[3])];
     let mut out = [
         f64::INFINITY,
@@ -526,7 +526,7 @@ impl Walker<'_, '_> {
 /// The copies of an instance a walk visits: columns `i0..=i1` × rows `j0..=j1` of a lattice
 /// with `cols` columns (copy index `j·cols + i`); a plain instance or explicit list is one
 /// row.
-struct CopyRange {
+pub(crate) struct CopyRange {
     i0: u64,
     i1: u64,
     j1: u64,
@@ -552,7 +552,7 @@ impl CopyRange {
     /// With a clip and an axis-aligned lattice, only the columns and rows whose copies can
     /// touch the clip (computed in the parent's coordinates), so a query on a huge array
     /// costs what it shows; otherwise every copy.
-    fn visible(
+    pub(crate) fn visible(
         inst: &crate::model::Instance,
         m: &Affine,
         child_bb: [f64; 4],
@@ -609,7 +609,7 @@ impl CopyRange {
     }
 
     /// Number of copies left to visit (saturating).
-    fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         if self.empty {
             0
         } else {
@@ -617,7 +617,7 @@ impl CopyRange {
         }
     }
 
-    fn next(&mut self) -> Option<u64> {
+    pub(crate) fn next(&mut self) -> Option<u64> {
         if self.empty || self.j > self.j1 {
             return None;
         }

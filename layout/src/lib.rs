@@ -27,6 +27,7 @@ pub mod glp;
 pub mod limits;
 pub mod model;
 pub mod oasis;
+pub mod observe;
 pub mod path;
 pub mod read;
 pub mod stats;
