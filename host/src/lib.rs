@@ -1,0 +1,3 @@
+//! The reticle host as a library: the pieces the `reticle` binary is built from.
+
+pub mod supervisor;
