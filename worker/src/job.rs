@@ -138,7 +138,8 @@ impl ProgressSink {
 pub struct JobCtx<'a> {
     /// Host-assigned job id.
     pub job_id: &'a str,
-    /// Limits and allowed roots.
+    /// Limits and allowed roots (read by the engine ops; the debug ops need none).
+    #[allow(dead_code)]
     pub context: &'a JobContext,
     /// Set when the host cancels the job; ops check it at every loop boundary.
     pub cancel: &'a CancelToken,

@@ -147,12 +147,15 @@ fn start_job(
         }
         *cur = Some((request.job_id.clone(), cancel.clone()));
     }
-    let outbox = outbox.clone();
+    let job_id = request.job_id.clone();
+    let job_outbox = outbox.clone();
     let state = Arc::clone(state);
-    let current = Arc::clone(current);
+    let job_current = Arc::clone(current);
     let spawned = std::thread::Builder::new()
-        .name(format!("job {}", request.job_id))
+        .name(format!("job {job_id}"))
         .spawn(move || {
+            let outbox = job_outbox;
+            let current = job_current;
             let progress = ProgressSink::new(outbox.clone(), request.job_id.clone());
             let ctx = JobCtx {
                 job_id: &request.job_id,
@@ -192,7 +195,7 @@ fn start_job(
         Err(e) => {
             *current.lock().unwrap_or_else(PoisonError::into_inner) = None;
             let _ = outbox.send(&WorkerMessage::Result {
-                job_id: String::new(),
+                job_id,
                 outcome: JobOutcome::Err {
                     error: ToolError::new(
                         ErrorCode::InternalError,

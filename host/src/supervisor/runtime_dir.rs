@@ -43,12 +43,16 @@ impl RuntimeDir {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))
             .map_err(|e| fail(e.to_string()))?;
         let dir = Self { path };
-        dir.verify().map_err(fail)?;
+        dir.verify().map_err(|message| SupervisorError::RuntimeDir {
+            path: dir.path.display().to_string(),
+            message,
+        })?;
         Ok(dir)
     }
 
     /// The directory.
     #[must_use]
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn path(&self) -> &Path {
         &self.path
     }

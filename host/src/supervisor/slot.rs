@@ -16,6 +16,11 @@ use super::wire::{ConnEvent, write_message};
 use super::{CancelKind, DeathCause, Inner, JobEntry, KillOutcome, Progress, QueuedJob};
 use super::{SupervisorError, WorkerSnapshot};
 
+/// Resolves once shutdown is requested (the watch guard never lives across an await).
+async fn wait_shutdown(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stopping| *stopping).await;
+}
+
 /// Requests to a slot from the supervisor API.
 pub enum SlotCommand {
     /// SIGKILL the worker if it runs `job_id`, reap it, answer once reaped.
@@ -132,7 +137,7 @@ impl Slot {
             let mut shutdown = self.shutdown.clone();
             let started = tokio::select! {
                 started = started => started,
-                _ = shutdown.wait_for(|s| *s) => break,
+                _ = wait_shutdown(&mut shutdown) => break,
             };
             let mut worker = match started {
                 Ok(worker) => {
@@ -205,7 +210,7 @@ impl Slot {
         let mut shutdown = self.shutdown.clone();
         tokio::select! {
             () = tokio::time::sleep(delay) => true,
-            _ = shutdown.wait_for(|s| *s) => false,
+            _ = wait_shutdown(&mut shutdown) => false,
         }
     }
 
@@ -255,7 +260,7 @@ impl Slot {
                         return end;
                     }
                 }
-                _ = shutdown.wait_for(|s| *s) => {
+                _ = wait_shutdown(&mut shutdown) => {
                     self.graceful_stop(worker, active).await;
                     return ServeEnd::Shutdown;
                 }
