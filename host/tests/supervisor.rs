@@ -63,7 +63,11 @@ fn job(id: &str, op: &str, args: serde_json::Value) -> RunRequest {
 }
 
 fn sleep_job(id: &str, ms: u64, steps: u64) -> RunRequest {
-    job(id, "debug.sleep", serde_json::json!({"ms": ms, "steps": steps}))
+    job(
+        id,
+        "debug.sleep",
+        serde_json::json!({"ms": ms, "steps": steps}),
+    )
 }
 
 fn payload(outcome: &JobOutcome) -> serde_json::Value {
@@ -74,7 +78,9 @@ fn payload(outcome: &JobOutcome) -> serde_json::Value {
 }
 
 fn worker_pid(supervisor: &Supervisor) -> u32 {
-    supervisor.snapshot().workers[0].pid.expect("worker running")
+    supervisor.snapshot().workers[0]
+        .pid
+        .expect("worker running")
 }
 
 /// Waits until slot 0 is idle with a process (after a restart).
@@ -96,10 +102,11 @@ async fn wait_idle(supervisor: &Supervisor, limit: Duration) -> u32 {
 fn exited(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
-        Ok(stat) => stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].trim_start().chars().next())
-            == Some('Z'),
+        Ok(stat) => {
+            stat.rfind(')')
+                .and_then(|i| stat[i + 1..].trim_start().chars().next())
+                == Some('Z')
+        }
     }
 }
 
@@ -154,7 +161,9 @@ async fn handshake_then_a_job_with_monotonic_progress() {
     assert_eq!(std::fs::read_dir(base.path()).unwrap().count(), 0);
     assert_eq!(supervisor.snapshot().workers[0].state, WorkerState::Stopped);
     assert!(matches!(
-        supervisor.run(sleep_job("late", 1, 1), mpsc::channel(1).0).await,
+        supervisor
+            .run(sleep_job("late", 1, 1), mpsc::channel(1).0)
+            .await,
         Err(SupervisorError::ShuttingDown)
     ));
 }
@@ -176,13 +185,19 @@ async fn kill_job_reaps_the_worker_within_200ms_and_a_replacement_runs_the_next_
     let outcome = supervisor.kill_job("job_long").await.unwrap();
     let elapsed = started.elapsed();
     match outcome {
-        KillOutcome::Killed { pid: killed, reaped_in } => {
+        KillOutcome::Killed {
+            pid: killed,
+            reaped_in,
+        } => {
             assert_eq!(killed, pid);
             assert!(reaped_in < Duration::from_millis(200), "{reaped_in:?}");
         }
         other => panic!("expected a kill, got {other:?}"),
     }
-    assert!(elapsed < Duration::from_millis(200), "kill_job took {elapsed:?}");
+    assert!(
+        elapsed < Duration::from_millis(200),
+        "kill_job took {elapsed:?}"
+    );
     // Gone and reaped: no /proc entry (not even a zombie), and not waitable any more.
     assert!(
         !std::path::Path::new(&format!("/proc/{pid}")).exists(),
@@ -225,7 +240,11 @@ async fn a_crash_mid_job_is_worker_died_and_the_replacement_works() {
     let pid = worker_pid(&supervisor);
     let err = supervisor
         .run(
-            job("job_crash", "debug.crash", serde_json::json!({"after_ms": 100})),
+            job(
+                "job_crash",
+                "debug.crash",
+                serde_json::json!({"after_ms": 100}),
+            ),
             mpsc::channel(8).0,
         )
         .await
@@ -398,7 +417,11 @@ async fn two_workers_run_two_jobs_at_once() {
         pids.push(payload(&run.await.unwrap().unwrap())["pid"].clone());
     }
     assert_ne!(pids[0], pids[1]);
-    assert!(started.elapsed() < Duration::from_millis(780), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(780),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(std::fs::read_dir(base.path()).unwrap().count(), 2);
     supervisor.shutdown().await;
     assert_eq!(std::fs::read_dir(base.path()).unwrap().count(), 0);
@@ -417,7 +440,10 @@ async fn dropping_the_supervisor_kills_its_workers() {
     drop(supervisor);
     let deadline = Instant::now() + Duration::from_secs(2);
     while !pids.iter().all(|&p| exited(p)) {
-        assert!(Instant::now() < deadline, "workers {pids:?} survived the drop");
+        assert!(
+            Instant::now() < deadline,
+            "workers {pids:?} survived the drop"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -473,7 +499,12 @@ fn workers_die_when_the_host_is_sigkilled() {
     use std::io::BufRead;
     let base = tempfile::tempdir().unwrap();
     let mut host = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "helper_host_for_orphan_test", "--ignored", "--nocapture"])
+        .args([
+            "--exact",
+            "helper_host_for_orphan_test",
+            "--ignored",
+            "--nocapture",
+        ])
         .env(HELPER_ENV, base.path())
         .env("RETICLE_WORKER_BIN", worker_exe())
         .stdin(std::process::Stdio::null())

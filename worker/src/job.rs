@@ -34,7 +34,10 @@ impl Outbox {
     /// Sends one message as one frame.
     pub fn send(&self, message: &WorkerMessage) -> Result<(), WireError> {
         let frame = encode_frame(message)?;
-        let _guard = self.write_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let _guard = self
+            .write_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let mut writer: &Stream = &self.stream;
         writer.write_all(&frame)?;
         writer.flush()?;

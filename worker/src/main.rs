@@ -29,7 +29,10 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Some(other) => {
-            tracing::error!(arg = other, "unknown argument; usage: reticle-worker [bench ...]");
+            tracing::error!(
+                arg = other,
+                "unknown argument; usage: reticle-worker [bench ...]"
+            );
             ExitCode::from(2)
         }
         None => serve(),
@@ -43,7 +46,9 @@ fn serve() -> ExitCode {
         return ExitCode::from(3);
     }
     let Some(socket) = std::env::var_os(WORKER_SOCKET_ENV) else {
-        tracing::error!("{WORKER_SOCKET_ENV} is not set; the worker is started by the reticle host");
+        tracing::error!(
+            "{WORKER_SOCKET_ENV} is not set; the worker is started by the reticle host"
+        );
         return ExitCode::from(2);
     };
     match server::run(std::path::Path::new(&socket)) {

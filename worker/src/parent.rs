@@ -36,7 +36,10 @@ pub fn die_with_parent() -> Result<(), ParentError> {
         return Ok(());
     };
     let raw = raw.to_string_lossy().into_owned();
-    let expected: i32 = raw.trim().parse().map_err(|_| ParentError::BadPid(raw.clone()))?;
+    let expected: i32 = raw
+        .trim()
+        .parse()
+        .map_err(|_| ParentError::BadPid(raw.clone()))?;
     let actual = getppid().as_raw();
     if actual != expected {
         return Err(ParentError::ParentGone { expected, actual });

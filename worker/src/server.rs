@@ -48,7 +48,9 @@ pub fn run(socket: &Path) -> Result<(), ServerError> {
         path: socket.display().to_string(),
         source,
     };
-    let name = socket.to_fs_name::<GenericFilePath>().map_err(connect_err)?;
+    let name = socket
+        .to_fs_name::<GenericFilePath>()
+        .map_err(connect_err)?;
     let stream = Arc::new(Stream::connect(name).map_err(connect_err)?);
     let outbox = Outbox::new(Arc::clone(&stream));
     let state = Arc::new(WorkerState::new(Backend::select()));
@@ -129,8 +131,11 @@ fn start_job(
     };
     let Some(op) = ops::find(&request.op) else {
         return refuse(
-            ToolError::new(ErrorCode::Unsupported, format!("unknown op {:?}", request.op))
-                .with_details(serde_json::json!({ "op": request.op, "known": ops::names() })),
+            ToolError::new(
+                ErrorCode::Unsupported,
+                format!("unknown op {:?}", request.op),
+            )
+            .with_details(serde_json::json!({ "op": request.op, "known": ops::names() })),
         );
     };
     let cancel = CancelToken::new();

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use reticle_protocol::error::ErrorCode;
 use reticle_protocol::wire::{
     HostMessage, JobContext, JobLimits, JobOutcome, RunRequest, WIRE_VERSION,
-    WORKER_PARENT_PID_ENV, WORKER_SOCKET_ENV, WireError, WorkerHello, WorkerMessage,
-    read_message, write_message,
+    WORKER_PARENT_PID_ENV, WORKER_SOCKET_ENV, WireError, WorkerHello, WorkerMessage, read_message,
+    write_message,
 };
 
 const WORKER: &str = env!("CARGO_BIN_EXE_reticle-worker");
@@ -29,7 +29,10 @@ fn accept_within(listener: &UnixListener, limit: Duration) -> UnixStream {
                 return stream;
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                assert!(Instant::now() < deadline, "worker did not connect in {limit:?}");
+                assert!(
+                    Instant::now() < deadline,
+                    "worker did not connect in {limit:?}"
+                );
                 std::thread::sleep(Duration::from_millis(5));
             }
             Err(e) => panic!("accept: {e}"),
@@ -112,7 +115,10 @@ impl Worker {
                     assert_eq!(id, job_id);
                     progress.push((done, total));
                 }
-                WorkerMessage::Result { job_id: id, outcome } => {
+                WorkerMessage::Result {
+                    job_id: id,
+                    outcome,
+                } => {
                     assert_eq!(id, job_id);
                     return (progress, outcome);
                 }
@@ -163,7 +169,11 @@ fn hello_run_with_progress_pong_and_shutdown() {
     assert_eq!(w.hello.pid, w.child.id());
     assert_eq!(w.hello.backend.kind, "cpu");
 
-    w.run("job_a", "debug.sleep", serde_json::json!({"ms": 200, "steps": 4}));
+    w.run(
+        "job_a",
+        "debug.sleep",
+        serde_json::json!({"ms": 200, "steps": 4}),
+    );
     let started = Instant::now();
     let (progress, outcome) = w.result("job_a");
     assert!(started.elapsed() >= Duration::from_millis(190));
@@ -204,9 +214,17 @@ fn cancel_stops_a_running_job_quickly_and_the_worker_keeps_serving() {
     });
     let (_, outcome) = w.result("job_long");
     assert_eq!(error_code(&outcome), ErrorCode::Cancelled);
-    assert!(sent.elapsed() < Duration::from_secs(1), "{:?}", sent.elapsed());
+    assert!(
+        sent.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        sent.elapsed()
+    );
 
-    w.run("job_next", "debug.sleep", serde_json::json!({"ms": 10, "steps": 1}));
+    w.run(
+        "job_next",
+        "debug.sleep",
+        serde_json::json!({"ms": 10, "steps": 1}),
+    );
     assert_eq!(payload(&w.result("job_next").1)["slept_ms"], 10);
 }
 
@@ -221,7 +239,11 @@ fn unknown_ops_bad_arguments_and_a_second_job_are_typed_errors() {
     assert_eq!(error_code(&w.result("j3").1), ErrorCode::InvalidInput);
 
     // One job at a time: a second run while busy is refused, the first one completes.
-    w.run("j4", "debug.sleep", serde_json::json!({"ms": 300, "steps": 1}));
+    w.run(
+        "j4",
+        "debug.sleep",
+        serde_json::json!({"ms": 300, "steps": 1}),
+    );
     w.run("j5", "debug.sleep", serde_json::json!({"ms": 1}));
     let mut seen = Vec::new();
     while seen.len() < 2 {
@@ -256,7 +278,11 @@ fn engine_info_and_alloc_report_what_the_worker_holds() {
         ops,
         ["debug.alloc", "debug.crash", "debug.sleep", "engine.info"]
     );
-    w.run("big", "debug.alloc", serde_json::json!({"bytes": 1u64 << 40}));
+    w.run(
+        "big",
+        "debug.alloc",
+        serde_json::json!({"bytes": 1u64 << 40}),
+    );
     assert_eq!(error_code(&w.result("big").1), ErrorCode::ToolLimitExceeded);
 }
 

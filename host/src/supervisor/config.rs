@@ -118,7 +118,9 @@ impl SupervisorConfig {
             ));
         }
         if self.queue_capacity == 0 {
-            return Err(SupervisorError::Config("queue_capacity must be ≥ 1".to_owned()));
+            return Err(SupervisorError::Config(
+                "queue_capacity must be ≥ 1".to_owned(),
+            ));
         }
         Ok(())
     }

@@ -218,7 +218,12 @@ impl Supervisor {
         let mut readies = Vec::new();
         for (index, commands) in receivers.into_iter().enumerate() {
             let (ready_tx, ready_rx) = oneshot::channel();
-            let slot = Slot::new(index, Arc::clone(&inner), commands, inner.shutdown.subscribe());
+            let slot = Slot::new(
+                index,
+                Arc::clone(&inner),
+                commands,
+                inner.shutdown.subscribe(),
+            );
             tasks.push(tokio::spawn(slot.run(ready_tx)));
             readies.push(ready_rx);
         }
@@ -456,9 +461,11 @@ impl Drop for JobGuard<'_> {
         if !self.finished
             && let Some(JobEntry::Running { slot, .. }) = entry
         {
-            let _ = self.inner.slots[slot].commands.try_send(SlotCommand::Cancel {
-                job_id: self.job_id.to_owned(),
-            });
+            let _ = self.inner.slots[slot]
+                .commands
+                .try_send(SlotCommand::Cancel {
+                    job_id: self.job_id.to_owned(),
+                });
         }
     }
 }

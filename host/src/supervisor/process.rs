@@ -256,11 +256,7 @@ pub async fn start_worker(
         forward_stderr(stderr, pid);
     }
     // From here on every failure path kills and reaps through `pending`.
-    let mut pending = PendingWorker {
-        guard,
-        child,
-        pid,
-    };
+    let mut pending = PendingWorker { guard, child, pid };
     match handshake(config, &listener, &mut pending, started_at).await {
         Ok((hello, events, writer, reader_task)) => {
             let _ = std::fs::remove_file(&socket_path);
@@ -308,12 +304,8 @@ async fn handshake(
     started_at: Instant,
 ) -> Result<Handshaken, SupervisorError> {
     let deadline = tokio::time::Instant::from_std(started_at + config.handshake_timeout);
-    let timeout = || {
-        SupervisorError::Handshake(format!(
-            "no hello within {:?}",
-            config.handshake_timeout
-        ))
-    };
+    let timeout =
+        || SupervisorError::Handshake(format!("no hello within {:?}", config.handshake_timeout));
     let early_exit = |status: std::io::Result<ExitStatus>| {
         SupervisorError::Handshake(match status {
             Ok(s) => format!("worker {} before its hello", exit_cause(s)),

@@ -43,10 +43,11 @@ impl RuntimeDir {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))
             .map_err(|e| fail(e.to_string()))?;
         let dir = Self { path };
-        dir.verify().map_err(|message| SupervisorError::RuntimeDir {
-            path: dir.path.display().to_string(),
-            message,
-        })?;
+        dir.verify()
+            .map_err(|message| SupervisorError::RuntimeDir {
+                path: dir.path.display().to_string(),
+                message,
+            })?;
         Ok(dir)
     }
 

@@ -105,14 +105,14 @@ impl Slot {
     /// Runs the slot until shutdown. `ready` gets the outcome of the first start;
     /// if that fails the slot ends (the supervisor's `start` fails).
     pub async fn run(mut self, ready: oneshot::Sender<Result<(), SupervisorError>>) {
-        let dir = match RuntimeDir::create(self.inner.config.runtime_dir_base.as_deref(), self.index)
-        {
-            Ok(dir) => dir,
-            Err(e) => {
-                let _ = ready.send(Err(e));
-                return;
-            }
-        };
+        let dir =
+            match RuntimeDir::create(self.inner.config.runtime_dir_base.as_deref(), self.index) {
+                Ok(dir) => dir,
+                Err(e) => {
+                    let _ = ready.send(Err(e));
+                    return;
+                }
+            };
         let mut ready = Some(ready);
         loop {
             if self.shutting_down() {
@@ -140,12 +140,7 @@ impl Slot {
                 _ = wait_shutdown(&mut shutdown) => break,
             };
             let mut worker = match started {
-                Ok(worker) => {
-                    if let Some(ready) = ready.take() {
-                        let _ = ready.send(Ok(()));
-                    }
-                    worker
-                }
+                Ok(worker) => worker,
                 Err(e) => {
                     if let Some(ready) = ready.take() {
                         let _ = ready.send(Err(e));
@@ -167,6 +162,10 @@ impl Slot {
                 s.device_bytes = 0;
             });
             self.heard();
+            // Only now: `start` returning means the snapshot already shows the worker.
+            if let Some(ready) = ready.take() {
+                let _ = ready.send(Ok(()));
+            }
             let end = self.serve(&mut worker).await;
             let lived = worker.started_at.elapsed();
             drop(worker);
@@ -301,7 +300,11 @@ impl Slot {
     /// Marks a dequeued job as running here, unless it was cancelled or abandoned
     /// while it waited.
     fn claim(&self, job: QueuedJob) -> Option<QueuedJob> {
-        let mut jobs = self.inner.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut jobs = self
+            .inner
+            .jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         match jobs.get_mut(&job.request.job_id) {
             Some(entry @ JobEntry::Queued { .. }) => {
                 *entry = JobEntry::Running {
@@ -420,7 +423,13 @@ impl Slot {
                 let started = Instant::now();
                 worker.kill_and_reap().await;
                 let reaped_in = started.elapsed();
-                tracing::info!(slot = self.index, pid = worker.pid, job_id, ?reaped_in, "job killed");
+                tracing::info!(
+                    slot = self.index,
+                    pid = worker.pid,
+                    job_id,
+                    ?reaped_in,
+                    "job killed"
+                );
                 if let Some(a) = active.take() {
                     let _ = a.job.reply.send(Err(SupervisorError::Cancelled {
                         job_id,

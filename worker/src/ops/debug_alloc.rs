@@ -34,7 +34,10 @@ impl Op for DebugAlloc {
             .with_details(serde_json::json!({ "bytes": args.bytes, "max_bytes": MAX_BYTES })));
         }
         let len = usize::try_from(args.bytes).map_err(|_| {
-            ToolError::new(ErrorCode::ToolLimitExceeded, "allocation exceeds the address space")
+            ToolError::new(
+                ErrorCode::ToolLimitExceeded,
+                "allocation exceeds the address space",
+            )
         })?;
         let mut block: Vec<u8> = Vec::new();
         block.try_reserve_exact(len).map_err(|e| {

@@ -21,7 +21,14 @@ impl Op for EngineInfo {
     }
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<serde_json::Value, ToolError> {
-        let _: Args = parse_args(self.name(), if args_json.trim().is_empty() { "{}" } else { args_json })?;
+        let _: Args = parse_args(
+            self.name(),
+            if args_json.trim().is_empty() {
+                "{}"
+            } else {
+                args_json
+            },
+        )?;
         let backend = ctx.state.backend.description();
         Ok(serde_json::json!({
             "backend": {

@@ -50,8 +50,11 @@ pub fn names() -> Vec<&'static str> {
 /// Parses an op's arguments; a mismatch is the caller's error, never a panic.
 pub fn parse_args<T: DeserializeOwned>(op: &str, args_json: &str) -> Result<T, ToolError> {
     serde_json::from_str(args_json).map_err(|e| {
-        ToolError::new(ErrorCode::InvalidInput, format!("invalid arguments for {op}: {e}"))
-            .with_details(serde_json::json!({ "op": op }))
+        ToolError::new(
+            ErrorCode::InvalidInput,
+            format!("invalid arguments for {op}: {e}"),
+        )
+        .with_details(serde_json::json!({ "op": op }))
     })
 }
 
