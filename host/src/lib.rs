@@ -13,5 +13,6 @@ pub mod mcp;
 pub mod readiness;
 pub mod serve;
 pub mod state;
+pub mod supervisor;
 pub mod tools;
 pub mod transport;

@@ -20,6 +20,11 @@ pub const MAX_WIRE_FRAME: usize = 64 * 1024 * 1024;
 /// Environment variable through which the host gives a worker its socket path.
 pub const WORKER_SOCKET_ENV: &str = "RETICLE_WORKER_SOCKET";
 
+/// Environment variable through which the host gives a worker its own pid, so the
+/// worker can tell, right after arming its parent-death signal, whether the parent it
+/// was started by is already gone (then it exits at once instead of running orphaned).
+pub const WORKER_PARENT_PID_ENV: &str = "RETICLE_WORKER_PARENT_PID";
+
 /// Messages from the host to a worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -142,6 +147,17 @@ pub enum WorkerMessage {
         device_bytes: u64,
         /// Jobs this worker has finished.
         jobs_run: u64,
+    },
+    /// The worker hit an operational fault outside a tool's own error handling: an
+    /// undecodable host frame, a lost device. With a `job_id` the job is broken; the
+    /// worker exits after sending a fault that is `fatal`.
+    Fault {
+        /// The job the fault hit, if any.
+        job_id: Option<String>,
+        /// Short human text.
+        message: String,
+        /// Whether the worker exits right after sending this.
+        fatal: bool,
     },
 }
 
@@ -268,6 +284,11 @@ mod tests {
                 seq: 7,
                 device_bytes: 1 << 33,
                 jobs_run: 3,
+            },
+            WorkerMessage::Fault {
+                job_id: None,
+                message: "undecodable frame".into(),
+                fatal: true,
             },
         ];
         let mut buf = Vec::new();

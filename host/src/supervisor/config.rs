@@ -1,0 +1,179 @@
+//! Supervisor configuration.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::SupervisorError;
+
+/// Environment variable: number of warm workers (default 1).
+pub const WORKERS_ENV: &str = "RETICLE_WORKERS";
+/// Environment variable: path of the worker binary (default: next to the current executable).
+pub const WORKER_BIN_ENV: &str = "RETICLE_WORKER_BIN";
+/// Most workers one supervisor runs.
+pub const MAX_WORKERS: usize = 64;
+
+/// Where a worker's stderr goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerStderr {
+    /// Read line by line and re-emitted as `tracing` events tagged with the worker pid.
+    Tracing,
+    /// Shared with the host's stderr.
+    Inherit,
+    /// Discarded.
+    Null,
+}
+
+/// How the supervisor runs its pool. [`Default`] gives the production values.
+#[derive(Debug, Clone)]
+pub struct SupervisorConfig {
+    /// Warm workers (≥ 1, ≤ [`MAX_WORKERS`]).
+    pub workers: usize,
+    /// The `reticle-worker` binary.
+    pub worker_exe: PathBuf,
+    /// Extra arguments for the worker.
+    pub worker_args: Vec<OsString>,
+    /// Extra environment for the worker (the socket variables are always set).
+    pub worker_env: Vec<(OsString, OsString)>,
+    /// Parent of the per-worker runtime directories; `None`: `$XDG_RUNTIME_DIR`, else `/tmp`.
+    pub runtime_dir_base: Option<PathBuf>,
+    /// Longest time from spawn to a valid hello.
+    pub handshake_timeout: Duration,
+    /// How often the supervisor pings each worker.
+    pub heartbeat_interval: Duration,
+    /// A worker silent for this long (no pong, no other frame) is declared dead.
+    pub heartbeat_timeout: Duration,
+    /// First restart delay after a worker died; doubles per consecutive failure.
+    pub backoff_initial: Duration,
+    /// Cap of the restart delay.
+    pub backoff_max: Duration,
+    /// A worker that lived this long, or finished a job, resets the failure count.
+    pub backoff_reset_after: Duration,
+    /// How long `shutdown` lets a worker finish before SIGKILLing its group.
+    pub shutdown_grace: Duration,
+    /// Where worker stderr goes.
+    pub worker_stderr: WorkerStderr,
+    /// Most jobs waiting for a worker; further `run` calls fail with `QueueFull`.
+    pub queue_capacity: usize,
+}
+
+impl Default for SupervisorConfig {
+    fn default() -> Self {
+        Self {
+            workers: 1,
+            worker_exe: default_worker_exe(),
+            worker_args: Vec::new(),
+            worker_env: Vec::new(),
+            runtime_dir_base: None,
+            handshake_timeout: Duration::from_secs(15),
+            heartbeat_interval: Duration::from_secs(1),
+            heartbeat_timeout: Duration::from_secs(5),
+            backoff_initial: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(5),
+            backoff_reset_after: Duration::from_secs(10),
+            shutdown_grace: Duration::from_secs(2),
+            worker_stderr: WorkerStderr::Tracing,
+            queue_capacity: 1024,
+        }
+    }
+}
+
+impl SupervisorConfig {
+    /// Production defaults with the worker binary at `worker_exe`.
+    #[must_use]
+    pub fn with_worker_exe(worker_exe: impl Into<PathBuf>) -> Self {
+        Self {
+            worker_exe: worker_exe.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Defaults overridden by `RETICLE_WORKERS` and `RETICLE_WORKER_BIN`.
+    pub fn from_env() -> Result<Self, SupervisorError> {
+        let mut config = Self::default();
+        if let Some(raw) = std::env::var_os(WORKERS_ENV) {
+            let raw = raw.to_string_lossy();
+            config.workers = raw.trim().parse().map_err(|_| {
+                SupervisorError::Config(format!("{WORKERS_ENV}={raw:?} is not a number"))
+            })?;
+        }
+        if let Some(exe) = std::env::var_os(WORKER_BIN_ENV) {
+            config.worker_exe = PathBuf::from(exe);
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks the bounds `start` relies on.
+    pub fn validate(&self) -> Result<(), SupervisorError> {
+        if self.workers == 0 || self.workers > MAX_WORKERS {
+            return Err(SupervisorError::Config(format!(
+                "workers must be in 1..={MAX_WORKERS}, got {}",
+                self.workers
+            )));
+        }
+        if self.heartbeat_interval.is_zero() || self.heartbeat_timeout <= self.heartbeat_interval {
+            return Err(SupervisorError::Config(
+                "heartbeat_timeout must exceed a non-zero heartbeat_interval".to_owned(),
+            ));
+        }
+        if self.queue_capacity == 0 {
+            return Err(SupervisorError::Config(
+                "queue_capacity must be ≥ 1".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Restart delay after `failures` consecutive failures (1 → `backoff_initial`).
+    #[must_use]
+    pub fn backoff(&self, failures: u32) -> Duration {
+        if failures == 0 {
+            return Duration::ZERO;
+        }
+        let factor = 1u32 << (failures - 1).min(20);
+        self.backoff_initial
+            .saturating_mul(factor)
+            .min(self.backoff_max)
+    }
+}
+
+/// `reticle-worker` in the directory of the current executable, where cargo and the
+/// installers put both binaries.
+#[must_use]
+pub fn default_worker_exe() -> PathBuf {
+    let name = "reticle-worker";
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join(name)))
+        .unwrap_or_else(|| PathBuf::from(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        let c = SupervisorConfig::default();
+        assert_eq!(c.backoff(0), Duration::ZERO);
+        assert_eq!(c.backoff(1), Duration::from_millis(100));
+        assert_eq!(c.backoff(2), Duration::from_millis(200));
+        assert_eq!(c.backoff(4), Duration::from_millis(800));
+        assert_eq!(c.backoff(10), Duration::from_secs(5));
+        assert_eq!(c.backoff(u32::MAX), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn validation_rejects_empty_pools_and_bad_heartbeats() {
+        let mut c = SupervisorConfig::default();
+        assert!(c.validate().is_ok());
+        c.workers = 0;
+        assert!(matches!(c.validate(), Err(SupervisorError::Config(_))));
+        c.workers = MAX_WORKERS + 1;
+        assert!(c.validate().is_err());
+        c.workers = 1;
+        c.heartbeat_timeout = c.heartbeat_interval;
+        assert!(c.validate().is_err());
+    }
+}

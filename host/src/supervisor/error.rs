@@ -1,0 +1,206 @@
+//! What can go wrong between the host and its workers.
+
+use std::fmt;
+
+use libmcp::FaultClass;
+use reticle_protocol::error::{ErrorCode, ToolError};
+use serde::Serialize;
+
+/// Why a worker process ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum DeathCause {
+    /// The process exited or was killed by a signal it did not get from us.
+    Exited {
+        /// Exit code, when it exited.
+        code: Option<i32>,
+        /// Terminating signal, when it was signalled.
+        signal: Option<i32>,
+    },
+    /// The socket closed and the process did not exit by itself soon after.
+    ConnectionLost,
+    /// No frame for longer than the heartbeat timeout.
+    HeartbeatTimeout {
+        /// Milliseconds since the last frame.
+        silent_ms: u64,
+    },
+    /// The worker broke the wire protocol (undecodable frame, unexpected message).
+    Protocol {
+        /// What was wrong.
+        message: String,
+    },
+    /// The worker reported a fatal fault before going away.
+    Fault {
+        /// The worker's message.
+        message: String,
+    },
+}
+
+impl fmt::Display for DeathCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Exited {
+                code: Some(code), ..
+            } => write!(f, "exited with code {code}"),
+            Self::Exited {
+                signal: Some(sig), ..
+            } => write!(f, "killed by signal {sig}"),
+            Self::Exited { .. } => f.write_str("exited"),
+            Self::ConnectionLost => f.write_str("closed its connection"),
+            Self::HeartbeatTimeout { silent_ms } => {
+                write!(f, "missed its heartbeats ({silent_ms} ms silent)")
+            }
+            Self::Protocol { message } => write!(f, "broke the wire protocol: {message}"),
+            Self::Fault { message } => write!(f, "reported a fatal fault: {message}"),
+        }
+    }
+}
+
+/// How a job was stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelKind {
+    /// Removed from the queue before any worker saw it.
+    Dequeued,
+    /// Its worker's process group was SIGKILLed and reaped.
+    Killed,
+    /// The worker stopped it cooperatively after a soft cancel.
+    Soft,
+}
+
+/// Errors of the supervisor API.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SupervisorError {
+    /// The configuration is unusable.
+    #[error("invalid supervisor configuration: {0}")]
+    Config(String),
+    /// The private runtime directory could not be made safe.
+    #[error("runtime directory {path}: {message}")]
+    RuntimeDir {
+        /// The directory.
+        path: String,
+        /// What failed.
+        message: String,
+    },
+    /// The worker binary could not be started.
+    #[error("cannot start worker {exe}: {message}")]
+    Spawn {
+        /// The binary.
+        exe: String,
+        /// The OS error.
+        message: String,
+    },
+    /// A started worker did not complete the handshake.
+    #[error("worker handshake failed: {0}")]
+    Handshake(String),
+    /// The job was cancelled (it never completed).
+    #[error("job {job_id} was cancelled ({how:?})")]
+    Cancelled {
+        /// The job.
+        job_id: String,
+        /// How.
+        how: CancelKind,
+    },
+    /// The worker died while the job was in flight: its outcome is unknown. The
+    /// caller decides whether to replay (by the tool's replay contract).
+    #[error("worker {pid} (generation {generation}) {cause} while running job {job_id}")]
+    WorkerDied {
+        /// The job.
+        job_id: String,
+        /// The worker's pid.
+        pid: u32,
+        /// The slot generation the worker had.
+        generation: u64,
+        /// Why it died.
+        cause: DeathCause,
+    },
+    /// A job with this id is already queued or running.
+    #[error("job {job_id} is already queued or running")]
+    DuplicateJob {
+        /// The job.
+        job_id: String,
+    },
+    /// No queued or running job has this id.
+    #[error("no queued or running job {job_id}")]
+    JobNotFound {
+        /// The job.
+        job_id: String,
+    },
+    /// The queue is full.
+    #[error("the job queue is full ({capacity} jobs waiting)")]
+    QueueFull {
+        /// Its capacity.
+        capacity: usize,
+    },
+    /// The supervisor is shutting down and takes no more jobs.
+    #[error("the worker supervisor is shutting down")]
+    ShuttingDown,
+}
+
+impl SupervisorError {
+    /// The tool error a client sees for this failure (DESIGN.md "Errors are values"),
+    /// for callers that do not replay.
+    #[must_use]
+    pub fn to_tool_error(&self) -> ToolError {
+        let message = self.to_string();
+        match self {
+            Self::Cancelled { job_id, .. } => ToolError::new(ErrorCode::Cancelled, message)
+                .with_details(serde_json::json!({ "job_id": job_id }))
+                .recoverable(false),
+            Self::WorkerDied { job_id, cause, .. } => {
+                ToolError::new(ErrorCode::WorkerFault, message)
+                    .with_details(serde_json::json!({ "job_id": job_id, "cause": cause }))
+                    .with_fault(FaultClass::Process, Some(500))
+            }
+            Self::QueueFull { capacity } => ToolError::new(ErrorCode::WorkerFault, message)
+                .with_details(serde_json::json!({ "capacity": capacity }))
+                .with_fault(FaultClass::Resource, Some(1000)),
+            Self::JobNotFound { job_id } | Self::DuplicateJob { job_id } => {
+                ToolError::new(ErrorCode::JobNotFound, message)
+                    .with_details(serde_json::json!({ "job_id": job_id }))
+            }
+            Self::Spawn { .. } | Self::Handshake(_) | Self::RuntimeDir { .. } => {
+                ToolError::new(ErrorCode::WorkerFault, message)
+                    .with_fault(FaultClass::Process, Some(1000))
+            }
+            Self::ShuttingDown => ToolError::new(ErrorCode::WorkerFault, message)
+                .with_fault(FaultClass::Process, None)
+                .recoverable(false),
+            Self::Config(_) => ToolError::new(ErrorCode::InternalError, message)
+                .with_fault(FaultClass::Invariant, None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_death_maps_to_a_recoverable_process_fault() {
+        let e = SupervisorError::WorkerDied {
+            job_id: "job_1".into(),
+            pid: 7,
+            generation: 2,
+            cause: DeathCause::Exited {
+                code: None,
+                signal: Some(6),
+            },
+        };
+        assert!(e.to_string().contains("killed by signal 6"));
+        let t = e.to_tool_error();
+        assert_eq!(t.code, ErrorCode::WorkerFault);
+        assert_eq!(t.fault_class, Some(FaultClass::Process));
+        assert!(t.recoverable);
+        assert_eq!(t.details["cause"]["kind"], "exited");
+    }
+
+    #[test]
+    fn cancellation_maps_to_cancelled() {
+        let e = SupervisorError::Cancelled {
+            job_id: "job_2".into(),
+            how: CancelKind::Killed,
+        };
+        assert_eq!(e.to_tool_error().code, ErrorCode::Cancelled);
+    }
+}

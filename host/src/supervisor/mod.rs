@@ -1,0 +1,471 @@
+//! The worker supervisor: a warm pool of disposable `reticle-worker` processes.
+//!
+//! Each worker runs in its own process group, talks length-prefixed msgpack over a
+//! Unix socket in a private 0700 runtime directory, and runs one job at a time. Jobs
+//! queue in the host (FIFO) while every worker is busy. A worker that crashes, closes
+//! its socket or misses its heartbeats is reaped and replaced with exponential,
+//! capped backoff; its in-flight job fails with [`SupervisorError::WorkerDied`] and
+//! the caller decides about replay (the supervisor never replays by itself).
+//! Cancelling for real ([`Supervisor::kill_job`]) SIGKILLs the worker's whole process
+//! group, reaps it, and starts a replacement at once, so device memory is released
+//! by the driver deterministically (gate G2).
+//!
+//! # API
+//! ```no_run
+//! # async fn demo() -> Result<(), reticle_host::supervisor::SupervisorError> {
+//! use reticle_host::supervisor::{JobContext, RunRequest, Supervisor, SupervisorConfig};
+//! let supervisor = Supervisor::start(SupervisorConfig::from_env()?).await?;
+//! let (progress_tx, mut progress_rx) = tokio::sync::mpsc::channel(64);
+//! tokio::spawn(async move {
+//!     while let Some(p) = progress_rx.recv().await {
+//!         tracing::info!(done = p.done, total = p.total, "{}", p.message);
+//!     }
+//! });
+//! let request = RunRequest {
+//!     job_id: "job_1".into(),
+//!     op: "debug.sleep".into(),
+//!     args_json: r#"{"ms": 100}"#.into(),
+//!     context: JobContext { artifact_dir: None, allowed_roots: vec![], limits: Default::default() },
+//! };
+//! let outcome = supervisor.run(request, progress_tx).await?; // waits for a free worker
+//! // elsewhere, concurrently: supervisor.kill_job("job_1").await → run() returns Cancelled
+//! let health = supervisor.snapshot(); // serde::Serialize
+//! supervisor.shutdown().await;
+//! # let _ = (outcome, health); Ok(()) }
+//! ```
+//!
+//! - [`Supervisor::start`] spawns every worker and waits for their handshakes; it
+//!   fails if any first start fails (binary missing, wrong wire version).
+//! - [`Supervisor::run`] queues a job and resolves with the worker's outcome (a tool
+//!   error is `Ok(JobOutcome::Err)`), or with `Cancelled`, `WorkerDied`,
+//!   `DuplicateJob`, `QueueFull`, `ShuttingDown`. Progress is forwarded with
+//!   `try_send` (lossy under backpressure, never decreasing). Dropping the future
+//!   abandons the job: a queued job is skipped, a running one gets a soft cancel.
+//! - [`Supervisor::kill_job`] returns once the worker is reaped.
+//! - [`Supervisor::cancel_job`] asks the worker to stop cooperatively.
+//! - Dropping the [`Supervisor`] SIGKILLs every worker process group.
+//!
+//! `PR_SET_PDEATHSIG` in the worker plus the parent-pid check make workers die with
+//! the host even when the host is SIGKILLed.
+
+mod config;
+mod error;
+mod process;
+mod runtime_dir;
+mod slot;
+mod snapshot;
+mod wire;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+pub use config::{
+    MAX_WORKERS, SupervisorConfig, WORKER_BIN_ENV, WORKERS_ENV, WorkerStderr, default_worker_exe,
+};
+pub use error::{CancelKind, DeathCause, SupervisorError};
+pub use reticle_protocol::wire::{JobContext, JobLimits, JobOutcome, RunRequest};
+pub use snapshot::{PoolSnapshot, WorkerSnapshot, WorkerState};
+
+use process::{LiveGroups, Spawner};
+use slot::{Slot, SlotCommand};
+
+/// One progress report of a running job (`done` never decreases within a job).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Progress {
+    /// The job.
+    pub job_id: String,
+    /// Units done.
+    pub done: u64,
+    /// Units in total.
+    pub total: u64,
+    /// Short human text.
+    pub message: String,
+}
+
+/// What [`Supervisor::kill_job`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KillOutcome {
+    /// The job was still queued; it was removed and never ran.
+    Dequeued,
+    /// The worker running the job was SIGKILLed (whole process group) and reaped.
+    Killed {
+        /// The killed worker's pid.
+        pid: u32,
+        /// Time from the kill to the completed reap.
+        reaped_in: Duration,
+    },
+    /// The job finished before the kill reached its worker.
+    AlreadyFinished,
+}
+
+/// What [`Supervisor::cancel_job`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// The job was still queued; it was removed and never ran.
+    Dequeued,
+    /// The worker was asked to stop; `run` resolves when it does.
+    Requested,
+}
+
+/// Where a job is, in the host's table.
+enum JobEntry {
+    /// Waiting in the queue; firing `dequeue` makes `run` return `Cancelled`.
+    Queued {
+        dequeue: Option<oneshot::Sender<()>>,
+    },
+    /// Sent to the worker of `slot` at `generation`.
+    Running {
+        slot: usize,
+        #[allow(dead_code)]
+        generation: u64,
+    },
+    /// Removed from the queue by a cancel; the slot that dequeues it skips it.
+    Cancelled,
+}
+
+/// A job waiting for a worker.
+struct QueuedJob {
+    request: RunRequest,
+    progress: mpsc::Sender<Progress>,
+    reply: oneshot::Sender<Result<JobOutcome, SupervisorError>>,
+}
+
+/// A slot's status (read by `snapshot`) and command channel.
+struct SlotShared {
+    status: Mutex<WorkerSnapshot>,
+    last_heard: Mutex<Option<Instant>>,
+    commands: mpsc::Sender<SlotCommand>,
+}
+
+/// State shared by the API and the slot tasks.
+struct Inner {
+    config: Arc<SupervisorConfig>,
+    spawner: Spawner,
+    live_groups: LiveGroups,
+    slots: Vec<SlotShared>,
+    jobs: Mutex<HashMap<String, JobEntry>>,
+    queue_tx: mpsc::Sender<QueuedJob>,
+    queue_rx: tokio::sync::Mutex<mpsc::Receiver<QueuedJob>>,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Inner {
+    /// The next queued job, FIFO across all idle slots. Cancel-safe: an idle slot
+    /// that wakes for something else drops its place and loses nothing.
+    async fn next_job(&self) -> Option<QueuedJob> {
+        self.queue_rx.lock().await.recv().await
+    }
+
+    fn jobs(&self) -> std::sync::MutexGuard<'_, HashMap<String, JobEntry>> {
+        self.jobs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The pool of workers. See the [module documentation](self).
+pub struct Supervisor {
+    inner: Arc<Inner>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Supervisor {
+    /// Starts `config.workers` workers and waits for each one's handshake. Must be
+    /// called inside a Tokio runtime.
+    pub async fn start(config: SupervisorConfig) -> Result<Self, SupervisorError> {
+        config.validate()?;
+        let config = Arc::new(config);
+        let spawner = Spawner::start()?;
+        let (queue_tx, queue_rx) = mpsc::channel(config.queue_capacity);
+        let (shutdown, _) = watch::channel(false);
+        let mut slots = Vec::with_capacity(config.workers);
+        let mut receivers = Vec::with_capacity(config.workers);
+        for index in 0..config.workers {
+            let (commands, rx) = mpsc::channel(16);
+            slots.push(SlotShared {
+                status: Mutex::new(WorkerSnapshot {
+                    slot: index,
+                    pid: None,
+                    state: WorkerState::Starting,
+                    generation: 0,
+                    jobs_run: 0,
+                    jobs_completed: 0,
+                    device_bytes: 0,
+                    last_heartbeat_age_ms: None,
+                    restarts: 0,
+                    current_job: None,
+                    backend: None,
+                    last_death: None,
+                }),
+                last_heard: Mutex::new(None),
+                commands,
+            });
+            receivers.push(rx);
+        }
+        let inner = Arc::new(Inner {
+            config,
+            spawner,
+            live_groups: LiveGroups::default(),
+            slots,
+            jobs: Mutex::new(HashMap::new()),
+            queue_tx,
+            queue_rx: tokio::sync::Mutex::new(queue_rx),
+            shutdown,
+        });
+        let mut tasks = Vec::new();
+        let mut readies = Vec::new();
+        for (index, commands) in receivers.into_iter().enumerate() {
+            let (ready_tx, ready_rx) = oneshot::channel();
+            let slot = Slot::new(
+                index,
+                Arc::clone(&inner),
+                commands,
+                inner.shutdown.subscribe(),
+            );
+            tasks.push(tokio::spawn(slot.run(ready_tx)));
+            readies.push(ready_rx);
+        }
+        // On an early return the supervisor is dropped, which kills what did start.
+        let supervisor = Self {
+            inner,
+            tasks: Mutex::new(tasks),
+        };
+        for ready in readies {
+            match ready.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(e),
+                Err(_) => {
+                    return Err(SupervisorError::Handshake(
+                        "a worker slot ended during start".to_owned(),
+                    ));
+                }
+            }
+        }
+        Ok(supervisor)
+    }
+
+    /// The configuration in force.
+    #[must_use]
+    pub fn config(&self) -> &SupervisorConfig {
+        &self.inner.config
+    }
+
+    /// Runs `request` on the next free worker (queueing FIFO until one is free) and
+    /// returns its outcome. Progress reports go to `progress` (lossy, monotonic).
+    pub async fn run(
+        &self,
+        request: RunRequest,
+        progress: mpsc::Sender<Progress>,
+    ) -> Result<JobOutcome, SupervisorError> {
+        if *self.inner.shutdown.borrow() {
+            return Err(SupervisorError::ShuttingDown);
+        }
+        let job_id = request.job_id.clone();
+        let (dequeue_tx, mut dequeue_rx) = oneshot::channel();
+        {
+            let mut jobs = self.inner.jobs();
+            if jobs.contains_key(&job_id) {
+                return Err(SupervisorError::DuplicateJob { job_id });
+            }
+            jobs.insert(
+                job_id.clone(),
+                JobEntry::Queued {
+                    dequeue: Some(dequeue_tx),
+                },
+            );
+        }
+        let mut guard = JobGuard {
+            inner: &self.inner,
+            job_id: &job_id,
+            finished: false,
+        };
+        let (reply, mut reply_rx) = oneshot::channel();
+        let queued = QueuedJob {
+            request,
+            progress,
+            reply,
+        };
+        match self.inner.queue_tx.try_send(queued) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                guard.finished = true;
+                return Err(SupervisorError::QueueFull {
+                    capacity: self.inner.config.queue_capacity,
+                });
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                guard.finished = true;
+                return Err(SupervisorError::ShuttingDown);
+            }
+        }
+        let result = tokio::select! {
+            result = &mut reply_rx => result.unwrap_or(Err(SupervisorError::ShuttingDown)),
+            Ok(()) = &mut dequeue_rx => Err(SupervisorError::Cancelled {
+                job_id: job_id.clone(),
+                how: CancelKind::Dequeued,
+            }),
+        };
+        guard.finished = true;
+        result
+    }
+
+    /// Stops `job_id` for real: a queued job is removed; a running job's worker gets
+    /// SIGKILL on its whole process group and is reaped before this returns; a
+    /// replacement starts at once. The pending `run` returns `Cancelled`.
+    pub async fn kill_job(&self, job_id: &str) -> Result<KillOutcome, SupervisorError> {
+        let slot = match self.dequeue_or_locate(job_id)? {
+            Located::Dequeued => return Ok(KillOutcome::Dequeued),
+            Located::Running(slot) => slot,
+        };
+        let (done, done_rx) = oneshot::channel();
+        self.inner.slots[slot]
+            .commands
+            .send(SlotCommand::Kill {
+                job_id: job_id.to_owned(),
+                done,
+            })
+            .await
+            .map_err(|_| SupervisorError::ShuttingDown)?;
+        done_rx.await.map_err(|_| SupervisorError::ShuttingDown)
+    }
+
+    /// Asks the worker running `job_id` to stop cooperatively (its `run` then returns
+    /// `Cancelled` with [`CancelKind::Soft`] when the op honours it); a queued job is
+    /// removed. Use [`Supervisor::kill_job`] when the device must be freed now.
+    pub async fn cancel_job(&self, job_id: &str) -> Result<CancelOutcome, SupervisorError> {
+        let slot = match self.dequeue_or_locate(job_id)? {
+            Located::Dequeued => return Ok(CancelOutcome::Dequeued),
+            Located::Running(slot) => slot,
+        };
+        self.inner.slots[slot]
+            .commands
+            .send(SlotCommand::Cancel {
+                job_id: job_id.to_owned(),
+            })
+            .await
+            .map_err(|_| SupervisorError::ShuttingDown)?;
+        Ok(CancelOutcome::Requested)
+    }
+
+    fn dequeue_or_locate(&self, job_id: &str) -> Result<Located, SupervisorError> {
+        let mut jobs = self.inner.jobs();
+        let not_found = || SupervisorError::JobNotFound {
+            job_id: job_id.to_owned(),
+        };
+        let entry = jobs.get_mut(job_id).ok_or_else(not_found)?;
+        match entry {
+            JobEntry::Running { slot, .. } => Ok(Located::Running(*slot)),
+            JobEntry::Cancelled => Err(not_found()),
+            JobEntry::Queued { dequeue } => {
+                if let Some(tx) = dequeue.take() {
+                    let _ = tx.send(());
+                }
+                *entry = JobEntry::Cancelled;
+                Ok(Located::Dequeued)
+            }
+        }
+    }
+
+    /// The pool now: per worker pid, state, generation, counters, heartbeat age.
+    #[must_use]
+    pub fn snapshot(&self) -> PoolSnapshot {
+        let workers = self
+            .inner
+            .slots
+            .iter()
+            .map(|slot| {
+                let mut s = slot
+                    .status
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
+                let heard = *slot
+                    .last_heard
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                s.last_heartbeat_age_ms = heard
+                    .filter(|_| s.pid.is_some())
+                    .map(|t| u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX));
+                s
+            })
+            .collect();
+        let jobs = self.inner.jobs();
+        let queued_jobs = jobs
+            .values()
+            .filter(|e| matches!(e, JobEntry::Queued { .. }))
+            .count();
+        let running_jobs = jobs
+            .values()
+            .filter(|e| matches!(e, JobEntry::Running { .. }))
+            .count();
+        PoolSnapshot {
+            workers,
+            queued_jobs,
+            running_jobs,
+        }
+    }
+
+    /// Stops the pool: each worker is told to shut down and given the configured
+    /// grace to finish its job, then its process group is SIGKILLed and reaped, and
+    /// the runtime directories are removed. Queued jobs fail with `ShuttingDown`.
+    pub async fn shutdown(&self) {
+        self.inner.shutdown.send_replace(true);
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(PoisonError::into_inner));
+        for task in tasks {
+            let _ = task.await;
+        }
+        let mut queue = self.inner.queue_rx.lock().await;
+        queue.close();
+        while let Ok(job) = queue.try_recv() {
+            let _ = job.reply.send(Err(SupervisorError::ShuttingDown));
+        }
+        process::kill_all(&self.inner.live_groups);
+    }
+}
+
+impl Drop for Supervisor {
+    /// Kill-on-drop: every worker process group gets SIGKILL now; the slot tasks are
+    /// aborted (Tokio reaps the children).
+    fn drop(&mut self) {
+        self.inner.shutdown.send_replace(true);
+        process::kill_all(&self.inner.live_groups);
+        for task in self
+            .tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain(..)
+        {
+            task.abort();
+        }
+    }
+}
+
+enum Located {
+    Dequeued,
+    Running(usize),
+}
+
+/// Removes a job's table entry when its `run` ends, and soft-cancels a running job
+/// whose `run` future was dropped before it finished.
+struct JobGuard<'a> {
+    inner: &'a Inner,
+    job_id: &'a str,
+    finished: bool,
+}
+
+impl Drop for JobGuard<'_> {
+    fn drop(&mut self) {
+        let entry = self.inner.jobs().remove(self.job_id);
+        if !self.finished
+            && let Some(JobEntry::Running { slot, .. }) = entry
+        {
+            let _ = self.inner.slots[slot]
+                .commands
+                .try_send(SlotCommand::Cancel {
+                    job_id: self.job_id.to_owned(),
+                });
+        }
+    }
+}

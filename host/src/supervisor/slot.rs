@@ -1,0 +1,523 @@
+//! One worker slot: a task that owns one worker process at a time, feeds it jobs
+//! from the shared queue, pings it, and replaces it when it dies or is killed.
+
+use std::sync::{Arc, PoisonError};
+use std::time::{Duration, Instant};
+
+use reticle_protocol::error::ErrorCode;
+use reticle_protocol::wire::{HostMessage, JobOutcome, WorkerMessage};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::MissedTickBehavior;
+
+use super::process::{LiveWorker, start_worker};
+use super::runtime_dir::RuntimeDir;
+use super::snapshot::WorkerState;
+use super::wire::{ConnEvent, write_message};
+use super::{CancelKind, DeathCause, Inner, JobEntry, KillOutcome, Progress, QueuedJob};
+use super::{SupervisorError, WorkerSnapshot};
+
+/// Resolves once shutdown is requested (the watch guard never lives across an await).
+async fn wait_shutdown(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stopping| *stopping).await;
+}
+
+/// Requests to a slot from the supervisor API.
+pub enum SlotCommand {
+    /// SIGKILL the worker if it runs `job_id`, reap it, answer once reaped.
+    Kill {
+        /// The job.
+        job_id: String,
+        /// Answered after the reap.
+        done: oneshot::Sender<KillOutcome>,
+    },
+    /// Forward a cooperative cancel if the worker runs `job_id`.
+    Cancel {
+        /// The job.
+        job_id: String,
+    },
+}
+
+/// The job a worker is running.
+struct ActiveJob {
+    job: QueuedJob,
+    last_done: Option<u64>,
+    soft_cancelled: bool,
+}
+
+/// How serving one worker process ended.
+enum ServeEnd {
+    /// We killed it for a cancel: replace at once.
+    Killed,
+    /// It died: replace after backoff.
+    Died(DeathCause),
+    /// The supervisor is shutting down.
+    Shutdown,
+}
+
+/// The task behind one slot.
+pub struct Slot {
+    index: usize,
+    inner: Arc<Inner>,
+    commands: mpsc::Receiver<SlotCommand>,
+    shutdown: watch::Receiver<bool>,
+    generation: u64,
+    failures: u32,
+}
+
+impl Slot {
+    /// A slot that will take commands from `commands`.
+    pub fn new(
+        index: usize,
+        inner: Arc<Inner>,
+        commands: mpsc::Receiver<SlotCommand>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Self {
+        Self {
+            index,
+            inner,
+            commands,
+            shutdown,
+            generation: 0,
+            failures: 0,
+        }
+    }
+
+    fn update(&self, f: impl FnOnce(&mut WorkerSnapshot)) {
+        let mut status = self.inner.slots[self.index]
+            .status
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        f(&mut status);
+    }
+
+    /// Records that the worker just sent a frame.
+    fn heard(&self) {
+        *self.inner.slots[self.index]
+            .last_heard
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+    }
+
+    fn shutting_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    /// Runs the slot until shutdown. `ready` gets the outcome of the first start;
+    /// if that fails the slot ends (the supervisor's `start` fails).
+    pub async fn run(mut self, ready: oneshot::Sender<Result<(), SupervisorError>>) {
+        let dir =
+            match RuntimeDir::create(self.inner.config.runtime_dir_base.as_deref(), self.index) {
+                Ok(dir) => dir,
+                Err(e) => {
+                    let _ = ready.send(Err(e));
+                    return;
+                }
+            };
+        let mut ready = Some(ready);
+        loop {
+            if self.shutting_down() {
+                break;
+            }
+            self.generation += 1;
+            let generation = self.generation;
+            self.update(|s| {
+                s.state = WorkerState::Starting;
+                s.generation = generation;
+                s.pid = None;
+                s.current_job = None;
+            });
+            let started = start_worker(
+                &self.inner.config,
+                &self.inner.spawner,
+                &self.inner.live_groups,
+                &dir,
+                self.index,
+                generation,
+            );
+            let mut shutdown = self.shutdown.clone();
+            let started = tokio::select! {
+                started = started => started,
+                _ = wait_shutdown(&mut shutdown) => break,
+            };
+            let mut worker = match started {
+                Ok(worker) => worker,
+                Err(e) => {
+                    if let Some(ready) = ready.take() {
+                        let _ = ready.send(Err(e));
+                        break;
+                    }
+                    tracing::warn!(slot = self.index, generation, error = %e, "worker start failed");
+                    self.failures += 1;
+                    if !self.backoff().await {
+                        break;
+                    }
+                    continue;
+                }
+            };
+            self.update(|s| {
+                s.state = WorkerState::Idle;
+                s.pid = Some(worker.pid);
+                s.backend = Some(worker.hello.backend.clone());
+                s.jobs_run = 0;
+                s.device_bytes = 0;
+            });
+            self.heard();
+            // Only now: `start` returning means the snapshot already shows the worker.
+            if let Some(ready) = ready.take() {
+                let _ = ready.send(Ok(()));
+            }
+            let end = self.serve(&mut worker).await;
+            let lived = worker.started_at.elapsed();
+            drop(worker);
+            match end {
+                ServeEnd::Shutdown => break,
+                ServeEnd::Killed => {
+                    self.update(|s| s.restarts += 1);
+                }
+                ServeEnd::Died(cause) => {
+                    tracing::warn!(slot = self.index, generation, %cause, "worker died");
+                    if lived >= self.inner.config.backoff_reset_after {
+                        self.failures = 0;
+                    }
+                    self.failures += 1;
+                    self.update(|s| {
+                        s.restarts += 1;
+                        s.last_death = Some(cause);
+                    });
+                    if !self.backoff().await {
+                        break;
+                    }
+                }
+            }
+        }
+        self.update(|s| {
+            s.state = WorkerState::Stopped;
+            s.pid = None;
+            s.current_job = None;
+        });
+        drop(dir);
+    }
+
+    /// Waits the backoff delay, marked dead; `false` if shutdown came first.
+    async fn backoff(&mut self) -> bool {
+        let delay = self.inner.config.backoff(self.failures);
+        self.update(|s| {
+            s.state = WorkerState::Dead;
+            s.pid = None;
+            s.current_job = None;
+        });
+        let mut shutdown = self.shutdown.clone();
+        tokio::select! {
+            () = tokio::time::sleep(delay) => true,
+            _ = wait_shutdown(&mut shutdown) => false,
+        }
+    }
+
+    /// Serves one live worker until it dies, is killed, or the pool shuts down.
+    async fn serve(&mut self, worker: &mut LiveWorker) -> ServeEnd {
+        let config = Arc::clone(&self.inner.config);
+        let mut ticker = tokio::time::interval(config.heartbeat_interval);
+        ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut seq = 0u64;
+        let mut last_heard = Instant::now();
+        let mut active: Option<ActiveJob> = None;
+        let mut fault: Option<String> = None;
+        let mut shutdown = self.shutdown.clone();
+        let inner = Arc::clone(&self.inner);
+        loop {
+            let idle = active.is_none();
+            tokio::select! {
+                biased;
+                event = worker.events.recv() => {
+                    match event {
+                        Some(ConnEvent::Message(message)) => {
+                            last_heard = Instant::now();
+                            self.heard();
+                            if let Err(cause) = self.on_message(message, &mut active, &mut fault) {
+                                return self.died(worker, active, cause).await;
+                            }
+                        }
+                        Some(ConnEvent::Broken(message)) => {
+                            return self.died(worker, active, DeathCause::Protocol { message }).await;
+                        }
+                        Some(ConnEvent::Closed) | None => {
+                            // Give the process a moment to exit so the cause names its status.
+                            let mut cause = worker.reap_within(Duration::from_millis(200)).await;
+                            if let Some(message) = fault.take() {
+                                cause = DeathCause::Fault { message };
+                            }
+                            return self.died(worker, active, cause).await;
+                        }
+                    }
+                }
+                status = worker.child.wait() => {
+                    let cause = worker.reaped(status);
+                    return self.died(worker, active, cause).await;
+                }
+                command = self.commands.recv() => {
+                    if let Some(end) = self.on_command(command, worker, &mut active).await {
+                        return end;
+                    }
+                }
+                _ = wait_shutdown(&mut shutdown) => {
+                    self.graceful_stop(worker, active).await;
+                    return ServeEnd::Shutdown;
+                }
+                _ = ticker.tick() => {
+                    let silent = last_heard.elapsed();
+                    if silent > config.heartbeat_timeout {
+                        let cause = DeathCause::HeartbeatTimeout {
+                            silent_ms: u64::try_from(silent.as_millis()).unwrap_or(u64::MAX),
+                        };
+                        worker.kill_and_reap().await;
+                        return self.died(worker, active, cause).await;
+                    }
+                    seq += 1;
+                    if let Err(message) = write_message(&mut worker.writer, &HostMessage::Ping { seq }, config.heartbeat_timeout).await {
+                        worker.kill_and_reap().await;
+                        return self.died(worker, active, DeathCause::Protocol { message }).await;
+                    }
+                }
+                job = inner.next_job(), if idle => {
+                    let Some(job) = job else { continue };
+                    let Some(job) = self.claim(job) else { continue };
+                    let job_id = job.request.job_id.clone();
+                    let run = HostMessage::Run(job.request.clone());
+                    active = Some(ActiveJob { job, last_done: None, soft_cancelled: false });
+                    self.update(|s| {
+                        s.state = WorkerState::Busy;
+                        s.current_job = Some(job_id);
+                    });
+                    if let Err(message) = write_message(&mut worker.writer, &run, config.heartbeat_timeout).await {
+                        worker.kill_and_reap().await;
+                        return self.died(worker, active, DeathCause::Protocol { message }).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Marks a dequeued job as running here, unless it was cancelled or abandoned
+    /// while it waited.
+    fn claim(&self, job: QueuedJob) -> Option<QueuedJob> {
+        let mut jobs = self
+            .inner
+            .jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match jobs.get_mut(&job.request.job_id) {
+            Some(entry @ JobEntry::Queued { .. }) => {
+                *entry = JobEntry::Running {
+                    slot: self.index,
+                    generation: self.generation,
+                };
+                Some(job)
+            }
+            _ => None,
+        }
+    }
+
+    fn on_message(
+        &mut self,
+        message: WorkerMessage,
+        active: &mut Option<ActiveJob>,
+        fault: &mut Option<String>,
+    ) -> Result<(), DeathCause> {
+        match message {
+            WorkerMessage::Pong {
+                device_bytes,
+                jobs_run,
+                ..
+            } => self.update(|s| {
+                s.device_bytes = device_bytes;
+                s.jobs_run = jobs_run;
+            }),
+            WorkerMessage::Progress {
+                job_id,
+                done,
+                total,
+                message,
+            } => {
+                if let Some(a) = active.as_mut()
+                    && a.job.request.job_id == job_id
+                    && a.last_done.is_none_or(|last| done > last)
+                {
+                    a.last_done = Some(done);
+                    // Lossy by design: a slow consumer must not stall the heartbeats.
+                    let _ = a.job.progress.try_send(Progress {
+                        job_id,
+                        done,
+                        total,
+                        message,
+                    });
+                }
+            }
+            WorkerMessage::Result { job_id, outcome } => {
+                let matches = active
+                    .as_ref()
+                    .is_some_and(|a| a.job.request.job_id == job_id);
+                if !matches {
+                    return Err(DeathCause::Protocol {
+                        message: format!("result for job {job_id:?}, which is not running"),
+                    });
+                }
+                if let Some(a) = active.take() {
+                    self.finish(a, outcome);
+                }
+            }
+            WorkerMessage::Fault {
+                job_id,
+                message,
+                fatal,
+            } => {
+                tracing::warn!(slot = self.index, ?job_id, fatal, %message, "worker fault");
+                *fault = Some(message);
+            }
+            WorkerMessage::Hello(_) => {
+                return Err(DeathCause::Protocol {
+                    message: "second hello".to_owned(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, active: ActiveJob, outcome: JobOutcome) {
+        let job_id = active.job.request.job_id.clone();
+        let result = match outcome {
+            JobOutcome::Err { error }
+                if active.soft_cancelled && error.code == ErrorCode::Cancelled =>
+            {
+                Err(SupervisorError::Cancelled {
+                    job_id,
+                    how: CancelKind::Soft,
+                })
+            }
+            outcome => Ok(outcome),
+        };
+        let _ = active.job.reply.send(result);
+        // A worker that finishes jobs is healthy: restart promptly after its next death.
+        self.failures = 0;
+        self.update(|s| {
+            s.state = WorkerState::Idle;
+            s.current_job = None;
+            s.jobs_completed += 1;
+        });
+    }
+
+    async fn on_command(
+        &mut self,
+        command: Option<SlotCommand>,
+        worker: &mut LiveWorker,
+        active: &mut Option<ActiveJob>,
+    ) -> Option<ServeEnd> {
+        match command? {
+            SlotCommand::Kill { job_id, done } => {
+                let running = active
+                    .as_ref()
+                    .is_some_and(|a| a.job.request.job_id == job_id);
+                if !running {
+                    let _ = done.send(KillOutcome::AlreadyFinished);
+                    return None;
+                }
+                let started = Instant::now();
+                worker.kill_and_reap().await;
+                let reaped_in = started.elapsed();
+                tracing::info!(
+                    slot = self.index,
+                    pid = worker.pid,
+                    job_id,
+                    ?reaped_in,
+                    "job killed"
+                );
+                if let Some(a) = active.take() {
+                    let _ = a.job.reply.send(Err(SupervisorError::Cancelled {
+                        job_id,
+                        how: CancelKind::Killed,
+                    }));
+                }
+                self.update(|s| {
+                    s.state = WorkerState::Dead;
+                    s.pid = None;
+                    s.current_job = None;
+                });
+                let _ = done.send(KillOutcome::Killed {
+                    pid: worker.pid,
+                    reaped_in,
+                });
+                Some(ServeEnd::Killed)
+            }
+            SlotCommand::Cancel { job_id } => {
+                if let Some(a) = active.as_mut()
+                    && a.job.request.job_id == job_id
+                {
+                    a.soft_cancelled = true;
+                    let timeout = self.inner.config.heartbeat_timeout;
+                    if let Err(message) =
+                        write_message(&mut worker.writer, &HostMessage::Cancel { job_id }, timeout)
+                            .await
+                    {
+                        worker.kill_and_reap().await;
+                        let cause = DeathCause::Protocol { message };
+                        return Some(self.died(worker, active.take(), cause).await);
+                    }
+                }
+                None
+            }
+        }
+    }
+
+    /// Reaps a dead worker and fails its in-flight job with `WorkerDied`.
+    async fn died(
+        &mut self,
+        worker: &mut LiveWorker,
+        active: Option<ActiveJob>,
+        cause: DeathCause,
+    ) -> ServeEnd {
+        worker.kill_and_reap().await;
+        if let Some(a) = active {
+            let _ = a.job.reply.send(Err(SupervisorError::WorkerDied {
+                job_id: a.job.request.job_id.clone(),
+                pid: worker.pid,
+                generation: self.generation,
+                cause: cause.clone(),
+            }));
+        }
+        ServeEnd::Died(cause)
+    }
+
+    /// Asks the worker to finish and exit; whatever is still running after the grace
+    /// period is SIGKILLed. A result that arrives in time is delivered.
+    async fn graceful_stop(&mut self, worker: &mut LiveWorker, mut active: Option<ActiveJob>) {
+        let grace = self.inner.config.shutdown_grace;
+        let deadline = tokio::time::Instant::now() + grace;
+        if write_message(&mut worker.writer, &HostMessage::Shutdown, grace)
+            .await
+            .is_ok()
+        {
+            let mut fault = None;
+            loop {
+                tokio::select! {
+                    event = worker.events.recv() => match event {
+                        Some(ConnEvent::Message(message)) => {
+                            if self.on_message(message, &mut active, &mut fault).is_err() {
+                                break;
+                            }
+                        }
+                        _ => break,
+                    },
+                    status = worker.child.wait() => {
+                        worker.reaped(status);
+                        break;
+                    }
+                    () = tokio::time::sleep_until(deadline) => break,
+                }
+            }
+        }
+        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+        worker.reap_within(remaining).await;
+        if let Some(a) = active {
+            let _ = a.job.reply.send(Err(SupervisorError::ShuttingDown));
+        }
+    }
+}

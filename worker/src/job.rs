@@ -1,0 +1,153 @@
+//! What a running job sees: its id and limits, a cancellation token, a progress sink,
+//! and the worker's shared state. Also the frame writer shared by the main loop and
+//! the job thread.
+
+use std::io::Write;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use interprocess::local_socket::Stream;
+use reticle_kernel::CancelToken;
+use reticle_protocol::wire::{JobContext, WireError, WorkerMessage, encode_frame};
+
+use crate::backend::Backend;
+
+/// Writes whole frames to the host; clones share the socket and serialize writes so
+/// frames from the main loop (pongs) and a job thread (progress) never interleave.
+#[derive(Clone)]
+pub struct Outbox {
+    stream: Arc<Stream>,
+    write_lock: Arc<Mutex<()>>,
+}
+
+impl Outbox {
+    /// A writer over the shared connection.
+    #[must_use]
+    pub fn new(stream: Arc<Stream>) -> Self {
+        Self {
+            stream,
+            write_lock: Arc::new(Mutex::new(())),
+        }
+    }
+
+    /// Sends one message as one frame.
+    pub fn send(&self, message: &WorkerMessage) -> Result<(), WireError> {
+        let frame = encode_frame(message)?;
+        let _guard = self
+            .write_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut writer: &Stream = &self.stream;
+        writer.write_all(&frame)?;
+        writer.flush()?;
+        Ok(())
+    }
+}
+
+/// State shared by every job of this worker process. Nothing here is authoritative:
+/// a fresh worker rebuilds all of it.
+pub struct WorkerState {
+    /// The imaging backend.
+    pub backend: Backend,
+    /// Jobs finished (any outcome), reported in pongs.
+    pub jobs_run: AtomicU64,
+    /// Memory deliberately held by `debug.alloc`, released only at process exit.
+    pub ballast: Mutex<Vec<Vec<u8>>>,
+}
+
+impl WorkerState {
+    /// Fresh state over `backend`.
+    #[must_use]
+    pub fn new(backend: Backend) -> Self {
+        Self {
+            backend,
+            jobs_run: AtomicU64::new(0),
+            ballast: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Bytes held by `debug.alloc`.
+    #[must_use]
+    pub fn ballast_bytes(&self) -> u64 {
+        let ballast = self.ballast.lock().unwrap_or_else(PoisonError::into_inner);
+        ballast.iter().map(|b| b.len() as u64).sum()
+    }
+}
+
+/// Shortest gap between two progress frames of one job, except the final one.
+const PROGRESS_MIN_INTERVAL: Duration = Duration::from_millis(20);
+
+struct ProgressState {
+    last_done: Option<u64>,
+    last_sent: Option<Instant>,
+}
+
+/// Forwards a job's progress to the host: monotonic (a report that goes backwards is
+/// dropped) and rate-limited (the final `done == total` report always goes out).
+pub struct ProgressSink {
+    outbox: Outbox,
+    job_id: String,
+    state: Mutex<ProgressState>,
+}
+
+impl ProgressSink {
+    /// A sink for `job_id`.
+    #[must_use]
+    pub fn new(outbox: Outbox, job_id: String) -> Self {
+        Self {
+            outbox,
+            job_id,
+            state: Mutex::new(ProgressState {
+                last_done: None,
+                last_sent: None,
+            }),
+        }
+    }
+
+    /// Reports `done` of `total` units.
+    pub fn report(&self, done: u64, total: u64, message: impl Into<String>) {
+        let now = Instant::now();
+        {
+            let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            if st.last_done.is_some_and(|last| done <= last) {
+                return;
+            }
+            let final_report = done >= total;
+            if !final_report
+                && st
+                    .last_sent
+                    .is_some_and(|t| now.duration_since(t) < PROGRESS_MIN_INTERVAL)
+            {
+                return;
+            }
+            st.last_done = Some(done);
+            st.last_sent = Some(now);
+        }
+        let message = WorkerMessage::Progress {
+            job_id: self.job_id.clone(),
+            done,
+            total,
+            message: message.into(),
+        };
+        if let Err(e) = self.outbox.send(&message) {
+            // The main loop sees the broken socket and exits; the job just stops reporting.
+            tracing::debug!(error = %e, "progress not sent");
+        }
+    }
+}
+
+/// Everything an op gets to run one job.
+pub struct JobCtx<'a> {
+    /// Host-assigned job id.
+    pub job_id: &'a str,
+    /// Limits and allowed roots (read by the engine ops; the debug ops need none).
+    #[allow(dead_code)]
+    pub context: &'a JobContext,
+    /// Set when the host cancels the job; ops check it at every loop boundary.
+    pub cancel: &'a CancelToken,
+    /// The worker's shared state (backend, caches).
+    pub state: &'a WorkerState,
+    /// Progress reporting.
+    pub progress: &'a ProgressSink,
+}

@@ -1,0 +1,58 @@
+//! `debug.alloc {bytes}`: allocates and touches `bytes` of memory and holds it until
+//! the worker exits, so tests can watch memory go away when a worker is killed.
+
+use reticle_protocol::error::{ErrorCode, ToolError};
+use serde::Deserialize;
+
+use super::{Op, parse_args};
+use crate::job::JobCtx;
+
+/// Most one call may allocate (4 GiB): a typo must not take the machine down.
+const MAX_BYTES: u64 = 4 << 30;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    bytes: u64,
+}
+
+/// The `debug.alloc` op.
+pub struct DebugAlloc;
+
+impl Op for DebugAlloc {
+    fn name(&self) -> &'static str {
+        "debug.alloc"
+    }
+
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<serde_json::Value, ToolError> {
+        let args: Args = parse_args(self.name(), args_json)?;
+        if args.bytes > MAX_BYTES {
+            return Err(ToolError::new(
+                ErrorCode::ToolLimitExceeded,
+                format!("debug.alloc is limited to {MAX_BYTES} bytes"),
+            )
+            .with_details(serde_json::json!({ "bytes": args.bytes, "max_bytes": MAX_BYTES })));
+        }
+        let len = usize::try_from(args.bytes).map_err(|_| {
+            ToolError::new(
+                ErrorCode::ToolLimitExceeded,
+                "allocation exceeds the address space",
+            )
+        })?;
+        let mut block: Vec<u8> = Vec::new();
+        block.try_reserve_exact(len).map_err(|e| {
+            ToolError::new(ErrorCode::BackendError, format!("allocation failed: {e}"))
+        })?;
+        // Non-zero fill so every page is really committed (zero pages may stay shared).
+        block.resize(len, 0xA5);
+        ctx.progress.report(1, 1, "allocated");
+        let mut ballast = ctx
+            .state
+            .ballast
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        ballast.push(block);
+        let held: u64 = ballast.iter().map(|b| b.len() as u64).sum();
+        Ok(serde_json::json!({ "allocated_bytes": args.bytes, "held_bytes": held }))
+    }
+}

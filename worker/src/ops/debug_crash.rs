@@ -1,0 +1,40 @@
+//! `debug.crash {after_ms}`: aborts the worker process, optionally after a delay so
+//! the job is surely in flight. The supervisor's crash tests use it.
+
+use std::time::Duration;
+
+use reticle_protocol::error::ToolError;
+use serde::Deserialize;
+
+use super::{Op, cancelled, parse_args};
+use crate::job::JobCtx;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    #[serde(default)]
+    after_ms: u64,
+}
+
+/// The `debug.crash` op.
+pub struct DebugCrash;
+
+impl Op for DebugCrash {
+    fn name(&self) -> &'static str {
+        "debug.crash"
+    }
+
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<serde_json::Value, ToolError> {
+        let args: Args = parse_args(self.name(), args_json)?;
+        ctx.progress.report(0, 1, "about to crash");
+        let deadline = std::time::Instant::now() + Duration::from_millis(args.after_ms);
+        while std::time::Instant::now() < deadline {
+            if ctx.cancel.is_cancelled() {
+                return Err(cancelled(ctx.job_id));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        tracing::warn!(job_id = ctx.job_id, "debug.crash: aborting the worker");
+        std::process::abort();
+    }
+}

@@ -1,0 +1,62 @@
+//! `debug.sleep {ms, steps}`: sleeps `ms` in `steps` steps, reporting progress after
+//! each and honouring cancellation within 10 ms. The supervisor's tests use it as a
+//! stand-in for a long engine job.
+
+use std::time::{Duration, Instant};
+
+use reticle_protocol::error::ToolError;
+use serde::Deserialize;
+
+use super::{Op, cancelled, parse_args};
+use crate::job::JobCtx;
+
+/// Longest single sleep between two cancellation checks.
+const CHECK_EVERY: Duration = Duration::from_millis(10);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    ms: u64,
+    #[serde(default = "default_steps")]
+    steps: u64,
+}
+
+fn default_steps() -> u64 {
+    10
+}
+
+/// The `debug.sleep` op.
+pub struct DebugSleep;
+
+impl Op for DebugSleep {
+    fn name(&self) -> &'static str {
+        "debug.sleep"
+    }
+
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<serde_json::Value, ToolError> {
+        let args: Args = parse_args(self.name(), args_json)?;
+        let steps = args.steps.max(1);
+        let started = Instant::now();
+        for step in 1..=steps {
+            // Each step ends at its share of the total, so rounding never accumulates.
+            let step_end = Duration::from_millis(args.ms * step / steps);
+            loop {
+                if ctx.cancel.is_cancelled() {
+                    return Err(cancelled(ctx.job_id));
+                }
+                let elapsed = started.elapsed();
+                if elapsed >= step_end {
+                    break;
+                }
+                std::thread::sleep((step_end - elapsed).min(CHECK_EVERY));
+            }
+            ctx.progress
+                .report(step, steps, format!("step {step}/{steps}"));
+        }
+        Ok(serde_json::json!({
+            "slept_ms": args.ms,
+            "steps": steps,
+            "pid": std::process::id(),
+        }))
+    }
+}

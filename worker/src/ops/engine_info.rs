@@ -1,0 +1,46 @@
+//! `engine.info {}`: what this worker runs on and what it holds.
+
+use std::sync::atomic::Ordering;
+
+use reticle_protocol::error::ToolError;
+use serde::Deserialize;
+
+use super::{Op, parse_args};
+use crate::job::JobCtx;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {}
+
+/// The `engine.info` op.
+pub struct EngineInfo;
+
+impl Op for EngineInfo {
+    fn name(&self) -> &'static str {
+        "engine.info"
+    }
+
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<serde_json::Value, ToolError> {
+        let _: Args = parse_args(
+            self.name(),
+            if args_json.trim().is_empty() {
+                "{}"
+            } else {
+                args_json
+            },
+        )?;
+        let backend = ctx.state.backend.description();
+        Ok(serde_json::json!({
+            "backend": {
+                "kind": backend.kind,
+                "adapter": backend.adapter,
+                "device_bytes": ctx.state.backend.device_bytes(),
+            },
+            "worker_version": env!("CARGO_PKG_VERSION"),
+            "pid": std::process::id(),
+            "jobs_run": ctx.state.jobs_run.load(Ordering::Relaxed),
+            "held_bytes": ctx.state.ballast_bytes(),
+            "ops": super::names(),
+        }))
+    }
+}

@@ -1,0 +1,409 @@
+//! The real `reticle-worker` binary, driven over its socket the way the host drives it.
+
+use std::io::BufRead;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use reticle_protocol::error::ErrorCode;
+use reticle_protocol::wire::{
+    HostMessage, JobContext, JobLimits, JobOutcome, RunRequest, WIRE_VERSION,
+    WORKER_PARENT_PID_ENV, WORKER_SOCKET_ENV, WireError, WorkerHello, WorkerMessage, read_message,
+    write_message,
+};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_reticle-worker");
+
+fn accept_within(listener: &UnixListener, limit: Duration) -> UnixStream {
+    listener.set_nonblocking(true).unwrap();
+    let deadline = Instant::now() + limit;
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                stream.set_nonblocking(false).unwrap();
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(10)))
+                    .unwrap();
+                return stream;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                assert!(
+                    Instant::now() < deadline,
+                    "worker did not connect in {limit:?}"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
+}
+
+fn wait_within(child: &mut Child, limit: Duration) -> ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("worker still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A worker started by this test process, connected and past its hello.
+struct Worker {
+    child: Child,
+    stream: UnixStream,
+    hello: WorkerHello,
+    _dir: tempfile::TempDir,
+}
+
+impl Worker {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("w.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        let child = Command::new(WORKER)
+            .env(WORKER_SOCKET_ENV, &socket)
+            .env(WORKER_PARENT_PID_ENV, std::process::id().to_string())
+            .env("RETICLE_BACKEND", "cpu")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stream = accept_within(&listener, Duration::from_secs(20));
+        let hello = match read_message::<WorkerMessage>(&mut stream).unwrap() {
+            WorkerMessage::Hello(hello) => hello,
+            other => panic!("expected hello, got {other:?}"),
+        };
+        Self {
+            child,
+            stream,
+            hello,
+            _dir: dir,
+        }
+    }
+
+    fn send(&mut self, message: &HostMessage) {
+        write_message(&mut self.stream, message).unwrap();
+    }
+
+    fn recv(&mut self) -> WorkerMessage {
+        read_message(&mut self.stream).unwrap()
+    }
+
+    fn run(&mut self, job_id: &str, op: &str, args: serde_json::Value) {
+        self.send(&HostMessage::Run(request(job_id, op, args)));
+    }
+
+    /// Reads until the job's result; returns the progress seen on the way.
+    fn result(&mut self, job_id: &str) -> (Vec<(u64, u64)>, JobOutcome) {
+        let mut progress = Vec::new();
+        loop {
+            match self.recv() {
+                WorkerMessage::Progress {
+                    job_id: id,
+                    done,
+                    total,
+                    ..
+                } => {
+                    assert_eq!(id, job_id);
+                    progress.push((done, total));
+                }
+                WorkerMessage::Result {
+                    job_id: id,
+                    outcome,
+                } => {
+                    assert_eq!(id, job_id);
+                    return (progress, outcome);
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn request(job_id: &str, op: &str, args: serde_json::Value) -> RunRequest {
+    RunRequest {
+        job_id: job_id.to_owned(),
+        op: op.to_owned(),
+        args_json: args.to_string(),
+        context: JobContext {
+            artifact_dir: None,
+            allowed_roots: Vec::new(),
+            limits: JobLimits::default(),
+        },
+    }
+}
+
+fn error_code(outcome: &JobOutcome) -> ErrorCode {
+    match outcome {
+        JobOutcome::Err { error } => error.code,
+        JobOutcome::Ok { payload_json } => panic!("expected an error, got {payload_json}"),
+    }
+}
+
+fn payload(outcome: &JobOutcome) -> serde_json::Value {
+    match outcome {
+        JobOutcome::Ok { payload_json } => serde_json::from_str(payload_json).unwrap(),
+        JobOutcome::Err { error } => panic!("expected a result, got {error}"),
+    }
+}
+
+#[test]
+fn hello_run_with_progress_pong_and_shutdown() {
+    let mut w = Worker::start();
+    assert_eq!(w.hello.wire_version, WIRE_VERSION);
+    assert_eq!(w.hello.pid, w.child.id());
+    assert_eq!(w.hello.backend.kind, "cpu");
+
+    w.run(
+        "job_a",
+        "debug.sleep",
+        serde_json::json!({"ms": 200, "steps": 4}),
+    );
+    let started = Instant::now();
+    let (progress, outcome) = w.result("job_a");
+    assert!(started.elapsed() >= Duration::from_millis(190));
+    let value = payload(&outcome);
+    assert_eq!(value["slept_ms"], 200);
+    assert_eq!(value["pid"], w.child.id());
+    // Strictly increasing, ending at 4/4 (the worker may thin intermediate reports).
+    assert!(progress.windows(2).all(|p| p[0].0 < p[1].0), "{progress:?}");
+    assert_eq!(progress.last(), Some(&(4, 4)));
+
+    w.send(&HostMessage::Ping { seq: 9 });
+    match w.recv() {
+        WorkerMessage::Pong {
+            seq,
+            jobs_run,
+            device_bytes,
+        } => {
+            assert_eq!(seq, 9);
+            assert_eq!(jobs_run, 1);
+            assert_eq!(device_bytes, 0);
+        }
+        other => panic!("expected pong, got {other:?}"),
+    }
+
+    w.send(&HostMessage::Shutdown);
+    let status = wait_within(&mut w.child, Duration::from_secs(5));
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn cancel_stops_a_running_job_quickly_and_the_worker_keeps_serving() {
+    let mut w = Worker::start();
+    w.run("job_long", "debug.sleep", serde_json::json!({"ms": 60_000}));
+    std::thread::sleep(Duration::from_millis(100));
+    let sent = Instant::now();
+    w.send(&HostMessage::Cancel {
+        job_id: "job_long".into(),
+    });
+    let (_, outcome) = w.result("job_long");
+    assert_eq!(error_code(&outcome), ErrorCode::Cancelled);
+    assert!(
+        sent.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        sent.elapsed()
+    );
+
+    w.run(
+        "job_next",
+        "debug.sleep",
+        serde_json::json!({"ms": 10, "steps": 1}),
+    );
+    assert_eq!(payload(&w.result("job_next").1)["slept_ms"], 10);
+}
+
+#[test]
+fn unknown_ops_bad_arguments_and_a_second_job_are_typed_errors() {
+    let mut w = Worker::start();
+    w.run("j1", "no.such.op", serde_json::json!({}));
+    assert_eq!(error_code(&w.result("j1").1), ErrorCode::Unsupported);
+    w.run("j2", "debug.sleep", serde_json::json!({"ms": "soon"}));
+    assert_eq!(error_code(&w.result("j2").1), ErrorCode::InvalidInput);
+    w.run("j3", "debug.sleep", serde_json::json!({"ms": 1, "typo": 1}));
+    assert_eq!(error_code(&w.result("j3").1), ErrorCode::InvalidInput);
+
+    // One job at a time: a second run while busy is refused, the first one completes.
+    w.run(
+        "j4",
+        "debug.sleep",
+        serde_json::json!({"ms": 300, "steps": 1}),
+    );
+    w.run("j5", "debug.sleep", serde_json::json!({"ms": 1}));
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        if let WorkerMessage::Result { job_id, outcome } = w.recv() {
+            seen.push((job_id, outcome));
+        }
+    }
+    assert_eq!(seen[0].0, "j5");
+    assert_eq!(error_code(&seen[0].1), ErrorCode::InternalError);
+    assert_eq!(seen[1].0, "j4");
+    assert_eq!(payload(&seen[1].1)["slept_ms"], 300);
+}
+
+#[test]
+fn engine_info_and_alloc_report_what_the_worker_holds() {
+    let mut w = Worker::start();
+    w.run("a", "debug.alloc", serde_json::json!({"bytes": 8 << 20}));
+    assert_eq!(payload(&w.result("a").1)["held_bytes"], 8 << 20);
+    w.run("i", "engine.info", serde_json::json!({}));
+    let info = payload(&w.result("i").1);
+    assert_eq!(info["held_bytes"], 8 << 20);
+    assert_eq!(info["pid"], w.child.id());
+    assert_eq!(info["backend"]["kind"], "cpu");
+    assert_eq!(info["jobs_run"], 1);
+    let ops: Vec<&str> = info["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ops,
+        ["debug.alloc", "debug.crash", "debug.sleep", "engine.info"]
+    );
+    w.run(
+        "big",
+        "debug.alloc",
+        serde_json::json!({"bytes": 1u64 << 40}),
+    );
+    assert_eq!(error_code(&w.result("big").1), ErrorCode::ToolLimitExceeded);
+}
+
+#[test]
+fn debug_crash_aborts_the_process() {
+    let mut w = Worker::start();
+    w.run("boom", "debug.crash", serde_json::json!({"after_ms": 50}));
+    let status = wait_within(&mut w.child, Duration::from_secs(5));
+    assert_eq!(status.signal(), Some(libc_sigabrt()), "{status:?}");
+    // The socket closes with the process.
+    loop {
+        match read_message::<WorkerMessage>(&mut w.stream) {
+            Ok(WorkerMessage::Progress { .. }) => continue,
+            Err(WireError::Closed) => break,
+            other => panic!("expected EOF, got {other:?}"),
+        }
+    }
+}
+
+fn libc_sigabrt() -> i32 {
+    nix::sys::signal::Signal::SIGABRT as i32
+}
+
+#[test]
+fn exits_when_the_host_closes_the_socket() {
+    let mut w = Worker::start();
+    w.run("busy", "debug.sleep", serde_json::json!({"ms": 60_000}));
+    w.stream.shutdown(std::net::Shutdown::Both).unwrap();
+    let status = wait_within(&mut w.child, Duration::from_secs(2));
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn refuses_to_run_when_the_expected_parent_is_not_its_parent() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("w.sock");
+    let _listener = UnixListener::bind(&socket).unwrap();
+    let mut child = Command::new(WORKER)
+        .env(WORKER_SOCKET_ENV, &socket)
+        // Not our pid: as if the host had died before the worker armed its signal.
+        .env(WORKER_PARENT_PID_ENV, "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = wait_within(&mut child, Duration::from_secs(5));
+    assert_eq!(status.code(), Some(3), "{status:?}");
+}
+
+/// State letter from `/proc/<pid>/stat`, `None` once the pid is gone.
+fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.trim_start().chars().next()
+}
+
+#[test]
+fn dies_when_its_parent_is_sigkilled() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("w.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    // An intermediate parent: a shell that starts the worker, names its pid, and waits.
+    let mut shell = Command::new("sh")
+        .arg("-c")
+        .arg(r#"RETICLE_WORKER_PARENT_PID=$$ "$0" >/dev/null </dev/null & echo $!; wait"#)
+        .arg(WORKER)
+        .env(WORKER_SOCKET_ENV, &socket)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(shell.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let worker_pid: u32 = line.trim().parse().unwrap();
+    // Keep the socket open: only the parent's death may stop the worker.
+    let mut stream = accept_within(&listener, Duration::from_secs(20));
+    assert!(matches!(
+        read_message::<WorkerMessage>(&mut stream),
+        Ok(WorkerMessage::Hello(_))
+    ));
+    assert!(matches!(proc_state(worker_pid), Some(c) if c != 'Z'));
+
+    shell.kill().unwrap();
+    shell.wait().unwrap();
+    let killed = Instant::now();
+    loop {
+        match proc_state(worker_pid) {
+            None | Some('Z') => break,
+            Some(_) => {
+                assert!(
+                    killed.elapsed() < Duration::from_secs(2),
+                    "worker {worker_pid} outlived its parent by 2 s"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+    // The kernel closed its socket.
+    assert!(matches!(
+        read_message::<WorkerMessage>(&mut stream),
+        Err(WireError::Closed)
+    ));
+}
+
+#[test]
+fn bench_placeholder_exits_2_and_prints_nothing_to_stdout() {
+    let out = Command::new(WORKER).arg("bench").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn worker_without_a_socket_variable_exits_2() {
+    let out = Command::new(WORKER)
+        .env_remove(WORKER_SOCKET_ENV)
+        .env_remove(WORKER_PARENT_PID_ENV)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(Path::new(WORKER).exists());
+}
