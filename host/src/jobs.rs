@@ -106,6 +106,11 @@ impl ProgressSink {
         });
     }
 
+    /// The job's id.
+    pub fn job_id(&self) -> String {
+        self.tx.borrow().job_id.clone()
+    }
+
     /// Marks the job running (it got a worker).
     pub fn running(&self) {
         self.tx.send_if_modified(|view| {

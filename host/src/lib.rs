@@ -16,3 +16,4 @@ pub mod state;
 pub mod supervisor;
 pub mod tools;
 pub mod transport;
+pub mod workers;

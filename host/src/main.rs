@@ -64,6 +64,9 @@ struct ServeArgs {
     /// Directory of extra example documents (`*.json` with a `$schema` member).
     #[arg(long, env = "RETICLE_EXAMPLES_DIR")]
     examples_dir: Option<PathBuf>,
+    /// Start workers on the first job instead of at start-up.
+    #[arg(long, env = "RETICLE_LAZY_WORKERS")]
+    lazy_workers: bool,
     /// How long finished jobs stay pollable, in ms.
     #[arg(long, env = "RETICLE_JOB_TTL_MS", default_value_t = 600_000)]
     job_ttl_ms: u64,
@@ -98,6 +101,7 @@ fn main() -> ExitCode {
         job_ttl: Duration::from_millis(args.job_ttl_ms),
         schemas_dir: args.schemas_dir,
         examples_dir: args.examples_dir,
+        start_workers: !args.lazy_workers,
     };
     match serve(options) {
         Ok(_) => ExitCode::SUCCESS,

@@ -17,6 +17,7 @@ use crate::state::HostState;
 use crate::tools::ToolRegistry;
 use crate::transport::frame::FrameReader;
 use crate::transport::writer::{self, Writer};
+use crate::workers::WorkerPool;
 
 /// Frames read ahead of the dispatcher (each at most 1 MiB).
 const READ_AHEAD: usize = 8;
@@ -38,6 +39,8 @@ pub struct ServeOptions {
     pub schemas_dir: Option<PathBuf>,
     /// Extra examples (`RETICLE_EXAMPLES_DIR`).
     pub examples_dir: Option<PathBuf>,
+    /// Start the worker pool at once (else on the first job).
+    pub start_workers: bool,
 }
 
 /// Runs the stdio server until EOF or a signal.
@@ -92,7 +95,11 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
             }
         };
         tracing::info!(pid = std::process::id(), log_file = ?state.log_file, "mcp:ready mode=stdio");
-        let server = Server::new(out, state, ToolRegistry::standard(), options.job_ttl);
+        let workers = WorkerPool::new();
+        if options.start_workers {
+            workers.start_in_background();
+        }
+        let server = Server::new(out, state, ToolRegistry::standard(), options.job_ttl, workers);
         let reason = server.run(frames_rx, options.policy).await;
         drop(ready);
         reason

@@ -366,6 +366,36 @@ async fn queued_jobs_are_dequeued_and_running_ones_soft_cancelled() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_running_job_kills_its_worker_and_a_replacement_takes_over() {
+    let base = tempfile::tempdir().unwrap();
+    let supervisor = Arc::new(Supervisor::start(config(1, base.path())).await.unwrap());
+    let pid = worker_pid(&supervisor);
+    let (tx, mut rx) = mpsc::channel(8);
+    let running = {
+        let s = Arc::clone(&supervisor);
+        tokio::spawn(async move { s.run(sleep_job("abandoned", 60_000, 600), tx).await })
+    };
+    rx.recv().await.unwrap();
+    running.abort();
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while !exited(pid) {
+        assert!(
+            Instant::now() < deadline,
+            "worker {pid} outlived its abandoned job"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let replacement = wait_idle(&supervisor, Duration::from_secs(5)).await;
+    assert_ne!(replacement, pid);
+    let outcome = supervisor
+        .run(sleep_job("next", 10, 1), mpsc::channel(8).0)
+        .await
+        .unwrap();
+    assert!(matches!(outcome, JobOutcome::Ok { .. }), "{outcome:?}");
+    supervisor.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_worker_misses_heartbeats_and_is_replaced() {
     let base = tempfile::tempdir().unwrap();
     let supervisor = Arc::new(Supervisor::start(config(1, base.path())).await.unwrap());

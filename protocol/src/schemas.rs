@@ -39,6 +39,7 @@ tool_schemas![
     "list_schemas",
     "poll",
     "populate_backend",
+    "simulate",
     "telemetry",
     "validate_asset",
 ];

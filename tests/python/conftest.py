@@ -22,6 +22,10 @@ def server_env(tmp_path) -> dict:
     env = dict(os.environ)
     env["MCP_READY_FILE"] = str(tmp_path / "mcp.ready")
     env["RETICLE_LOG_DIR"] = str(tmp_path / "logs")
+    # The fixtures are the only files the tests ask the host to read; the CPU engine
+    # keeps these client tests fast (the GPU path has its own tests in the kernel).
+    env["RETICLE_ALLOWED_ROOTS"] = str(ROOT / "fixtures")
+    env["RETICLE_BACKEND"] = "cpu"
     return env
 
 

@@ -4,6 +4,10 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
+from conftest import ROOT
+
+LAYOUT = ROOT / "fixtures" / "layouts" / "lines_and_pad.glp"
+
 pytestmark = pytest.mark.anyio
 
 
@@ -83,6 +87,7 @@ SAMPLE_ARGS = {
     "diff_assets": {"base": {"a": [1]}, "new": {"a": [2], "b": {"c": 1}}},
     "list_examples": {"component": "all"},
     "get_example": {"path": "protocol/examples/health-request.json"},
+    "simulate": {"layout": str(LAYOUT), "wait": True},
 }
 # Tools that need state first (a job to poll or cancel) are exercised by the job tests.
 NEEDS_STATE = {"poll", "cancel"}
@@ -103,3 +108,23 @@ async def test_every_tool_output_matches_its_schema(reticle_bin, server_env, mod
                 assert not result.is_error, (name, result)
                 assert result.structured_content["schema_version"], name
                 assert result.content and result.content[0].type == "text", name
+
+
+async def test_simulate_job_is_polled_to_completion(reticle_bin, server_env):
+    with anyio.fail_after(120):
+        async with Client(params(reticle_bin, server_env), mode="auto") as client:
+            started = await client.call_tool("simulate", {"layout": str(LAYOUT)})
+            assert not started.is_error, started
+            job_id = started.structured_content["job_id"]
+            assert started.structured_content["status"] in ("queued", "running")
+            while True:
+                polled = await client.call_tool("poll", {"job_id": job_id, "render": "json"})
+                assert not polled.is_error, polled
+                status = polled.structured_content["status"]
+                if status not in ("queued", "running"):
+                    break
+                await anyio.sleep(0.1)
+            assert status == "completed", polled.structured_content
+            result = polled.structured_content["result"]
+            assert result["metrics"]["epe"]["checkpoints"] > 0, result
+            assert result["backend"]["kind"] == "cpu", result

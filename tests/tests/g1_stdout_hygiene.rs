@@ -22,6 +22,13 @@ enum Expect {
     Rpc(i64),
 }
 
+fn repo_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()
+        .unwrap()
+}
+
 fn corpus() -> (Vec<Vec<u8>>, BTreeMap<String, Expect>, usize) {
     let mut lines: Vec<Vec<u8>> = Vec::new();
     let mut expect = BTreeMap::new();
@@ -185,6 +192,62 @@ fn corpus() -> (Vec<Vec<u8>>, BTreeMap<String, Expect>, usize) {
             "tools/call",
             json!({"name": tool, "arguments": {"detail": "extreme"}}),
             Expect::ToolError("INVALID_INPUT"),
+        );
+    }
+    // simulate: a real worker job, and each way its input can be wrong. The host's
+    // allowed root is the repository, so README.md is an allowed but non-layout file.
+    let glp = repo_root().join("fixtures/layouts/lines_and_pad.glp");
+    let glp = glp.to_str().unwrap();
+    let simulate_cases: [(&str, Value, Expect); 8] = [
+        (
+            "simulate-ok",
+            json!({"layout": glp, "wait": true}),
+            Expect::Ok,
+        ),
+        (
+            "simulate-outside-roots",
+            json!({"layout": "/etc/passwd", "wait": true}),
+            Expect::ToolError("PATH_NOT_ALLOWED"),
+        ),
+        (
+            "simulate-missing",
+            json!({"layout": repo_root().join("fixtures/none.glp"), "wait": true}),
+            Expect::ToolError("FILE_NOT_FOUND"),
+        ),
+        (
+            "simulate-not-a-layout",
+            json!({"layout": repo_root().join("README.md"), "wait": true}),
+            Expect::ToolError("UNSUPPORTED_FORMAT"),
+        ),
+        (
+            "simulate-wrong-type",
+            json!({"layout": 3}),
+            Expect::ToolError("INVALID_INPUT"),
+        ),
+        (
+            "simulate-no-layout",
+            json!({"wait": true}),
+            Expect::ToolError("INVALID_INPUT"),
+        ),
+        (
+            "simulate-unknown-field",
+            json!({"layout": glp, "turbo": true}),
+            Expect::ToolError("INVALID_INPUT"),
+        ),
+        (
+            "simulate-not-square",
+            json!({"layout": glp, "box_um": [0.0, 0.0, 1.0, 2.0], "wait": true}),
+            Expect::ToolError("INVALID_BOX"),
+        ),
+    ];
+    for (id, arguments, want) in simulate_cases {
+        req(
+            &mut lines,
+            &mut expect,
+            id,
+            "tools/call",
+            json!({"name": "simulate", "arguments": arguments}),
+            want,
         );
     }
     // Schema tools.
@@ -395,7 +458,12 @@ fn corpus() -> (Vec<Vec<u8>>, BTreeMap<String, Expect>, usize) {
 #[test]
 fn every_stdout_line_is_jsonrpc_and_every_request_is_answered_once() {
     let (lines, expect, anonymous_errors) = corpus();
-    let mut host = Host::start_with(&[("RETICLE_BACKEND_URL", "")]);
+    let root = repo_root();
+    let mut host = Host::start_with(&[
+        ("RETICLE_BACKEND_URL", ""),
+        ("RETICLE_ALLOWED_ROOTS", root.to_str().unwrap()),
+        ("RETICLE_BACKEND", "cpu"),
+    ]);
     for line in &lines {
         let mut line = line.clone();
         line.push(b'\n');
@@ -555,6 +623,14 @@ fn every_stdout_line_is_jsonrpc_and_every_request_is_answered_once() {
     assert_eq!(
         patch,
         &json!([{"op": "replace", "path": "/a", "value": 2}, {"op": "remove", "path": "/b"}, {"op": "add", "path": "/c", "value": null}])
+    );
+    let simulated = &by_id["simulate-ok"][0]["result"]["structuredContent"];
+    assert_eq!(simulated["status"], "completed", "{simulated}");
+    assert!(
+        simulated["metrics"]["epe"]["checkpoints"]
+            .as_u64()
+            .is_some_and(|n| n > 0),
+        "{simulated}"
     );
     let unsupported = &by_id["old-version"][0]["error"]["data"];
     assert_eq!(unsupported["requested"], "1900-01-01");

@@ -276,7 +276,13 @@ fn engine_info_and_alloc_report_what_the_worker_holds() {
         .collect();
     assert_eq!(
         ops,
-        ["debug.alloc", "debug.crash", "debug.sleep", "engine.info"]
+        [
+            "debug.alloc",
+            "debug.crash",
+            "debug.sleep",
+            "engine.info",
+            "simulate"
+        ]
     );
     w.run(
         "big",

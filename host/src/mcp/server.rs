@@ -23,6 +23,7 @@ use crate::tools::{ToolContext, ToolRegistry};
 use crate::transport::frame::{Frame, MAX_FRAME_BYTES};
 use crate::transport::jsonrpc::{self, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND, PARSE_ERROR};
 use crate::transport::writer::Outbound;
+use crate::workers::WorkerPool;
 
 /// How long the lists we serve stay fresh for a caching client (MCP caching).
 const LIST_TTL_MS: u64 = 300_000;
@@ -81,6 +82,7 @@ pub struct Server {
     session: Arc<Mutex<LegacySession>>,
     in_flight: Arc<Mutex<HashMap<String, AbortHandle>>>,
     jobs: Arc<Jobs>,
+    workers: Arc<WorkerPool>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -94,6 +96,7 @@ impl Server {
         state: Arc<HostState>,
         tools: ToolRegistry,
         job_ttl: Duration,
+        workers: Arc<WorkerPool>,
     ) -> Self {
         Self {
             out,
@@ -102,6 +105,7 @@ impl Server {
             session: Arc::default(),
             in_flight: Arc::default(),
             jobs: Jobs::new(job_ttl),
+            workers,
         }
     }
 
@@ -443,6 +447,7 @@ impl Server {
             meta: Arc::clone(&meta),
             jobs: Arc::clone(&self.jobs),
             out: self.out.clone(),
+            workers: Arc::clone(&self.workers),
         };
         let result = self.tools.call(tool, ctx, arguments).await;
         let failed = result["isError"] == Value::Bool(true);

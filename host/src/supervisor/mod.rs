@@ -13,9 +13,9 @@
 //! # API
 //! ```no_run
 //! # async fn demo() -> Result<(), reticle_host::supervisor::SupervisorError> {
-//! use reticle_host::supervisor::{JobContext, RunRequest, Supervisor, SupervisorConfig};
+//! use reticle_host::supervisor::{JobContext, Progress, RunRequest, Supervisor, SupervisorConfig};
 //! let supervisor = Supervisor::start(SupervisorConfig::from_env()?).await?;
-//! let (progress_tx, mut progress_rx) = tokio::sync::mpsc::channel(64);
+//! let (progress_tx, mut progress_rx) = tokio::sync::mpsc::channel::<Progress>(64);
 //! tokio::spawn(async move {
 //!     while let Some(p) = progress_rx.recv().await {
 //!         tracing::info!(done = p.done, total = p.total, "{}", p.message);
@@ -40,7 +40,8 @@
 //!   error is `Ok(JobOutcome::Err)`), or with `Cancelled`, `WorkerDied`,
 //!   `DuplicateJob`, `QueueFull`, `ShuttingDown`. Progress is forwarded with
 //!   `try_send` (lossy under backpressure, never decreasing). Dropping the future
-//!   abandons the job: a queued job is skipped, a running one gets a soft cancel.
+//!   abandons the job: a queued job is skipped, a running one's worker is killed
+//!   (nobody will read its result, and its device memory must come back now).
 //! - [`Supervisor::kill_job`] returns once the worker is reaped.
 //! - [`Supervisor::cancel_job`] asks the worker to stop cooperatively.
 //! - Dropping the [`Supervisor`] SIGKILLs every worker process group.
@@ -447,8 +448,10 @@ enum Located {
     Running(usize),
 }
 
-/// Removes a job's table entry when its `run` ends, and soft-cancels a running job
-/// whose `run` future was dropped before it finished.
+/// Removes a job's table entry when its `run` ends, and kills the worker of a running
+/// job whose `run` future was dropped before it finished. A dropped future is how a
+/// host-side job cancel (`cancel` tool, `notifications/cancelled`) reaches here, and
+/// the worker may be deep in a GPU dispatch that never polls for a soft cancel.
 struct JobGuard<'a> {
     inner: &'a Inner,
     job_id: &'a str,
@@ -461,11 +464,12 @@ impl Drop for JobGuard<'_> {
         if !self.finished
             && let Some(JobEntry::Running { slot, .. }) = entry
         {
-            let _ = self.inner.slots[slot]
-                .commands
-                .try_send(SlotCommand::Cancel {
-                    job_id: self.job_id.to_owned(),
-                });
+            // Nobody awaits the answer: the slot reaps and replaces the worker itself.
+            let (done, _) = oneshot::channel();
+            let _ = self.inner.slots[slot].commands.try_send(SlotCommand::Kill {
+                job_id: self.job_id.to_owned(),
+                done,
+            });
         }
     }
 }

@@ -43,6 +43,8 @@ async fn run(ctx: ToolContext, _args: Map<String, Value>) -> ToolResult {
             "source": ctx.state.roots.snapshot().1,
         },
         "process": ctx.state.process_snapshot(),
+        "workers": ctx.workers.snapshot(),
+        "jobs": ctx.jobs.counts(),
     }))
 }
 

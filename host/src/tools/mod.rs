@@ -9,6 +9,7 @@ mod health;
 mod jobs;
 mod populate;
 mod schema_tools;
+mod simulate;
 mod telemetry;
 
 use std::collections::BTreeMap;
@@ -24,6 +25,7 @@ use crate::jobs::{self as job_table, JobStatus, Jobs, ProgressSink};
 use crate::mcp::era::RequestMeta;
 use crate::state::HostState;
 use crate::transport::writer::Outbound;
+use crate::workers::WorkerPool;
 
 /// What a handler returns.
 pub type ToolResult = Result<Value, ToolError>;
@@ -42,6 +44,8 @@ pub struct ToolContext {
     pub jobs: Arc<Jobs>,
     /// The protocol stream, for progress notifications.
     pub out: Outbound,
+    /// The worker pool.
+    pub workers: Arc<WorkerPool>,
 }
 
 impl ToolContext {
@@ -245,6 +249,7 @@ impl ToolRegistry {
             jobs::cancel_tool(),
             jobs::poll_tool(),
             populate::tool(),
+            simulate::tool(),
             telemetry::tool(),
         ];
         tools.extend(schema_tools::tools());

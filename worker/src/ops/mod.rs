@@ -9,6 +9,7 @@ mod debug_alloc;
 mod debug_crash;
 mod debug_sleep;
 mod engine_info;
+pub mod simulate;
 
 use reticle_protocol::error::{ErrorCode, ToolError};
 use serde::de::DeserializeOwned;
@@ -31,6 +32,7 @@ static OPS: &[&dyn Op] = &[
     &debug_crash::DebugCrash,
     &debug_alloc::DebugAlloc,
     &engine_info::EngineInfo,
+    &simulate::Simulate,
 ];
 
 /// The op named `name`.

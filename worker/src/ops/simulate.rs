@@ -1,0 +1,419 @@
+//! `simulate`: one square window of a layout imaged at the ICCAD-2013 corners
+//! (nominal focus @1.00, max focus @1.02, min defocus @0.98), with L2 against
+//! the drawn pattern, the PV band, and ICCAD EPE.
+//!
+//! The window side must equal the model's period (the SOCS kernels are sampled
+//! on that period). Geometry stays in the layout's database units end to end;
+//! only reported lengths are converted to nm.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use reticle_kernel::gpu::{BackendPref, select_backend};
+use reticle_kernel::metrics::{EpeConfig, epe};
+use reticle_kernel::model::{HopkinsSpec, ModelSpec};
+use reticle_kernel::optics::{Optics, Source};
+use reticle_kernel::{
+    Corner, Grid, ImagingBackend, ImagingError, KeepImages, LithoJob, Resist, raster,
+};
+use reticle_layout::{
+    BBox, FlattenOptions, LayerKey, Limits, Point, Polygon, flatten, glp, read_layout,
+    resolve_cell, sha256_hex,
+};
+use reticle_protocol::error::{ErrorCode, ToolError};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{Op, cancelled, parse_args};
+use crate::job::JobCtx;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    layout: PathBuf,
+    #[serde(default)]
+    layer: Option<String>,
+    #[serde(default)]
+    cell: Option<String>,
+    #[serde(default)]
+    box_um: Option<[f64; 4]>,
+    #[serde(default)]
+    pixel_nm: Option<f64>,
+    #[serde(default)]
+    model: Option<ModelSpec>,
+}
+
+/// The default window side (and Hopkins period) when neither the caller nor the model says.
+const DEFAULT_SIDE_NM: f64 = 2048.0;
+
+/// The `simulate` op.
+pub struct Simulate;
+
+fn invalid(message: impl Into<String>, details: Value) -> ToolError {
+    ToolError::new(ErrorCode::InvalidInput, message).with_details(details)
+}
+
+fn backend_error(e: ImagingError, job_id: &str) -> ToolError {
+    match e {
+        ImagingError::Cancelled => cancelled(job_id),
+        ImagingError::Invalid(m) => invalid(m, json!({})),
+        ImagingError::Backend(m) => ToolError::new(ErrorCode::BackendError, m),
+    }
+}
+
+/// The engine backend of this worker process, chosen once (`RETICLE_BACKEND`).
+pub fn engine() -> Result<&'static dyn ImagingBackend, ToolError> {
+    static ENGINE: OnceLock<Result<Box<dyn ImagingBackend>, String>> = OnceLock::new();
+    let chosen = ENGINE.get_or_init(|| {
+        let pref = BackendPref::from_env().map_err(|e| e.to_string())?;
+        let selected = select_backend(pref).map_err(|e| e.to_string())?;
+        tracing::info!(?selected, "engine backend selected");
+        Ok(selected.into_backend())
+    });
+    match chosen {
+        Ok(backend) => Ok(backend.as_ref()),
+        Err(e) => Err(ToolError::new(
+            ErrorCode::BackendError,
+            format!("no imaging backend: {e}"),
+        )),
+    }
+}
+
+/// 193 nm water immersion, NA 1.35, annular 0.6–0.9, with a 60 nm defocus corner.
+fn default_model(period_nm: f64) -> ModelSpec {
+    ModelSpec::Hopkins(HopkinsSpec {
+        optics: Optics {
+            wavelength_nm: 193.0,
+            na: 1.35,
+            immersion_index: 1.44,
+            source: Source::Annular {
+                sigma_in: 0.6,
+                sigma_out: 0.9,
+            },
+            source_step: 0.05,
+        },
+        period_nm,
+        focus_nm: 0.0,
+        defocus_nm: Some(60.0),
+        kernel_size: None,
+        max_kernels: 24,
+        energy: 0.999,
+    })
+}
+
+fn model_period(model: &ModelSpec) -> f64 {
+    match model {
+        ModelSpec::Hopkins(h) => h.period_nm,
+        ModelSpec::Kernels(k) => k.period_nm,
+    }
+}
+
+struct LoadedLayout {
+    format: &'static str,
+    sha256: String,
+    /// nm per database unit.
+    dbu_nm: f64,
+    polygons: Vec<Polygon>,
+    /// The window in dbu.
+    window: BBox,
+}
+
+fn parse_layer(text: &str) -> Result<LayerKey, ToolError> {
+    let parsed = text.split_once('/').and_then(|(l, d)| {
+        Some(LayerKey {
+            layer: l.parse().ok()?,
+            datatype: d.parse().ok()?,
+        })
+    });
+    parsed.ok_or_else(|| {
+        ToolError::new(
+            ErrorCode::InvalidLayer,
+            format!("layer must be \"layer/datatype\", got {text:?}"),
+        )
+        .with_details(json!({"layer": text}))
+    })
+}
+
+fn square_around(center_x: f64, center_y: f64, side: f64) -> BBox {
+    let half = side / 2.0;
+    BBox::from_corners(
+        Point::new(
+            (center_x - half).round() as i64,
+            (center_y - half).round() as i64,
+        ),
+        Point::new(
+            (center_x + half).round() as i64,
+            (center_y + half).round() as i64,
+        ),
+    )
+}
+
+fn load(
+    args: &Args,
+    bytes: &[u8],
+    side_nm: f64,
+    ctx: &JobCtx<'_>,
+) -> Result<LoadedLayout, ToolError> {
+    let sha256 = sha256_hex(bytes);
+    let is_glp = args
+        .layout
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("glp"));
+    let um_box = |dbu_nm: f64| {
+        args.box_um.map(|[l, b, r, t]| {
+            let to = |um: f64| (um * 1000.0 / dbu_nm).round() as i64;
+            BBox::from_corners(Point::new(to(l), to(b)), Point::new(to(r), to(t)))
+        })
+    };
+    if is_glp {
+        let layout = glp::parse(bytes).map_err(|e| {
+            ToolError::new(
+                ErrorCode::UnsupportedFormat,
+                format!("not a valid .glp file: {e}"),
+            )
+        })?;
+        let polygons = layout.polygons(args.layer.as_deref());
+        let window = um_box(1.0).unwrap_or_else(reticle_kernel::iccad::window);
+        return Ok(LoadedLayout {
+            format: "glp",
+            sha256,
+            dbu_nm: 1.0,
+            polygons,
+            window,
+        });
+    }
+    let limits = Limits {
+        max_input_bytes: ctx.context.limits.max_layout_bytes,
+        ..Limits::default()
+    };
+    let library = read_layout(bytes, None, &limits).map_err(|e| {
+        ToolError::new(
+            ErrorCode::UnsupportedFormat,
+            format!("cannot read the layout: {e}"),
+        )
+    })?;
+    let dbu_nm = library.dbu_in_meters * 1e9;
+    let cell = resolve_cell(&library, args.cell.as_deref()).map_err(|e| {
+        ToolError::new(ErrorCode::TopCellNotFound, e.to_string())
+            .with_details(json!({"cell": args.cell}))
+    })?;
+    let layer = match &args.layer {
+        Some(text) => Some(parse_layer(text)?),
+        None => None,
+    };
+    let mut options = FlattenOptions {
+        clip: None,
+        layers: layer.map(|l| [l].into_iter().collect()),
+        include_texts: false,
+        limits,
+    };
+    // Without a box, centre the window on the layer's extent.
+    let window = match um_box(dbu_nm) {
+        Some(window) => window,
+        None => {
+            let all =
+                flatten(&library, cell, &options).map_err(|e| invalid(e.to_string(), json!({})))?;
+            let bbox = all
+                .polygons
+                .values()
+                .flatten()
+                .filter_map(Polygon::bbox)
+                .reduce(|a, b| a.union(&b))
+                .ok_or_else(|| {
+                    ToolError::new(ErrorCode::InvalidLayer, "the layer has no shapes")
+                        .with_details(json!({"layer": args.layer}))
+                })?;
+            square_around(
+                (bbox.left + bbox.right) as f64 / 2.0,
+                (bbox.bottom + bbox.top) as f64 / 2.0,
+                side_nm / dbu_nm,
+            )
+        }
+    };
+    options.clip = Some(window);
+    let flat = flatten(&library, cell, &options).map_err(|e| invalid(e.to_string(), json!({})))?;
+    let mut layers = flat.polygons.into_iter();
+    let polygons = match (layer, layers.len()) {
+        (Some(_), _) | (None, 0 | 1) => layers.next().map(|(_, p)| p).unwrap_or_default(),
+        (None, n) => {
+            return Err(ToolError::new(
+                ErrorCode::InvalidLayer,
+                format!("the window has {n} layers; name one with `layer`"),
+            )
+            .with_details(json!({"layers": n})));
+        }
+    };
+    Ok(LoadedLayout {
+        format: "gds/oasis",
+        sha256,
+        dbu_nm,
+        polygons,
+        window,
+    })
+}
+
+impl Op for Simulate {
+    fn name(&self) -> &'static str {
+        "simulate"
+    }
+
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+        let started = Instant::now();
+        let args: Args = parse_args(self.name(), args_json)?;
+        let bytes_len = std::fs::metadata(&args.layout)
+            .map(|m| m.len())
+            .unwrap_or(0);
+        if bytes_len > ctx.context.limits.max_layout_bytes {
+            return Err(ToolError::new(
+                ErrorCode::QueryTooLarge,
+                "the layout file is over the size limit",
+            )
+            .with_details(
+                json!({"bytes": bytes_len, "limit": ctx.context.limits.max_layout_bytes}),
+            ));
+        }
+        let bytes = std::fs::read(&args.layout).map_err(|e| {
+            ToolError::new(
+                ErrorCode::FileNotFound,
+                format!("cannot read {}: {e}", args.layout.display()),
+            )
+        })?;
+        let side_nm = match (&args.model, args.box_um) {
+            (Some(model), _) => model_period(model),
+            (None, Some([l, _, r, _])) => (r - l) * 1000.0,
+            (None, None) => DEFAULT_SIDE_NM,
+        };
+        let layout = load(&args, &bytes, side_nm, ctx)?;
+        ctx.progress.report(1, 5, "layout read");
+        if ctx.cancel.is_cancelled() {
+            return Err(cancelled(ctx.job_id));
+        }
+        let window_nm = layout.window.width() as f64 * layout.dbu_nm;
+        if (layout.window.width() != layout.window.height()) || window_nm <= 0.0 {
+            return Err(ToolError::new(
+                ErrorCode::InvalidBox,
+                "the window must be a non-empty square",
+            )
+            .with_details(json!({"box_um": args.box_um})));
+        }
+        let model = args
+            .model
+            .clone()
+            .unwrap_or_else(|| default_model(window_nm));
+        let period = model_period(&model);
+        if (period - window_nm).abs() > 1e-6 * period.max(1.0) {
+            return Err(ToolError::new(
+                ErrorCode::InvalidBox,
+                format!(
+                    "the window side ({window_nm} nm) must equal the model period ({period} nm)"
+                ),
+            )
+            .with_details(json!({"window_nm": window_nm, "period_nm": period})));
+        }
+        let pixel_nm = args.pixel_nm.unwrap_or(1.0);
+        let grid_side = (window_nm / pixel_nm).round();
+        let pixels = grid_side * grid_side;
+        if pixels > ctx.context.limits.max_raster_pixels as f64
+            || (grid_side * pixel_nm - window_nm).abs() > 1e-6
+        {
+            return Err(ToolError::new(ErrorCode::QueryTooLarge, "window / pixel_nm must be a whole number of pixels within the raster limit")
+                .with_details(json!({"pixels": pixels, "limit": ctx.context.limits.max_raster_pixels, "pixel_nm": pixel_nm})));
+        }
+        let kernels = model
+            .kernels()
+            .map_err(|e| invalid(format!("model: {e}"), json!({})))?;
+        ctx.progress.report(2, 5, "kernels ready");
+        let pixel_dbu = pixel_nm / layout.dbu_nm;
+        let (mask, frame) = raster::rasterize(&layout.polygons, layout.window, pixel_dbu)
+            .map_err(|e| invalid(e.to_string(), json!({})))?;
+        let target = Grid {
+            width: mask.width,
+            height: mask.height,
+            data: mask.data.iter().map(|&v| u8::from(v >= 0.5)).collect(),
+        };
+        let defocus = kernels
+            .defocus
+            .clone()
+            .unwrap_or_else(|| Arc::clone(&kernels.focus));
+        let corners = vec![
+            Corner {
+                name: "nominal".into(),
+                kernels: Arc::clone(&kernels.focus),
+                dose: 1.0,
+            },
+            Corner {
+                name: "max".into(),
+                kernels: Arc::clone(&kernels.focus),
+                dose: 1.02,
+            },
+            Corner {
+                name: "min".into(),
+                kernels: defocus,
+                dose: 0.98,
+            },
+        ];
+        let resist = Resist::ICCAD2013;
+        let job = LithoJob {
+            mask: &mask,
+            target: Some(&target),
+            corners: &corners,
+            resist,
+            keep: KeepImages {
+                aerial: true,
+                resist: false,
+                printed: true,
+            },
+        };
+        let backend = engine()?;
+        ctx.progress.report(3, 5, "imaging");
+        let imaging_started = Instant::now();
+        let report = |_p: reticle_kernel::Progress| {};
+        let output = backend
+            .litho(&job, ctx.cancel, &report)
+            .map_err(|e| backend_error(e, ctx.job_id))?;
+        let imaging_ms = imaging_started.elapsed().as_secs_f64() * 1e3;
+        ctx.progress.report(4, 5, "metrics");
+        let nominal = &output.corners[0];
+        let epe_report = match (&nominal.aerial, &nominal.printed) {
+            (Some(aerial), Some(printed)) => {
+                let scale = layout.dbu_nm;
+                let cfg = EpeConfig {
+                    spacing_nm: EpeConfig::ICCAD2013.spacing_nm / scale,
+                    tolerance_nm: EpeConfig::ICCAD2013.tolerance_nm / scale,
+                    search_nm: EpeConfig::ICCAD2013.search_nm / scale,
+                };
+                let r = epe(
+                    &layout.polygons,
+                    printed,
+                    aerial,
+                    f64::from(resist.threshold),
+                    &frame,
+                    &cfg,
+                );
+                let max_abs = r
+                    .epe_nm
+                    .iter()
+                    .flatten()
+                    .map(|e| e.abs() * scale)
+                    .fold(None, |m: Option<f64>, e| Some(m.map_or(e, |m| m.max(e))));
+                json!({"checkpoints": r.checkpoints, "violations": r.violations, "max_abs_nm": max_abs.map(|v| (v * 1000.0).round() / 1000.0)})
+            }
+            _ => Value::Null,
+        };
+        let info = backend.info();
+        let to_nm = |v: i64| v as f64 * layout.dbu_nm;
+        ctx.progress.report(5, 5, "done");
+        Ok(json!({
+            "schema_version": reticle_protocol::SCHEMA_VERSION,
+            "layout": {"path": args.layout, "sha256": layout.sha256, "format": layout.format, "polygons_in_window": layout.polygons.len()},
+            "window_nm": {"left": to_nm(layout.window.left), "bottom": to_nm(layout.window.bottom), "right": to_nm(layout.window.right), "top": to_nm(layout.window.top)},
+            "pixel_nm": pixel_nm,
+            "grid": {"width": mask.width, "height": mask.height},
+            "model": {"kind": match model { ModelSpec::Hopkins(_) => "hopkins", ModelSpec::Kernels(_) => "kernels" }, "period_nm": period, "focus_kernels": kernels.focus.scales.len()},
+            "backend": {"kind": info.kind, "adapter": info.adapter},
+            "metrics": {"l2_px": output.l2, "pvb_px": output.pvb, "epe": epe_report},
+            "timing_ms": {"imaging": (imaging_ms * 10.0).round() / 10.0, "total": (started.elapsed().as_secs_f64() * 1e4).round() / 10.0},
+        }))
+    }
+}
