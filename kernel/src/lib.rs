@@ -8,6 +8,7 @@ pub mod cancel;
 pub mod grid;
 pub mod imaging;
 pub mod kernels;
+pub mod rules;
 
 pub use cancel::{CancelToken, Cancelled, Progress, ProgressFn};
 pub use grid::Grid;
