@@ -32,6 +32,7 @@ pub mod npy;
 pub mod optics;
 pub mod raster;
 pub mod resist;
+pub mod rules;
 pub mod socs;
 pub mod tiling;
 
