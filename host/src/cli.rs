@@ -8,6 +8,33 @@ use std::process::ExitCode;
 use serde_json::{Value, json};
 
 use crate::assets::{self, SchemaCatalog};
+use crate::supervisor::SupervisorConfig;
+
+/// `reticle bench ...`: runs `reticle-worker bench ...` (the engine lives in the worker
+/// binary, never in the host) with this process's stdio, and returns its exit status.
+pub fn bench(args: &[String]) -> ExitCode {
+    let worker = match SupervisorConfig::from_env() {
+        Ok(config) => config.worker_exe,
+        Err(e) => {
+            eprintln!("reticle bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match std::process::Command::new(&worker)
+        .arg("bench")
+        .args(args)
+        .status()
+    {
+        Ok(status) => match status.code() {
+            Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+            None => ExitCode::FAILURE,
+        },
+        Err(e) => {
+            eprintln!("reticle bench: cannot run {}: {e}", worker.display());
+            ExitCode::from(2)
+        }
+    }
+}
 
 /// `reticle validate`: exit 0 valid, 1 invalid, 2 I/O or parse error (seed 001 §10).
 pub fn validate(path: &Path, schema: Option<&str>, schemas_dir: Option<&Path>) -> ExitCode {

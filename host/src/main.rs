@@ -36,6 +36,15 @@ enum Command {
         #[arg(long, env = "RETICLE_SCHEMAS_DIR")]
         schemas_dir: Option<PathBuf>,
     },
+    /// Engine benchmarks, run by the worker binary: `reticle bench litho [--gpu] [--json]`
+    /// times one 2048×2048 3-corner ICCAD-2013 simulation and its ratio to the naive path.
+    /// `reticle bench --help` lists the options.
+    #[command(disable_help_flag = true)]
+    Bench {
+        /// Arguments for the benchmark (see `reticle bench --help`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -81,6 +90,7 @@ fn main() -> ExitCode {
             schema,
             schemas_dir,
         }) => return reticle_host::cli::validate(&path, schema.as_deref(), schemas_dir.as_deref()),
+        Some(Command::Bench { args }) => return reticle_host::cli::bench(&args),
         None => cli.serve,
     };
     let options = ServeOptions {

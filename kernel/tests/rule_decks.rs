@@ -32,7 +32,11 @@ fn decks() -> Vec<(PathBuf, String)> {
 fn shipped_decks_validate_and_load() {
     let v = schema();
     let decks = decks();
-    assert!(decks.len() >= 2, "expected the shipped decks, found {}", decks.len());
+    assert!(
+        decks.len() >= 2,
+        "expected the shipped decks, found {}",
+        decks.len()
+    );
     for (path, text) in decks {
         let json: serde_json::Value = serde_json::from_str(&text).unwrap();
         let errors: Vec<String> = v.iter_errors(&json).map(|e| e.to_string()).collect();
@@ -73,5 +77,8 @@ fn schema_and_loader_reject_the_same_bad_decks() {
     let dup = r#"{"name":"x","version":"1","rules":[
         {"id":"A","kind":"width","layer":"1/0","value":5},
         {"id":"A","kind":"space","layer":"1/0","value":5}]}"#;
-    assert_eq!(RuleDeck::from_json(dup), Err(DeckError::DuplicateId("A".into())));
+    assert_eq!(
+        RuleDeck::from_json(dup),
+        Err(DeckError::DuplicateId("A".into()))
+    );
 }

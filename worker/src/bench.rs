@@ -1,12 +1,200 @@
 //! `reticle-worker bench ...`: engine benchmarks, run in a worker process so they see
-//! the same backend selection as real jobs. The host's `reticle bench` execs this.
+//! the same engine build as real jobs. The host's `reticle bench` execs this.
 //!
-//! A placeholder until the engine's GPU and CPU paths land: it says so and exits 2.
+//! `bench litho` times one 2048×2048, 3-corner ICCAD-2013 simulation on the CPU
+//! band-limited path and, in the same process, the naive full-size path, and prints
+//! the ratio; `--gpu` also times the wgpu path on the same job. The report goes to
+//! stdout (this is a command-line mode; in worker mode stdout is never written).
 
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use reticle_kernel::bench::{LithoBenchReport, litho_bench};
+use reticle_kernel::gpu::{AdapterPolicy, GpuBackend, GpuBenchReport, gpu_bench};
+use reticle_kernel::{ImagingBackend, KeepImages, LithoJob, Resist, iccad};
+use serde::Serialize;
+
+/// Engine benchmarks.
+#[derive(Debug, Parser)]
+#[command(
+    name = "reticle bench",
+    about = "Engine benchmarks (ratios against a reference run in the same process)"
+)]
+struct BenchCli {
+    #[command(subcommand)]
+    command: BenchCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// One ICCAD-2013 clip, 3 corners, 2048×2048 at 1 nm: band-limited CPU path against
+    /// the naive full-size path (and the GPU path with `--gpu`).
+    Litho {
+        /// ICCAD-2013 folder (`kernels/`, `layouts/`); default `$RETICLE_DATA_DIR/iccad13`.
+        #[arg(long)]
+        iccad_dir: Option<PathBuf>,
+        /// The clip (`.glp`); default the first (`M1_test1`).
+        #[arg(long)]
+        clip: Option<PathBuf>,
+        /// CPU threads (default: all cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Timed runs of the fast path (the best is reported).
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+        repeats: u32,
+        /// Also time the wgpu path on any adapter (lavapipe included).
+        #[arg(long)]
+        gpu: bool,
+        /// Print the report as JSON instead of a summary line.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Everything `bench litho` measured.
+#[derive(Debug, Serialize)]
+struct LithoReport {
+    cpu: LithoBenchReport,
+    gpu: Option<GpuFigures>,
+}
+
+/// The GPU path on the same job, with its ratio to the CPU path's best run.
+#[derive(Debug, Serialize)]
+struct GpuFigures {
+    report: GpuBenchReport,
+    /// GPU median time / CPU best time (< 1: the GPU is faster).
+    gpu_over_cpu: f64,
+    l2_pvb: [u64; 2],
+}
 
 /// Entry point of the `bench` subcommand; `args` are the arguments after `bench`.
 pub fn main(args: &[String]) -> ExitCode {
-    tracing::error!(?args, "reticle-worker bench: no benchmarks are wired yet");
-    ExitCode::from(2)
+    let cli = match BenchCli::try_parse_from(
+        std::iter::once("reticle bench".to_owned()).chain(args.iter().cloned()),
+    ) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with exit 0; usage errors to stderr with 2.
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    match cli.command {
+        BenchCommand::Litho {
+            iccad_dir,
+            clip,
+            threads,
+            repeats,
+            gpu,
+            json,
+        } => match litho(iccad_dir, clip, threads, repeats as usize, gpu) {
+            Ok(report) => print_report(&report, json),
+            Err(message) => {
+                eprintln!("reticle bench litho: {message}");
+                ExitCode::from(2)
+            }
+        },
+    }
+}
+
+fn litho(
+    iccad_dir: Option<PathBuf>,
+    clip: Option<PathBuf>,
+    threads: Option<usize>,
+    repeats: usize,
+    gpu: bool,
+) -> Result<LithoReport, String> {
+    let dir = iccad_dir.or_else(reticle_kernel::data::iccad13_dir).ok_or(
+        "the ICCAD-2013 data was not found: pass --iccad-dir or set RETICLE_DATA_DIR \
+         to the folder that holds iccad13/",
+    )?;
+    eprintln!(
+        "bench litho: CPU band-limited ×{repeats} and naive ×1 (the naive run takes a while)…"
+    );
+    let cpu = litho_bench(&dir, clip.as_deref(), threads, repeats).map_err(|e| e.to_string())?;
+    let gpu = if gpu {
+        Some(gpu_figures(&dir, clip, &cpu)?)
+    } else {
+        None
+    };
+    Ok(LithoReport { cpu, gpu })
+}
+
+fn gpu_figures(
+    dir: &std::path::Path,
+    clip: Option<PathBuf>,
+    cpu: &LithoBenchReport,
+) -> Result<GpuFigures, String> {
+    eprintln!("bench litho: GPU path…");
+    let backend =
+        GpuBackend::with_policy(AdapterPolicy::Any).map_err(|e| format!("no GPU adapter: {e}"))?;
+    let (_, _, corners) = iccad::corners(dir).map_err(|e| e.to_string())?;
+    let clip_path = clip.unwrap_or_else(|| iccad::clip_paths(dir).swap_remove(0));
+    let clip = iccad::load_clip(&clip_path).map_err(|e| e.to_string())?;
+    let job = LithoJob {
+        mask: &clip.mask,
+        target: Some(&clip.target),
+        corners: &corners,
+        resist: Resist::ICCAD2013,
+        keep: KeepImages::default(),
+    };
+    let report = gpu_bench(&backend, &job, 1, 5).map_err(|e| e.to_string())?;
+    let out = backend
+        .litho(&job, &reticle_kernel::CancelToken::new(), &|_| {})
+        .map_err(|e| e.to_string())?;
+    Ok(GpuFigures {
+        gpu_over_cpu: report.ms_per_sim_median / (cpu.fast_s * 1e3),
+        l2_pvb: [out.l2.unwrap_or(0), out.pvb.unwrap_or(0)],
+        report,
+    })
+}
+
+fn print_report(report: &LithoReport, json: bool) -> ExitCode {
+    let text = if json {
+        serde_json::to_string_pretty(report).unwrap_or_default()
+    } else {
+        let c = &report.cpu;
+        let mut text = format!(
+            "litho {} {}×{} px, {} corners, {}+{} kernels, {} threads: band-limited {:.3} s (best of {}), naive {:.2} s → {:.1}× faster; L2 {} (naive {}), PVB {} (naive {})",
+            c.clip,
+            c.grid,
+            c.grid,
+            c.corners,
+            c.kernels[0],
+            c.kernels[1],
+            c.threads,
+            c.fast_s,
+            c.fast_runs_s.len(),
+            c.naive_s,
+            c.speedup,
+            c.fast_l2_pvb[0],
+            c.naive_l2_pvb[0],
+            c.fast_l2_pvb[1],
+            c.naive_l2_pvb[1],
+        );
+        if let Some(g) = &report.gpu {
+            text.push_str(&format!(
+                "\nlitho GPU ({}): {:.2} ms median, {:.2} ms min (first call {:.0} ms) → {:.3}× the CPU time; L2 {}, PVB {}",
+                g.report.adapter,
+                g.report.ms_per_sim_median,
+                g.report.ms_per_sim_min,
+                g.report.first_call_ms,
+                g.gpu_over_cpu,
+                g.l2_pvb[0],
+                g.l2_pvb[1],
+            ));
+        }
+        text
+    };
+    let mut stdout = std::io::stdout().lock();
+    if writeln!(stdout, "{text}").is_err() {
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
 }

@@ -1,0 +1,86 @@
+//! `reticle bench litho`: the host runs the worker's benchmark and passes its exit
+//! status through. With the ICCAD-2013 data present it runs the real 2048×2048
+//! three-corner simulation once and checks the report: the band-limited path is
+//! faster than the naive path of the same run and agrees with it on L2 and PVB.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use reticle_tests::binary;
+use serde_json::Value;
+
+fn bench(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(binary("reticle"));
+    command.arg("bench").args(args);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    command.output().expect("run reticle bench")
+}
+
+fn iccad_dir() -> Option<PathBuf> {
+    let data = std::env::var_os("RETICLE_DATA_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"),
+        PathBuf::from,
+    );
+    let dir = data.join("iccad13");
+    dir.join("kernels/focus.npy").is_file().then_some(dir)
+}
+
+#[test]
+fn usage_errors_and_missing_data_exit_2() {
+    let out = bench(&["litho", "--repeats", "0"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let out = bench(&["nothing"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let out = bench(&["litho"], &[("RETICLE_DATA_DIR", "/nonexistent")]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("RETICLE_DATA_DIR"), "{stderr}");
+    assert!(out.stdout.is_empty(), "nothing on stdout on failure");
+    let help = bench(&["--help"], &[]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&help.stdout).contains("litho"));
+}
+
+#[test]
+fn litho_bench_reports_a_ratio_against_the_naive_path() {
+    let Some(dir) = iccad_dir() else {
+        eprintln!(
+            "SKIP: ICCAD-2013 data not found (set RETICLE_DATA_DIR); the bench needs its kernels"
+        );
+        return;
+    };
+    let out = bench(
+        &[
+            "litho",
+            "--repeats",
+            "1",
+            "--json",
+            "--iccad-dir",
+            dir.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report on stdout");
+    let cpu = &report["cpu"];
+    eprintln!("{cpu}");
+    assert_eq!(cpu["grid"], 2048);
+    assert_eq!(cpu["corners"], 3);
+    let fast_s = cpu["fast_s"].as_f64().unwrap();
+    let naive_s = cpu["naive_s"].as_f64().unwrap();
+    assert!(fast_s > 0.0 && naive_s > fast_s, "{cpu}");
+    assert!((cpu["speedup"].as_f64().unwrap() - naive_s / fast_s).abs() < 1e-9);
+    for i in 0..2 {
+        let fast = cpu["fast_l2_pvb"][i].as_f64().unwrap();
+        let naive = cpu["naive_l2_pvb"][i].as_f64().unwrap();
+        assert!(fast > 0.0, "{cpu}");
+        assert!((fast - naive).abs() <= 0.001 * naive + 10.0, "{cpu}");
+    }
+    assert!(report["gpu"].is_null(), "no --gpu, no GPU figures");
+}
