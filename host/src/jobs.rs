@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -73,6 +74,8 @@ pub struct JobView {
     pub error: Option<ToolError>,
     /// Milliseconds since the job was submitted.
     pub age_ms: u64,
+    /// Times the work was started on a worker (more than 1 after a replay).
+    pub attempts: u32,
 }
 
 impl JobView {
@@ -88,6 +91,7 @@ impl JobView {
 #[derive(Debug, Clone)]
 pub struct ProgressSink {
     tx: watch::Sender<JobView>,
+    stats: Arc<JobStats>,
 }
 
 impl ProgressSink {
@@ -111,6 +115,17 @@ impl ProgressSink {
         self.tx.borrow().job_id.clone()
     }
 
+    /// Records that the work starts on a worker again after its worker died
+    /// (a replay, counted in `telemetry`), or for the first time.
+    pub fn attempt(&self) {
+        self.tx.send_modify(|view| {
+            view.attempts += 1;
+            if view.attempts > 1 {
+                self.stats.replays.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
+
     /// Marks the job running (it got a worker).
     pub fn running(&self) {
         self.tx.send_if_modified(|view| {
@@ -131,10 +146,21 @@ struct JobEntry {
     abort: Option<AbortHandle>,
 }
 
+/// Counters over the host's lifetime (the table itself forgets jobs after the TTL).
+#[derive(Debug, Default)]
+struct JobStats {
+    submitted: AtomicU64,
+    replays: AtomicU64,
+    completed: AtomicU64,
+    failed: AtomicU64,
+    cancelled: AtomicU64,
+}
+
 /// All jobs of this host.
 pub struct Jobs {
     entries: Mutex<HashMap<String, JobEntry>>,
     ttl: Duration,
+    stats: Arc<JobStats>,
 }
 
 impl std::fmt::Debug for Jobs {
@@ -155,6 +181,7 @@ impl Jobs {
         Arc::new(Self {
             entries: Mutex::new(HashMap::new()),
             ttl,
+            stats: Arc::default(),
         })
     }
 
@@ -174,8 +201,13 @@ impl Jobs {
             result: None,
             error: None,
             age_ms: 0,
+            attempts: 0,
         });
-        let sink = ProgressSink { tx: tx.clone() };
+        self.stats.submitted.fetch_add(1, Ordering::Relaxed);
+        let sink = ProgressSink {
+            tx: tx.clone(),
+            stats: Arc::clone(&self.stats),
+        };
         let future = work(sink);
         let mut entries = lock(&self.entries);
         let table = Arc::clone(self);
@@ -210,6 +242,7 @@ impl Jobs {
             }
             match outcome {
                 Ok(result) => {
+                    self.stats.completed.fetch_add(1, Ordering::Relaxed);
                     view.status = JobStatus::Completed;
                     if let Some(total) = view.progress.total {
                         view.progress.done = total;
@@ -217,6 +250,7 @@ impl Jobs {
                     view.result = Some(result);
                 }
                 Err(error) => {
+                    self.stats.failed.fetch_add(1, Ordering::Relaxed);
                     view.status = JobStatus::Failed;
                     view.error = Some(error);
                 }
@@ -247,6 +281,7 @@ impl Jobs {
                 .ok_or_else(|| not_found(job_id, self.ttl))?;
             if let Some(abort) = entry.abort.take() {
                 abort.abort();
+                self.stats.cancelled.fetch_add(1, Ordering::Relaxed);
                 entry.finished = Some(Instant::now());
                 entry.view.send_modify(|view| {
                     view.status = JobStatus::Cancelled;
@@ -284,6 +319,20 @@ impl Jobs {
                 .or_default() += 1;
         }
         json!(counts)
+    }
+
+    /// Lifetime counters: jobs submitted, finished by outcome, and replays after a
+    /// worker died mid-job.
+    pub fn stats(&self) -> Value {
+        let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        json!({
+            "submitted": n(&self.stats.submitted),
+            "completed": n(&self.stats.completed),
+            "failed": n(&self.stats.failed),
+            "cancelled": n(&self.stats.cancelled),
+            "replays": n(&self.stats.replays),
+            "by_status": self.counts(),
+        })
     }
 
     fn prune(&self) {

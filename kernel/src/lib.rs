@@ -34,6 +34,7 @@ pub mod raster;
 pub mod resist;
 pub mod rules;
 pub mod socs;
+pub mod socs_store;
 pub mod tiling;
 
 pub use cancel::{CancelToken, Cancelled, Progress, ProgressFn};

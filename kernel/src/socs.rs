@@ -109,7 +109,8 @@ impl SocsParams {
     }
 }
 
-/// Builds (or fetches from the in-process cache) the kernels for `params`.
+/// Builds the kernels for `params`, or fetches them from the in-process cache, or from
+/// the on-disk store when one is set ([`crate::socs_store::set_dir`]).
 pub fn kernels(params: &SocsParams) -> Result<SocsKernels, SocsError> {
     type Cache = Mutex<HashMap<String, SocsKernels>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();
@@ -122,7 +123,21 @@ pub fn kernels(params: &SocsParams) -> Result<SocsKernels, SocsError> {
     {
         return Ok(hit.clone());
     }
-    let built = build(params)?;
+    let disk = crate::socs_store::dir();
+    let built = match disk
+        .as_deref()
+        .and_then(|dir| crate::socs_store::load(dir, &key))
+    {
+        Some(stored) => stored,
+        None => {
+            let built = build(params)?;
+            if let Some(dir) = &disk {
+                // A failed store only costs a rebuild next time.
+                let _ = crate::socs_store::store(dir, &key, &built);
+            }
+            built
+        }
+    };
     cache
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -128,3 +128,25 @@ async def test_simulate_job_is_polled_to_completion(reticle_bin, server_env):
             result = polled.structured_content["result"]
             assert result["metrics"]["epe"]["checkpoints"] > 0, result
             assert result["backend"]["kind"] == "cpu", result
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_call_the_client_gives_up_on_is_cancelled_on_the_host(reticle_bin, server_env, mode):
+    """The SDK cancels a timed-out call (anyio.move_on_after); the host must stop the job."""
+    with anyio.fail_after(120):
+        async with Client(params(reticle_bin, server_env), mode=mode) as client:
+            # 4096×4096 pixels: about 2 s on two cores, so the client gives up mid-run.
+            with anyio.move_on_after(0.5) as scope:
+                await client.call_tool("simulate", {"layout": str(LAYOUT), "pixel_nm": 0.5, "wait": True})
+            assert scope.cancelled_caught, "the 4096×4096 simulation finished in under 0.5 s?"
+            jobs = None
+            for _ in range(100):
+                telemetry = await client.call_tool("telemetry", {"render": "json"})
+                jobs = telemetry.structured_content["jobs"]
+                if jobs["cancelled"] == 1:
+                    break
+                await anyio.sleep(0.05)
+            assert jobs["cancelled"] == 1 and jobs["completed"] == 0, jobs
+            again = await client.call_tool("simulate", {"layout": str(LAYOUT), "wait": True})
+            assert not again.is_error, again
+            assert again.structured_content["status"] == "completed"

@@ -30,6 +30,12 @@ fn start() -> Host {
     host
 }
 
+/// Arguments for a job long enough to cancel mid-run (4096×4096 pixels, about 2 s on
+/// two cores; the plain fixture run takes about 0.4 s).
+fn long_job() -> Value {
+    json!({"layout": layout(), "pixel_nm": 0.5})
+}
+
 fn layout() -> String {
     fixtures()
         .join("layouts/lines_and_pad.glp")
@@ -156,7 +162,7 @@ fn simulate_without_token_returns_a_job_to_poll() {
 #[test]
 fn cancel_kills_the_worker_and_the_next_job_succeeds() {
     let mut host = start();
-    let started = call(&mut host, "sim", "simulate", json!({"layout": layout()}));
+    let started = call(&mut host, "sim", "simulate", long_job());
     let job_id = started["structuredContent"]["job_id"]
         .as_str()
         .unwrap()
@@ -203,4 +209,106 @@ fn cancel_kills_the_worker_and_the_next_job_succeeds() {
         json!({"layout": layout(), "wait": true}),
     );
     assert_eq!(next["structuredContent"]["status"], "completed", "{next}");
+}
+
+/// Sends a request and returns its response, failing on any response to `forbidden`.
+fn request_never_answering(
+    host: &mut Host,
+    forbidden: &str,
+    id: &str,
+    name: &str,
+    arguments: Value,
+) -> Value {
+    host.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": name, "arguments": arguments}}));
+    loop {
+        let message = host.recv();
+        assert_ne!(
+            message["id"], forbidden,
+            "a cancelled request was answered: {message}"
+        );
+        if message["id"] == id {
+            return message["result"].clone();
+        }
+    }
+}
+
+fn wait_for_busy_worker(host: &mut Host) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(pid) = busy_worker_pid(host) {
+            return pid as u32;
+        }
+        assert!(Instant::now() < deadline, "no busy worker");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn assert_gone_within(pid: u32, limit: Duration, what: &str) {
+    let since = Instant::now();
+    while alive(pid) {
+        assert!(
+            since.elapsed() < Duration::from_secs(2),
+            "worker {pid} still alive after {what}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let took = since.elapsed();
+    eprintln!("worker {pid} gone {took:?} after {what}");
+    assert!(took < limit, "worker took {took:?} to die after {what}");
+}
+
+#[test]
+fn notifications_cancelled_kills_the_worker_and_the_request_is_never_answered() {
+    let mut host = start();
+    host.send(
+        &json!({"jsonrpc": "2.0", "id": "sim", "method": "tools/call",
+        "params": {"name": "simulate", "arguments": {"layout": layout(), "pixel_nm": 0.5, "wait": true}}}),
+    );
+    let pid = wait_for_busy_worker(&mut host);
+    host.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": "sim", "reason": "the user gave up"}}),
+    );
+    assert_gone_within(pid, Duration::from_millis(200), "notifications/cancelled");
+    let telemetry = request_never_answering(
+        &mut host,
+        "sim",
+        "t",
+        "telemetry",
+        json!({"render": "json"}),
+    );
+    let jobs = &telemetry["structuredContent"]["jobs"];
+    assert_eq!(jobs["cancelled"], 1, "{jobs}");
+    assert_eq!(jobs["by_status"]["cancelled"], 1, "{jobs}");
+    assert!(jobs["by_status"].get("completed").is_none(), "{jobs}");
+    let next = request_never_answering(
+        &mut host,
+        "sim",
+        "next",
+        "simulate",
+        json!({"layout": layout(), "wait": true}),
+    );
+    assert_eq!(next["structuredContent"]["status"], "completed", "{next}");
+    let (status, _) = host.close_and_wait();
+    assert!(status.success());
+    for line in host.drain_lines(Duration::from_millis(200)) {
+        assert!(!line.contains("\"id\":\"sim\""), "{line}");
+    }
+}
+
+#[test]
+fn stdin_eof_kills_a_busy_worker_and_the_host_exits_within_a_second() {
+    let mut host = start();
+    let started = call(&mut host, "sim", "simulate", long_job());
+    assert!(
+        started["structuredContent"]["job_id"].is_string(),
+        "{started}"
+    );
+    let pid = wait_for_busy_worker(&mut host);
+    let (status, took) = host.close_and_wait();
+    assert!(status.success(), "{status:?}");
+    assert!(took < Duration::from_secs(1), "EOF exit took {took:?}");
+    // The host reaps its workers before exiting: nothing is left once it is gone.
+    assert!(!alive(pid), "worker {pid} outlived the host");
 }

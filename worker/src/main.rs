@@ -17,7 +17,7 @@ mod server;
 
 use std::process::ExitCode;
 
-use reticle_protocol::wire::WORKER_SOCKET_ENV;
+use reticle_protocol::wire::{KERNEL_CACHE_ENV, WORKER_SOCKET_ENV};
 
 fn main() -> ExitCode {
     init_tracing();
@@ -39,12 +39,30 @@ fn main() -> ExitCode {
     }
 }
 
+/// The on-disk SOCS kernel store: `RETICLE_KERNEL_CACHE_DIR` (`off` for none), else the
+/// user's cache directory.
+fn kernel_cache_dir() -> Option<std::path::PathBuf> {
+    use std::path::PathBuf;
+    match std::env::var_os(KERNEL_CACHE_ENV) {
+        Some(v) if v == "off" || v.is_empty() => None,
+        Some(v) => Some(PathBuf::from(v)),
+        None => std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .map(|base| base.join("reticle/kernels")),
+    }
+}
+
 /// Worker mode: arm the parent-death signal, connect, serve until told to stop.
 fn serve() -> ExitCode {
     if let Err(e) = parent::die_with_parent() {
         tracing::error!(error = %e, "parent check failed; exiting");
         return ExitCode::from(3);
     }
+    let kernel_cache = kernel_cache_dir();
+    tracing::debug!(?kernel_cache, "SOCS kernel store");
+    reticle_kernel::socs_store::set_dir(kernel_cache);
     let Some(socket) = std::env::var_os(WORKER_SOCKET_ENV) else {
         tracing::error!(
             "{WORKER_SOCKET_ENV} is not set; the worker is started by the reticle host"

@@ -59,6 +59,7 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
         let mut attempt = 0;
         loop {
             attempt += 1;
+            sink.attempt();
             let request = RunRequest {
                 job_id: format!("{job_id}.{attempt}"),
                 op: "simulate".into(),
@@ -77,7 +78,8 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
                     forward_sink.report(p.done as f64, Some(p.total as f64), Some(p.message));
                 }
             });
-            sink.running();
+            // The job turns `running` with the worker's first progress frame; until then
+            // it waits in the supervisor's queue and reads `queued`.
             let outcome = supervisor.run(request, tx).await;
             let _ = forward.await;
             match outcome {

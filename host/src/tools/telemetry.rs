@@ -25,6 +25,7 @@ async fn run(ctx: ToolContext, _args: Map<String, Value>) -> ToolResult {
         "schema_version": SCHEMA_VERSION,
         "telemetry": ctx.state.telemetry(),
         "frames": ctx.state.frames_snapshot(),
+        "jobs": ctx.jobs.stats(),
         "process": ctx.state.process_snapshot(),
         "log_file": ctx.state.log_file.as_ref().map(|p| p.display().to_string()),
     }))
@@ -34,8 +35,9 @@ fn porcelain(payload: &Value, detail: Detail) -> String {
     let t = &payload["telemetry"];
     let totals = &t["totals"];
     let f = &payload["frames"];
+    let jobs = &payload["jobs"];
     let mut text = format!(
-        "requests={} ok={} errors={} | lines={} oversize={} parse_errors={} invalid={}",
+        "requests={} ok={} errors={} | lines={} oversize={} parse_errors={} invalid={} | jobs={} completed={} failed={} cancelled={} replays={}",
         totals["request_count"],
         totals["success_count"],
         totals["error_count"],
@@ -43,6 +45,11 @@ fn porcelain(payload: &Value, detail: Detail) -> String {
         f["oversize_rejected"],
         f["parse_errors"],
         f["invalid_requests"],
+        jobs["submitted"],
+        jobs["completed"],
+        jobs["failed"],
+        jobs["cancelled"],
+        jobs["replays"],
     );
     let mut methods: Vec<&Value> = t["methods"]
         .as_array()
