@@ -12,7 +12,8 @@ use crate::supervisor::{Progress, SupervisorError};
 
 /// Arguments the host consumes and does not forward to the worker.
 const HOST_ONLY: [&str; 3] = ["wait", "render", "detail"];
-/// Runs of a Convergent job after its worker died (DESIGN.md replay table).
+/// Most runs of one Convergent job: the first, plus replays after its worker died
+/// (DESIGN.md replay table). A job that kills its worker this often is likely poison.
 const MAX_ATTEMPTS: u32 = 3;
 
 pub(super) fn tool() -> Tool {
