@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use interprocess::local_socket::Stream;
 use reticle_kernel::CancelToken;
+use reticle_protocol::error::{ErrorCode, ToolError};
 use reticle_protocol::wire::{JobContext, WireError, WorkerMessage, encode_frame};
 
 use crate::backend::Backend;
@@ -142,7 +143,6 @@ pub struct JobCtx<'a> {
     /// Host-assigned job id.
     pub job_id: &'a str,
     /// Limits and allowed roots (read by the engine ops; the debug ops need none).
-    #[allow(dead_code)]
     pub context: &'a JobContext,
     /// Set when the host cancels the job; ops check it at every loop boundary.
     pub cancel: &'a CancelToken,
@@ -150,4 +150,42 @@ pub struct JobCtx<'a> {
     pub state: &'a WorkerState,
     /// Progress reporting.
     pub progress: &'a ProgressSink,
+}
+
+impl JobCtx<'_> {
+    /// `path`, canonical, if it lies under one of the job's allowed roots.
+    ///
+    /// The host resolves every path against the client's roots before a job starts;
+    /// this is the second check, in the process that opens the file, so a host bug or
+    /// a symlink swapped in between cannot make a worker read outside the roots. No
+    /// roots means nothing is readable.
+    ///
+    /// # Errors
+    /// `FILE_NOT_FOUND` when the path does not resolve, `PATH_NOT_ALLOWED` when it
+    /// resolves outside every root.
+    pub fn readable(&self, path: &std::path::Path) -> Result<std::path::PathBuf, ToolError> {
+        let canonical = path.canonicalize().map_err(|e| {
+            ToolError::new(
+                ErrorCode::FileNotFound,
+                format!("cannot resolve {}: {e}", path.display()),
+            )
+            .with_details(serde_json::json!({"path": path}))
+        })?;
+        let inside = self.context.allowed_roots.iter().any(|root| {
+            std::path::Path::new(root)
+                .canonicalize()
+                .is_ok_and(|root| canonical.starts_with(root))
+        });
+        if inside {
+            Ok(canonical)
+        } else {
+            Err(ToolError::new(
+                ErrorCode::PathNotAllowed,
+                format!("{} is outside the allowed roots", path.display()),
+            )
+            .with_details(
+                serde_json::json!({"path": path, "allowed_roots": self.context.allowed_roots}),
+            ))
+        }
+    }
 }

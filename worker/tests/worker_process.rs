@@ -136,13 +136,22 @@ impl Drop for Worker {
 }
 
 fn request(job_id: &str, op: &str, args: serde_json::Value) -> RunRequest {
+    request_with_roots(job_id, op, args, &[])
+}
+
+fn request_with_roots(
+    job_id: &str,
+    op: &str,
+    args: serde_json::Value,
+    roots: &[&Path],
+) -> RunRequest {
     RunRequest {
         job_id: job_id.to_owned(),
         op: op.to_owned(),
         args_json: args.to_string(),
         context: JobContext {
             artifact_dir: None,
-            allowed_roots: Vec::new(),
+            allowed_roots: roots.iter().map(|r| r.display().to_string()).collect(),
             limits: JobLimits::default(),
         },
     }
@@ -412,4 +421,59 @@ fn worker_without_a_socket_variable_exits_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
     assert!(Path::new(WORKER).exists());
+}
+
+/// The worker re-checks paths against the job's roots itself (the host checked first):
+/// nothing outside them is opened, not even through a symlink inside a root.
+#[test]
+fn simulate_reads_only_inside_the_job_roots() {
+    let root = tempfile::tempdir().unwrap();
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/layouts/lines_and_pad.glp");
+    let inside = root.path().join("clip.glp");
+    std::fs::copy(&fixture, &inside).unwrap();
+    let escape = root.path().join("escape.glp");
+    std::os::unix::fs::symlink(&fixture, &escape).unwrap();
+    let mut w = Worker::start();
+    let cases: [(&str, &Path, &[&Path], ErrorCode); 4] = [
+        ("no-roots", &inside, &[], ErrorCode::PathNotAllowed),
+        (
+            "outside",
+            Path::new("/etc/passwd"),
+            &[root.path()],
+            ErrorCode::PathNotAllowed,
+        ),
+        (
+            "symlink-out",
+            &escape,
+            &[root.path()],
+            ErrorCode::PathNotAllowed,
+        ),
+        (
+            "missing",
+            &root.path().join("none.glp"),
+            &[root.path()],
+            ErrorCode::FileNotFound,
+        ),
+    ];
+    for (id, layout, roots, code) in cases {
+        let args = serde_json::json!({"layout": layout, "pixel_nm": 8.0});
+        w.send(&HostMessage::Run(request_with_roots(
+            id, "simulate", args, roots,
+        )));
+        assert_eq!(error_code(&w.result(id).1), code, "{id}");
+    }
+    // Inside the root it runs (the engine is the CPU path in these tests).
+    let args = serde_json::json!({"layout": inside, "pixel_nm": 8.0});
+    w.send(&HostMessage::Run(request_with_roots(
+        "ok",
+        "simulate",
+        args,
+        &[root.path()],
+    )));
+    let done = payload(&w.result("ok").1);
+    assert!(
+        done["metrics"]["epe"]["checkpoints"].as_u64().unwrap() > 0,
+        "{done}"
+    );
 }

@@ -260,7 +260,8 @@ impl Op for Simulate {
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
         let started = Instant::now();
-        let args: Args = parse_args(self.name(), args_json)?;
+        let mut args: Args = parse_args(self.name(), args_json)?;
+        args.layout = ctx.readable(&args.layout)?;
         let bytes_len = std::fs::metadata(&args.layout)
             .map(|m| m.len())
             .unwrap_or(0);
