@@ -33,6 +33,22 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
+/// The repository root, canonical (tests pass it, or paths under it, as allowed roots).
+///
+/// # Panics
+/// When the crate is not inside its repository.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()
+        .expect("repository root")
+}
+
+/// `fixtures/` of the repository, canonical.
+pub fn fixtures_dir() -> PathBuf {
+    repo_root().join("fixtures")
+}
+
 /// A running `reticle serve` with piped stdio.
 #[derive(Debug)]
 pub struct Host {

@@ -5,24 +5,16 @@
 //! replays, and no worker may outlive the host.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use reticle_tests::{Host, alive, check_jsonrpc_line, children_of};
+use reticle_tests::{Host, alive, check_jsonrpc_line, children_of, fixtures_dir};
 use serde_json::{Value, json};
 
 const REQUESTS: usize = 200;
 /// The host's bound on runs of one job (`MAX_ATTEMPTS` in `host/src/tools/simulate.rs`).
 const MAX_ATTEMPTS: u32 = 3;
-
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures")
-        .canonicalize()
-        .unwrap()
-}
 
 /// A small deterministic generator (the seed is printed, so a failure can be replayed).
 struct Lcg(u64);
@@ -37,7 +29,7 @@ impl Lcg {
 }
 
 fn simulate_args() -> Value {
-    let layout = fixtures().join("layouts/lines_and_pad.glp");
+    let layout = fixtures_dir().join("layouts/lines_and_pad.glp");
     // 8 nm pixels keep each job short, so many jobs run between kills.
     json!({"layout": layout, "pixel_nm": 8.0, "wait": true, "render": "json"})
 }
@@ -54,7 +46,7 @@ fn workers_killed_at_random_moments_lose_and_duplicate_nothing() {
                 .as_nanos() as u64
         });
     eprintln!("crash test seed {seed} (RETICLE_CRASH_SEED to replay)");
-    let roots = fixtures();
+    let roots = fixtures_dir();
     let mut host = Host::start_with(&[
         ("RETICLE_ALLOWED_ROOTS", roots.to_str().unwrap()),
         ("RETICLE_BACKEND", "cpu"),

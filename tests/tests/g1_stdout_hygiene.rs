@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use reticle_tests::{Host, check_jsonrpc_line};
+use reticle_tests::{Host, check_jsonrpc_line, repo_root};
 use serde_json::{Value, json};
 
 const MODERN: &str = "io.modelcontextprotocol/protocolVersion";
@@ -20,13 +20,6 @@ enum Expect {
     ToolError(&'static str),
     /// A JSON-RPC error with this code.
     Rpc(i64),
-}
-
-fn repo_root() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .canonicalize()
-        .unwrap()
 }
 
 fn corpus() -> (Vec<Vec<u8>>, BTreeMap<String, Expect>, usize) {

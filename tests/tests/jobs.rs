@@ -2,21 +2,13 @@
 //! as a job polled to completion, and cancelled for real (the worker is killed
 //! and replaced, the next job succeeds).
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use reticle_tests::{Host, alive};
+use reticle_tests::{Host, alive, fixtures_dir};
 use serde_json::{Value, json};
 
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures")
-        .canonicalize()
-        .unwrap()
-}
-
 fn start() -> Host {
-    let roots = fixtures();
+    let roots = fixtures_dir();
     let mut host = Host::start_with(&[
         ("RETICLE_ALLOWED_ROOTS", roots.to_str().unwrap()),
         ("RETICLE_BACKEND", "cpu"),
@@ -37,7 +29,7 @@ fn long_job() -> Value {
 }
 
 fn layout() -> String {
-    fixtures()
+    fixtures_dir()
         .join("layouts/lines_and_pad.glp")
         .display()
         .to_string()
