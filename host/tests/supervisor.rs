@@ -98,6 +98,22 @@ async fn wait_idle(supervisor: &Supervisor, limit: Duration) -> u32 {
     }
 }
 
+/// Starts `id`, a 60 s sleep that reports progress, and returns once the worker has
+/// reported some: the job is then surely running on the worker.
+async fn running_long_job(
+    supervisor: &Arc<Supervisor>,
+    id: &'static str,
+) -> (
+    tokio::task::JoinHandle<Result<JobOutcome, SupervisorError>>,
+    mpsc::Receiver<Progress>,
+) {
+    let (tx, mut rx) = mpsc::channel(64);
+    let s = Arc::clone(supervisor);
+    let running = tokio::spawn(async move { s.run(sleep_job(id, 60_000, 600), tx).await });
+    rx.recv().await.unwrap();
+    (running, rx)
+}
+
 /// Whether `pid` is gone or a zombie (exited, not yet reaped by its new parent).
 fn exited(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -173,13 +189,7 @@ async fn kill_job_reaps_the_worker_within_200ms_and_a_replacement_runs_the_next_
     let base = tempfile::tempdir().unwrap();
     let supervisor = Arc::new(Supervisor::start(config(1, base.path())).await.unwrap());
     let pid = worker_pid(&supervisor);
-    let (tx, mut rx) = mpsc::channel(64);
-    let running = {
-        let s = Arc::clone(&supervisor);
-        tokio::spawn(async move { s.run(sleep_job("job_long", 60_000, 600), tx).await })
-    };
-    // First progress: the job is surely running on the worker.
-    rx.recv().await.unwrap();
+    let (running, _progress) = running_long_job(&supervisor, "job_long").await;
 
     let started = Instant::now();
     let outcome = supervisor.kill_job("job_long").await.unwrap();
@@ -370,12 +380,7 @@ async fn dropping_a_running_job_kills_its_worker_and_a_replacement_takes_over() 
     let base = tempfile::tempdir().unwrap();
     let supervisor = Arc::new(Supervisor::start(config(1, base.path())).await.unwrap());
     let pid = worker_pid(&supervisor);
-    let (tx, mut rx) = mpsc::channel(8);
-    let running = {
-        let s = Arc::clone(&supervisor);
-        tokio::spawn(async move { s.run(sleep_job("abandoned", 60_000, 600), tx).await })
-    };
-    rx.recv().await.unwrap();
+    let (running, _progress) = running_long_job(&supervisor, "abandoned").await;
     running.abort();
     let deadline = Instant::now() + Duration::from_millis(500);
     while !exited(pid) {
@@ -400,12 +405,7 @@ async fn a_stopped_worker_misses_heartbeats_and_is_replaced() {
     let base = tempfile::tempdir().unwrap();
     let supervisor = Arc::new(Supervisor::start(config(1, base.path())).await.unwrap());
     let pid = worker_pid(&supervisor);
-    let (tx, mut rx) = mpsc::channel(8);
-    let running = {
-        let s = Arc::clone(&supervisor);
-        tokio::spawn(async move { s.run(sleep_job("frozen", 60_000, 600), tx).await })
-    };
-    rx.recv().await.unwrap();
+    let (running, _progress) = running_long_job(&supervisor, "frozen").await;
     kill(Pid::from_raw(pid as i32), Signal::SIGSTOP).unwrap();
     let err = tokio::time::timeout(Duration::from_secs(5), running)
         .await
