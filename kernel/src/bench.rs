@@ -108,3 +108,152 @@ pub fn litho_bench(
         setup_s,
     })
 }
+
+/// One halo of [`tiling_bench`]: the tile plan and its largest deviation.
+#[derive(Debug, Clone, Serialize)]
+pub struct TilingPoint {
+    /// Tile window side (pixels).
+    pub window: usize,
+    /// Halo (pixels) discarded on each side of a tile.
+    pub halo: usize,
+    /// Halo in nm.
+    pub halo_nm: f64,
+    /// Largest |tiled − untiled| over the canvas, as a fraction of the open-frame intensity.
+    pub max_error: f64,
+    /// Wall time of the tiled image, seconds.
+    pub seconds: f64,
+}
+
+/// What [`tiling_bench`] measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct TilingBenchReport {
+    /// Canvas side (pixels) and pixel size (nm).
+    pub canvas: usize,
+    /// Pixel size (nm).
+    pub pixel_nm: f64,
+    /// Zero border around the canvas in the two untiled references (pixels).
+    pub reference_pads: [usize; 2],
+    /// Largest difference between the two references (fraction of the open frame): how
+    /// well "the untiled image" of a finite canvas is defined at all with this pupil.
+    pub reference_spread: f64,
+    /// Tiled against the wider reference, one point per halo.
+    pub points: Vec<TilingPoint>,
+}
+
+/// Tiled against untiled imaging with a hard-edged 193 nm annular pupil (NA 0.75,
+/// σ 0.5–0.8, every SOCS kernel kept) on a dense pseudo-random Manhattan canvas of
+/// `canvas` pixels of 16 nm: the error in the tile cores for growing halos, and the
+/// spread between two untiled references that differ only in their zero border.
+pub fn tiling_bench(canvas: usize) -> Result<TilingBenchReport, BenchError> {
+    use crate::Grid;
+    use crate::optics::{Optics, Source};
+    use crate::socs::{self, SocsParams};
+    use crate::tiling::{TilePlan, aerial_tiled};
+
+    const PIXEL_NM: f64 = 16.0;
+    let kernels_for = |window: usize| -> Result<std::sync::Arc<crate::KernelSet>, BenchError> {
+        let params = SocsParams {
+            optics: Optics {
+                wavelength_nm: 193.0,
+                na: 0.75,
+                immersion_index: 1.0,
+                source: Source::Annular {
+                    sigma_in: 0.5,
+                    sigma_out: 0.8,
+                },
+                source_step: 0.08,
+            },
+            defocus_nm: 0.0,
+            period_nm: window as f64 * PIXEL_NM,
+            kernel_size: None,
+            max_kernels: 4096,
+            energy: 1.0,
+        };
+        Ok(socs::kernels(&params)
+            .map_err(|e| crate::ImagingError::Invalid(e.to_string()))?
+            .set)
+    };
+    let mask = manhattan_canvas(canvas, 5);
+    let backend = CpuBackend::new();
+    let cancel = CancelToken::new();
+    // The widest border the SOCS factorization accepts at this NA (period ≈ 11 µm).
+    let pads = [200usize, 280];
+    let mut references = Vec::new();
+    let mut open = 1.0;
+    for pad in pads {
+        let big = canvas + 2 * pad;
+        let mut padded = Grid::filled(big, big, 0.0f32);
+        for y in 0..canvas {
+            padded.data[(y + pad) * big + pad..(y + pad) * big + pad + canvas]
+                .copy_from_slice(&mask.data[y * canvas..(y + 1) * canvas]);
+        }
+        let kernels = kernels_for(big)?;
+        open = kernels.open_frame();
+        let image = backend.aerial(&padded, &kernels, 1.0, &cancel)?;
+        references.push(
+            (0..canvas * canvas)
+                .map(|i| *image.at(i % canvas + pad, i / canvas + pad))
+                .collect::<Vec<f32>>(),
+        );
+    }
+    let spread = |a: &[f32], b: &[f32]| {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| f64::from((x - y).abs()))
+            .fold(0.0, f64::max)
+            / open
+    };
+    let mut points = Vec::new();
+    for (window, halo) in [(128, 32), (256, 64), (384, 128), (512, 192)] {
+        let kernels = kernels_for(window)?;
+        let t = Instant::now();
+        let tiled = aerial_tiled(
+            &backend,
+            &mask,
+            &kernels,
+            1.0,
+            TilePlan { window, halo },
+            &cancel,
+            &|_| {},
+        )?;
+        points.push(TilingPoint {
+            window,
+            halo,
+            halo_nm: halo as f64 * PIXEL_NM,
+            max_error: spread(&tiled.data, &references[1]),
+            seconds: t.elapsed().as_secs_f64(),
+        });
+    }
+    Ok(TilingBenchReport {
+        canvas,
+        pixel_nm: PIXEL_NM,
+        reference_pads: pads,
+        reference_spread: spread(&references[0], &references[1]),
+        points,
+    })
+}
+
+/// A dense Manhattan canvas: `n/3` wires (2 px wide, 2–16 px long) at pseudo-random
+/// places, reproducible from `seed` (SplitMix64).
+fn manhattan_canvas(n: usize, seed: u64) -> crate::Grid<f32> {
+    let mut state = seed;
+    let mut unit = move || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let mut grid = crate::Grid::filled(n, n, 0.0f32);
+    for _ in 0..n / 3 {
+        let (x, y) = ((unit() * n as f64) as usize, (unit() * n as f64) as usize);
+        let long = 2 + (unit() * 15.0) as usize;
+        let (w, h) = if unit() < 0.5 { (long, 2) } else { (2, long) };
+        for yy in y..(y + h).min(n) {
+            for xx in x..(x + w).min(n) {
+                *grid.at_mut(xx, yy) = 1.0;
+            }
+        }
+    }
+    grid
+}

@@ -3,7 +3,8 @@
 //!
 //! `bench litho` times one 2048×2048, 3-corner ICCAD-2013 simulation on the CPU
 //! band-limited path and, in the same process, the naive full-size path, and prints
-//! the ratio; `--gpu` also times the wgpu path on the same job. The report goes to
+//! the ratio; `--gpu` also times the wgpu path on the same job. `bench tiling` measures
+//! how far tiled imaging is from untiled imaging as the halo grows. The report goes to
 //! stdout (this is a command-line mode; in worker mode stdout is never written).
 
 use std::io::Write;
@@ -11,7 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use reticle_kernel::bench::{LithoBenchReport, litho_bench};
+use reticle_kernel::bench::{LithoBenchReport, TilingBenchReport, litho_bench, tiling_bench};
 use reticle_kernel::gpu::{AdapterPolicy, GpuBackend, GpuBenchReport, gpu_bench};
 use reticle_kernel::{ImagingBackend, KeepImages, LithoJob, Resist, iccad};
 use serde::Serialize;
@@ -48,6 +49,16 @@ enum BenchCommand {
         #[arg(long)]
         gpu: bool,
         /// Print the report as JSON instead of a summary line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Tiled against untiled imaging with a hard-edged pupil: the error in the tile
+    /// cores for halos of 0.5–3 µm, and how much two untiled references disagree.
+    Tiling {
+        /// Canvas side in 16 nm pixels.
+        #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(16..=256))]
+        canvas: u32,
+        /// Print the report as JSON instead of a table.
         #[arg(long)]
         json: bool,
     },
@@ -97,6 +108,13 @@ pub fn main(args: &[String]) -> ExitCode {
             Ok(report) => print_report(&report, json),
             Err(message) => {
                 eprintln!("reticle bench litho: {message}");
+                ExitCode::from(2)
+            }
+        },
+        BenchCommand::Tiling { canvas, json } => match tiling_bench(canvas as usize) {
+            Ok(report) => print_tiling(&report, json),
+            Err(e) => {
+                eprintln!("reticle bench tiling: {e}");
                 ExitCode::from(2)
             }
         },
@@ -155,6 +173,42 @@ fn gpu_figures(
     })
 }
 
+fn print_tiling(report: &TilingBenchReport, json: bool) -> ExitCode {
+    let text = if json {
+        serde_json::to_string_pretty(report).unwrap_or_default()
+    } else {
+        let mut text = format!(
+            "tiling {}×{} px of {} nm; untiled references with borders of {} and {} px differ by {:.2e} of the open frame",
+            report.canvas,
+            report.canvas,
+            report.pixel_nm,
+            report.reference_pads[0],
+            report.reference_pads[1],
+            report.reference_spread,
+        );
+        for p in &report.points {
+            text.push_str(&format!(
+                "\nwindow {:4} px, halo {:3} px ({:.2} µm): max error {:.2e} of the open frame ({:.2} s)",
+                p.window,
+                p.halo,
+                p.halo_nm / 1e3,
+                p.max_error,
+                p.seconds,
+            ));
+        }
+        text
+    };
+    write_stdout(&text)
+}
+
+fn write_stdout(text: &str) -> ExitCode {
+    let mut stdout = std::io::stdout().lock();
+    if writeln!(stdout, "{text}").is_err() {
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}
+
 fn print_report(report: &LithoReport, json: bool) -> ExitCode {
     let text = if json {
         serde_json::to_string_pretty(report).unwrap_or_default()
@@ -192,9 +246,5 @@ fn print_report(report: &LithoReport, json: bool) -> ExitCode {
         }
         text
     };
-    let mut stdout = std::io::stdout().lock();
-    if writeln!(stdout, "{text}").is_err() {
-        return ExitCode::from(1);
-    }
-    ExitCode::SUCCESS
+    write_stdout(&text)
 }
