@@ -85,6 +85,67 @@ fn litho_bench_reports_a_ratio_against_the_naive_path() {
     assert!(report["gpu"].is_null(), "no --gpu, no GPU figures");
 }
 
+/// `--backend gpu` times the wgpu path on whatever adapter exists (lavapipe in CI), a
+/// batch of different clips, and the ratio to the CPU path of the same run; the GPU
+/// path must agree with the CPU path on L2 and PVB.
+#[test]
+fn litho_bench_backend_gpu_reports_batch_throughput_and_the_cpu_ratio() {
+    let Some(dir) = iccad_dir() else {
+        eprintln!(
+            "SKIP: ICCAD-2013 data not found (set RETICLE_DATA_DIR); the bench needs its kernels"
+        );
+        return;
+    };
+    let out = bench(
+        &[
+            "litho",
+            "--backend",
+            "gpu",
+            "--batch",
+            "2",
+            "--repeats",
+            "1",
+            "--json",
+            "--iccad-dir",
+            dir.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report on stdout");
+    let (cpu, gpu) = (&report["cpu"], &report["gpu"]);
+    eprintln!("{gpu}");
+    let median = gpu["report"]["ms_per_sim_median"].as_f64().unwrap();
+    let cpu_ms = cpu["fast_s"].as_f64().unwrap() * 1e3;
+    assert!(median > 0.0);
+    assert!((gpu["gpu_over_cpu"].as_f64().unwrap() - median / cpu_ms).abs() < 1e-9);
+    // Issue 4's agreement criterion: at most 0.01 % of the 2048² printed pixels differ.
+    for i in 0..2 {
+        let (g, c) = (
+            gpu["l2_pvb"][i].as_f64().unwrap(),
+            cpu["fast_l2_pvb"][i].as_f64().unwrap(),
+        );
+        assert!(
+            c > 0.0 && (g - c).abs() <= 1e-4 * 2048.0 * 2048.0,
+            "{gpu} vs {cpu}"
+        );
+    }
+    let batch = &gpu["batch"];
+    assert_eq!(batch["clips"], 2);
+    let (clips, seconds) = (2.0, batch["seconds"].as_f64().unwrap());
+    assert!((batch["clips_per_s"].as_f64().unwrap() - clips / seconds).abs() < 1e-9);
+    let l2 = batch["l2"].as_array().unwrap();
+    assert_eq!(
+        l2[0], gpu["l2_pvb"][0],
+        "the batch starts with the same clip"
+    );
+    assert_ne!(l2[0], l2[1], "two different clips");
+}
+
 /// `reticle bench tiling` needs no data: it images a generated canvas tiled and untiled.
 /// The error in the tile cores must fall as the halo grows, and the two untiled
 /// references (different zero borders) must disagree measurably, which is the point the
@@ -107,10 +168,17 @@ fn tiling_bench_shows_the_error_falling_with_the_halo() {
         .map(|p| p["max_error"].as_f64().unwrap())
         .collect();
     assert_eq!(errors.len(), 4);
-    assert!(errors.iter().all(|e| e.is_finite() && *e > 0.0), "{errors:?}");
+    assert!(
+        errors.iter().all(|e| e.is_finite() && *e > 0.0),
+        "{errors:?}"
+    );
     assert!(errors[3] < errors[0] / 2.0, "{errors:?}");
     let spread = report["reference_spread"].as_f64().unwrap();
     assert!(spread > 1e-6 && spread < 1e-2, "{spread}");
     let out = bench(&["tiling", "--canvas", "8"], &[]);
-    assert_eq!(out.status.code(), Some(2), "canvas below 16 px is a usage error");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "canvas below 16 px is a usage error"
+    );
 }

@@ -45,9 +45,17 @@ enum BenchCommand {
         /// Timed runs of the fast path (the best is reported).
         #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
         repeats: u32,
-        /// Also time the wgpu path on any adapter (lavapipe included).
+        /// Also time the wgpu path on any adapter (lavapipe included); the same as
+        /// `--backend gpu`.
         #[arg(long)]
         gpu: bool,
+        /// `cpu` (default) times the CPU paths only; `gpu` also times the wgpu path, its
+        /// throughput on a batch of clips, and its ratio to the CPU path.
+        #[arg(long, value_parser = ["cpu", "gpu"], default_value = "cpu")]
+        backend: String,
+        /// Clips in the GPU throughput batch (the ICCAD-2013 clips, in order).
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10))]
+        batch: u32,
         /// Print the report as JSON instead of a summary line.
         #[arg(long)]
         json: bool,
@@ -75,9 +83,21 @@ struct LithoReport {
 #[derive(Debug, Serialize)]
 struct GpuFigures {
     report: GpuBenchReport,
+    /// Throughput on a batch of different clips, one after another.
+    batch: BatchFigures,
     /// GPU median time / CPU best time (< 1: the GPU is faster).
     gpu_over_cpu: f64,
     l2_pvb: [u64; 2],
+}
+
+/// The GPU path on several clips in a row: what a queue of jobs sees.
+#[derive(Debug, Serialize)]
+struct BatchFigures {
+    clips: usize,
+    seconds: f64,
+    clips_per_s: f64,
+    /// L2 per clip, in order (so a wrong clip shows).
+    l2: Vec<u64>,
 }
 
 /// Entry point of the `bench` subcommand; `args` are the arguments after `bench`.
@@ -103,8 +123,16 @@ pub fn main(args: &[String]) -> ExitCode {
             threads,
             repeats,
             gpu,
+            backend,
+            batch,
             json,
-        } => match litho(iccad_dir, clip, threads, repeats as usize, gpu) {
+        } => match litho(
+            iccad_dir,
+            clip,
+            threads,
+            repeats as usize,
+            (gpu || backend == "gpu").then_some(batch as usize),
+        ) {
             Ok(report) => print_report(&report, json),
             Err(message) => {
                 eprintln!("reticle bench litho: {message}");
@@ -126,7 +154,7 @@ fn litho(
     clip: Option<PathBuf>,
     threads: Option<usize>,
     repeats: usize,
-    gpu: bool,
+    gpu_batch: Option<usize>,
 ) -> Result<LithoReport, String> {
     let dir = iccad_dir.or_else(reticle_kernel::data::iccad13_dir).ok_or(
         "the ICCAD-2013 data was not found: pass --iccad-dir or set RETICLE_DATA_DIR \
@@ -136,10 +164,9 @@ fn litho(
         "bench litho: CPU band-limited ×{repeats} and naive ×1 (the naive run takes a while)…"
     );
     let cpu = litho_bench(&dir, clip.as_deref(), threads, repeats).map_err(|e| e.to_string())?;
-    let gpu = if gpu {
-        Some(gpu_figures(&dir, clip, &cpu)?)
-    } else {
-        None
+    let gpu = match gpu_batch {
+        Some(batch) => Some(gpu_figures(&dir, clip, batch, &cpu)?),
+        None => None,
     };
     Ok(LithoReport { cpu, gpu })
 }
@@ -147,6 +174,7 @@ fn litho(
 fn gpu_figures(
     dir: &std::path::Path,
     clip: Option<PathBuf>,
+    batch: usize,
     cpu: &LithoBenchReport,
 ) -> Result<GpuFigures, String> {
     eprintln!("bench litho: GPU path…");
@@ -166,10 +194,50 @@ fn gpu_figures(
     let out = backend
         .litho(&job, &reticle_kernel::CancelToken::new(), &|_| {})
         .map_err(|e| e.to_string())?;
+    let batch = gpu_batch_throughput(&backend, dir, &corners, batch)?;
     Ok(GpuFigures {
+        batch,
         gpu_over_cpu: report.ms_per_sim_median / (cpu.fast_s * 1e3),
         l2_pvb: [out.l2.unwrap_or(0), out.pvb.unwrap_or(0)],
         report,
+    })
+}
+
+/// Loads `batch` clips, then times their 3-corner simulations back to back on `backend`
+/// (pipelines and kernels are already on the device from the single-clip runs).
+fn gpu_batch_throughput(
+    backend: &GpuBackend,
+    dir: &std::path::Path,
+    corners: &[reticle_kernel::Corner],
+    batch: usize,
+) -> Result<BatchFigures, String> {
+    let clips = iccad::clip_paths(dir)
+        .iter()
+        .take(batch)
+        .map(|p| iccad::load_clip(p).map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let cancel = reticle_kernel::CancelToken::new();
+    let t = std::time::Instant::now();
+    let mut l2 = Vec::with_capacity(clips.len());
+    for clip in &clips {
+        let job = LithoJob {
+            mask: &clip.mask,
+            target: Some(&clip.target),
+            corners,
+            resist: Resist::ICCAD2013,
+            keep: KeepImages::default(),
+        };
+        let out = backend
+            .litho(&job, &cancel, &|_| {})
+            .map_err(|e| e.to_string())?;
+        l2.push(out.l2.unwrap_or(0));
+    }
+    let seconds = t.elapsed().as_secs_f64();
+    Ok(BatchFigures {
+        clips: clips.len(),
+        seconds,
+        clips_per_s: clips.len() as f64 / seconds,
+        l2,
     })
 }
 
@@ -234,7 +302,7 @@ fn print_report(report: &LithoReport, json: bool) -> ExitCode {
         );
         if let Some(g) = &report.gpu {
             text.push_str(&format!(
-                "\nlitho GPU ({}): {:.2} ms median, {:.2} ms min (first call {:.0} ms) → {:.3}× the CPU time; L2 {}, PVB {}",
+                "\nlitho GPU ({}): {:.2} ms median, {:.2} ms min (first call {:.0} ms) → {:.3}× the CPU time; L2 {}, PVB {}; batch of {} clips in {:.2} s = {:.2} clips/s",
                 g.report.adapter,
                 g.report.ms_per_sim_median,
                 g.report.ms_per_sim_min,
@@ -242,6 +310,9 @@ fn print_report(report: &LithoReport, json: bool) -> ExitCode {
                 g.gpu_over_cpu,
                 g.l2_pvb[0],
                 g.l2_pvb[1],
+                g.batch.clips,
+                g.batch.seconds,
+                g.batch.clips_per_s,
             ));
         }
         text
