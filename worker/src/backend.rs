@@ -1,71 +1,70 @@
 //! The imaging backend this worker runs on, chosen once at start.
 //!
-//! `RETICLE_BACKEND=auto|gpu|cpu` (default `auto`). Until the engine's GPU path is
-//! wired into the worker, every choice resolves to the CPU description; the engine
-//! integration replaces [`Backend::select`] with real adapter discovery and makes
-//! [`Backend::device_bytes`] read the GPU backend's buffer accounting.
+//! `RETICLE_BACKEND=auto|gpu|cpu` (default `auto`, parsed by the engine's
+//! [`BackendPref`]): `auto` opens a hardware GPU adapter and falls back to the CPU path,
+//! `gpu` forces wgpu on any adapter (lavapipe included), `cpu` never opens a device. The
+//! choice is made before the hello so the host's health view names the backend that
+//! really runs the jobs, and its device-buffer bytes come from that backend.
 
+use reticle_kernel::ImagingBackend;
+use reticle_kernel::gpu::{BackendPref, select_backend};
+use reticle_protocol::error::{ErrorCode, ToolError};
 use reticle_protocol::wire::BackendDescription;
 
-/// Environment variable selecting the backend.
-pub const BACKEND_ENV: &str = "RETICLE_BACKEND";
-
-/// What the user asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BackendChoice {
-    /// A real GPU adapter when one exists, else the CPU.
-    Auto,
-    /// The wgpu path on whatever adapter exists.
-    Gpu,
-    /// The CPU reference path.
-    Cpu,
-}
-
-impl BackendChoice {
-    /// Parses `RETICLE_BACKEND`; `None` for an unknown value.
-    #[must_use]
-    pub fn parse(value: &str) -> Option<Self> {
-        match value.trim().to_ascii_lowercase().as_str() {
-            "" | "auto" => Some(Self::Auto),
-            "gpu" => Some(Self::Gpu),
-            "cpu" => Some(Self::Cpu),
-            _ => None,
-        }
-    }
-}
-
 /// The backend a worker runs jobs on.
-#[derive(Debug, Clone)]
 pub struct Backend {
+    /// The engine, or why none could be opened (`RETICLE_BACKEND=gpu` with no adapter).
+    engine: Result<Box<dyn ImagingBackend>, String>,
     description: BackendDescription,
 }
 
 impl Backend {
-    /// Chooses the backend from `RETICLE_BACKEND`; an unknown value falls back to `auto`
-    /// with a warning, because a worker that refuses to start only produces restarts.
+    /// Chooses the backend from `RETICLE_BACKEND`. An unknown value falls back to `auto`
+    /// with a warning, and a forced GPU with no adapter leaves the worker up with jobs
+    /// failing as `BACKEND_ERROR`: a worker that refuses to start only produces restarts.
     #[must_use]
     pub fn select() -> Self {
-        let raw = std::env::var(BACKEND_ENV).unwrap_or_default();
-        let choice = BackendChoice::parse(&raw).unwrap_or_else(|| {
-            tracing::warn!(value = %raw, "unknown {BACKEND_ENV}; using auto");
-            BackendChoice::Auto
+        let pref = BackendPref::from_env().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "bad RETICLE_BACKEND; using auto");
+            BackendPref::Auto
         });
-        if choice == BackendChoice::Gpu {
-            tracing::warn!("the GPU path is not wired into the worker yet; using the CPU path");
-        }
-        Self::cpu()
+        let engine = select_backend(pref)
+            .map(|selected| {
+                tracing::info!(?selected, "engine backend selected");
+                selected.into_backend()
+            })
+            .map_err(|e| e.to_string());
+        Self::from_engine(engine)
     }
 
-    /// The CPU reference path.
-    #[must_use]
-    pub fn cpu() -> Self {
-        let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    fn from_engine(engine: Result<Box<dyn ImagingBackend>, String>) -> Self {
+        let description = match &engine {
+            Ok(engine) => {
+                let info = engine.info();
+                BackendDescription {
+                    kind: info.kind,
+                    adapter: info.adapter,
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "no imaging backend; engine jobs will fail");
+                BackendDescription {
+                    kind: "none".to_owned(),
+                    adapter: e.clone(),
+                }
+            }
+        };
         Self {
-            description: BackendDescription {
-                kind: "cpu".to_owned(),
-                adapter: format!("cpu ({threads} threads)"),
-            },
+            engine,
+            description,
         }
+    }
+
+    /// The engine jobs run on; `BACKEND_ERROR` when none could be opened.
+    pub fn engine(&self) -> Result<&dyn ImagingBackend, ToolError> {
+        self.engine.as_deref().map_err(|e| {
+            ToolError::new(ErrorCode::BackendError, format!("no imaging backend: {e}"))
+        })
     }
 
     /// Kind and adapter, as announced in the hello.
@@ -74,10 +73,10 @@ impl Backend {
         &self.description
     }
 
-    /// Bytes this backend holds in device buffers now (0 on the CPU path).
+    /// Bytes the backend holds in device buffers now (0 on the CPU path).
     #[must_use]
     pub fn device_bytes(&self) -> u64 {
-        0
+        self.engine.as_ref().map_or(0, |e| e.info().device_bytes)
     }
 }
 
@@ -86,19 +85,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_the_documented_values_and_rejects_others() {
-        assert_eq!(BackendChoice::parse("auto"), Some(BackendChoice::Auto));
-        assert_eq!(BackendChoice::parse(""), Some(BackendChoice::Auto));
-        assert_eq!(BackendChoice::parse(" GPU "), Some(BackendChoice::Gpu));
-        assert_eq!(BackendChoice::parse("cpu"), Some(BackendChoice::Cpu));
-        assert_eq!(BackendChoice::parse("cuda"), None);
+    fn cpu_backend_describes_itself_and_holds_no_device_memory() {
+        let b = Backend::from_engine(Ok(Box::new(reticle_kernel::CpuBackend::new())));
+        assert_eq!(b.description().kind, "cpu");
+        assert!(
+            b.description().adapter.starts_with("cpu"),
+            "{:?}",
+            b.description()
+        );
+        assert_eq!(b.device_bytes(), 0);
+        assert!(b.engine().is_ok());
     }
 
     #[test]
-    fn cpu_backend_describes_itself_and_holds_no_device_memory() {
-        let b = Backend::cpu();
-        assert_eq!(b.description().kind, "cpu");
-        assert!(b.description().adapter.starts_with("cpu ("));
+    fn a_missing_engine_fails_jobs_with_a_backend_error() {
+        let b = Backend::from_engine(Err("no adapter".into()));
+        assert_eq!(b.description().kind, "none");
         assert_eq!(b.device_bytes(), 0);
+        let err = b.engine().err().map(|e| e.code);
+        assert_eq!(err, Some(ErrorCode::BackendError));
     }
 }

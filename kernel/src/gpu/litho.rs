@@ -2,7 +2,7 @@
 
 use super::GpuBackend;
 use super::plan::{Capacity, Plan, Scratch};
-use super::shaders::{MAX_CORNERS, Pass};
+use super::shaders::{GridConsts, MAX_CORNERS, Pass};
 use crate::{CancelToken, Grid, ImagingError, KernelSet, Progress, ProgressFn, Resist};
 
 /// One corner as the print pass sees it.
@@ -131,14 +131,31 @@ impl GpuBackend {
     ) -> Result<RunResult, ImagingError> {
         let n = validate(req)?;
         cancel.check()?;
-        let ctx = &self.ctx;
         let side = req.sets.iter().map(|s| s.size).max().unwrap_or(0);
         let grid = super::plan::grid_for(n, side, self.max_elems())?;
         let mut state = self
             .state
             .lock()
             .map_err(|_| ImagingError::Backend("GPU state poisoned by an earlier panic".into()))?;
-        let state = &mut *state;
+        let result = self.run_locked(&mut state, req, n, grid, cancel, progress);
+        // Published outside the lock so `info()` (a worker's heartbeat) never waits for a
+        // running job.
+        self.device_bytes
+            .store(state.bytes(), std::sync::atomic::Ordering::Relaxed);
+        result
+    }
+
+    /// [`Self::run`] with the device state held.
+    fn run_locked(
+        &self,
+        state: &mut super::State,
+        req: &RunRequest<'_>,
+        n: usize,
+        grid: GridConsts,
+        cancel: &CancelToken,
+        progress: ProgressFn<'_>,
+    ) -> Result<RunResult, ImagingError> {
+        let ctx = &self.ctx;
         let plan = state.plan(ctx, grid)?;
         let bank = state.banks.get(ctx, &req.sets, grid.s)?;
         let plan = &mut state.plans[plan];

@@ -31,7 +31,7 @@ mod select;
 mod shaders;
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use num_complex::Complex32;
 
@@ -84,6 +84,8 @@ impl State {
 pub struct GpuBackend {
     ctx: GpuContext,
     state: Mutex<State>,
+    /// Bytes held in device buffers, as of the end of the last run (read without the lock).
+    device_bytes: AtomicU64,
     /// Submit and wait pass by pass (cancellation between passes) instead of one submit.
     sync_each_pass: AtomicBool,
 }
@@ -111,6 +113,7 @@ impl GpuBackend {
         Ok(Self {
             ctx,
             state: Mutex::new(State::default()),
+            device_bytes: AtomicU64::new(0),
             sync_each_pass: AtomicBool::new(slow),
         })
     }
@@ -233,7 +236,8 @@ fn set_index(sets: &[&KernelSet], set: &KernelSet) -> Option<usize> {
 
 impl ImagingBackend for GpuBackend {
     fn info(&self) -> BackendInfo {
-        let device_bytes = self.state.lock().map_or(0, |s| s.bytes());
+        // Never takes the state lock: a heartbeat must not wait for a running job.
+        let device_bytes = self.device_bytes.load(Ordering::Relaxed);
         let a = &self.ctx.adapter;
         BackendInfo {
             kind: "gpu".into(),

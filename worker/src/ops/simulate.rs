@@ -7,16 +7,13 @@
 //! only reported lengths are converted to nm.
 
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Instant;
 
-use reticle_kernel::gpu::{BackendPref, select_backend};
 use reticle_kernel::metrics::{EpeConfig, epe};
 use reticle_kernel::model::{HopkinsSpec, ModelSpec};
 use reticle_kernel::optics::{Optics, Source};
-use reticle_kernel::{
-    Corner, Grid, ImagingBackend, ImagingError, KeepImages, LithoJob, Resist, raster,
-};
+use reticle_kernel::{Corner, Grid, ImagingError, KeepImages, LithoJob, Resist, raster};
 use reticle_layout::{
     BBox, FlattenOptions, LayerKey, Limits, Point, Polygon, flatten, glp, read_layout,
     resolve_cell, sha256_hex,
@@ -59,24 +56,6 @@ fn backend_error(e: ImagingError, job_id: &str) -> ToolError {
         ImagingError::Cancelled => cancelled(job_id),
         ImagingError::Invalid(m) => invalid(m, json!({})),
         ImagingError::Backend(m) => ToolError::new(ErrorCode::BackendError, m),
-    }
-}
-
-/// The engine backend of this worker process, chosen once (`RETICLE_BACKEND`).
-pub fn engine() -> Result<&'static dyn ImagingBackend, ToolError> {
-    static ENGINE: OnceLock<Result<Box<dyn ImagingBackend>, String>> = OnceLock::new();
-    let chosen = ENGINE.get_or_init(|| {
-        let pref = BackendPref::from_env().map_err(|e| e.to_string())?;
-        let selected = select_backend(pref).map_err(|e| e.to_string())?;
-        tracing::info!(?selected, "engine backend selected");
-        Ok(selected.into_backend())
-    });
-    match chosen {
-        Ok(backend) => Ok(backend.as_ref()),
-        Err(e) => Err(ToolError::new(
-            ErrorCode::BackendError,
-            format!("no imaging backend: {e}"),
-        )),
     }
 }
 
@@ -366,7 +345,7 @@ impl Op for Simulate {
                 printed: true,
             },
         };
-        let backend = engine()?;
+        let backend = ctx.state.backend.engine()?;
         ctx.progress.report(3, 5, "imaging");
         let imaging_started = Instant::now();
         let report = |_p: reticle_kernel::Progress| {};
