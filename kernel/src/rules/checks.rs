@@ -30,7 +30,9 @@ impl EdgePairHit {
 /// Which pairs of a single region are compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Pairs {
-    /// Interior side (width).
+    /// Interior side, same polygon (width: KLayout checks each merged polygon on its own,
+    /// so two polygons never give a width marker, even when their interiors face each
+    /// other corner to corner).
     Interior,
     /// Exterior side, any polygons (space).
     Exterior,
@@ -68,8 +70,8 @@ fn self_pairs(region: &Region, d: f64, metric: Metric, pairs: Pairs) -> Vec<Edge
             }
             let b = &edges[j];
             let hit = match pairs {
+                Pairs::Interior | Pairs::ExteriorSamePolygon if a.polygon != b.polygon => None,
                 Pairs::Interior => check_pair(a.edge, b.edge, lim, metric),
-                Pairs::ExteriorSamePolygon if a.polygon != b.polygon => None,
                 Pairs::Exterior | Pairs::ExteriorSamePolygon => {
                     check_pair(a.edge.reversed(), b.edge.reversed(), lim, metric)
                         .map(|(x, y)| (x.reversed(), y.reversed()))
@@ -87,7 +89,7 @@ fn self_pairs(region: &Region, d: f64, metric: Metric, pairs: Pairs) -> Vec<Edge
     out
 }
 
-/// Width: interior edge pairs closer than `d` dbu.
+/// Width: interior edge pairs of the same polygon closer than `d` dbu.
 #[must_use]
 pub fn width(region: &Region, d: f64, metric: Metric) -> Vec<EdgePairHit> {
     self_pairs(region, d, metric, Pairs::Interior)

@@ -4,10 +4,13 @@
 //! a [`Region`] ([`Region::from_polygons`]: overlapping and abutting shapes become one, so
 //! touching shapes never give false width/space errors), then run a rule with
 //! [`check_rule`]. Coordinates are integer dbu; limits in the deck are nm and are
-//! converted with the layout's `dbu_nm`. Edge-pair semantics follow KLayout (see
-//! [`relation`](self) module docs): Euclidean metric by default, ignore angle 90°, strict
-//! `< value` (a pair exactly at the limit passes). Shielding (KLayout drops pairs with
-//! another edge between them) is not applied.
+//! converted with the layout's `dbu_nm`. Edge-pair semantics are KLayout 0.28's, ported
+//! (the `relation` module; docs/DECISIONS.md D18): Euclidean metric by default (corner to
+//! corner counts), projection as an option, ignore angle 90°, strict `< value` (a pair
+//! exactly at the limit passes), collinear touching edges of a kissing corner reported at
+//! distance 0; width and notch pair edges of the same merged polygon only, space any two.
+//! Shielding (KLayout's default drops pairs with another edge between them; its
+//! `transparent` option keeps them) is not applied: results equal KLayout's `transparent`.
 //!
 //! EPE and PV-band rules need the simulated images; [`check_rule`] rejects them with
 //! [`CheckError::NotGeometric`] and the imaging path evaluates them.

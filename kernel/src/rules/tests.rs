@@ -206,3 +206,116 @@ fn many_edges_are_fast_enough_and_deterministic() {
     let again = check_rule(&rule(RuleKind::Space, 36.0), &r, None, 1.0).unwrap();
     assert_eq!(v, again);
 }
+
+/// Hits as undirected edge pairs `[(x1, y1, x2, y2); 2]`, each edge and each pair in a
+/// canonical order, sorted: compare with KLayout's output regardless of orientation.
+fn canon(hits: &[EdgePairHit]) -> Vec<[(i64, i64, i64, i64); 2]> {
+    let c = |e: Edge| {
+        let (a, b) = if (e.p1.x, e.p1.y) <= (e.p2.x, e.p2.y) {
+            (e.p1, e.p2)
+        } else {
+            (e.p2, e.p1)
+        };
+        (a.x, a.y, b.x, b.y)
+    };
+    let mut v: Vec<_> = hits
+        .iter()
+        .map(|h| {
+            let (a, b) = (c(h.first), c(h.second));
+            if a <= b { [a, b] } else { [b, a] }
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+#[test]
+fn width_never_pairs_two_polygons_corner_to_corner() {
+    // Two bars whose interiors face each other diagonally: the bottom edge of the first
+    // (y = 0, x 0..100) and the top edge of the second (y = 40, x 130..200) are 50 apart
+    // corner to corner, but they are different polygons; KLayout checks width polygon by
+    // polygon, so only each bar's own 10 and 20 wide pairs are markers.
+    let r = region(&[rect(0, 0, 100, 10), rect(130, 20, 200, 40)]);
+    assert_eq!(r.polygons().len(), 2);
+    assert_eq!(
+        canon(&width(&r, 60.0, Metric::Euclidean)),
+        vec![
+            [(0, 0, 100, 0), (0, 10, 100, 10)],
+            [(130, 20, 200, 20), (130, 40, 200, 40)],
+        ]
+    );
+    // The two exterior corners do give space markers (KLayout: these two pairs).
+    assert_eq!(
+        canon(&space(&r, 60.0, Metric::Euclidean)),
+        vec![
+            [(71, 10, 100, 10), (130, 20, 159, 20)],
+            [(100, 0, 100, 10), (130, 20, 130, 40)],
+        ]
+    );
+}
+
+#[test]
+fn width_pairs_corner_to_corner_within_one_staircase_polygon() {
+    // A spiral: the same two bars as above joined around the outside into one polygon.
+    // Now the bottom edge of the first bar (y = 0) and the top edge of the last (y = 40,
+    // from x = 130) are a width pair: (100, 0)-(130, 40) is 50 < 60. Near parts: the
+    // circle of radius 60 around (130, 40) cuts y = 0 at x = 130 - √2000 = 85.3 → 85, and
+    // the one around (100, 0) cuts y = 40 at x = 144.7 → 145. KLayout gives these six.
+    let r = region(&[
+        rect(0, 0, 100, 10),
+        rect(-50, -50, 0, 10),
+        rect(-50, -60, 260, -50),
+        rect(250, -60, 260, 40),
+        rect(130, 30, 260, 40),
+    ]);
+    assert_eq!(r.polygons().len(), 1);
+    assert_eq!(
+        canon(&width(&r, 60.0, Metric::Euclidean)),
+        vec![
+            [(-50, -60, -50, 10), (0, -50, 0, 0)],
+            [(-50, -60, 260, -60), (0, -50, 250, -50)],
+            [(-50, 10, 100, 10), (0, 0, 100, 0)],
+            [(85, 0, 100, 0), (130, 40, 145, 40)],
+            [(130, 30, 250, 30), (130, 40, 260, 40)],
+            [(250, -50, 250, 30), (260, -60, 260, 40)],
+        ]
+    );
+    // Projection drops the corner-to-corner pair only.
+    assert_eq!(width(&r, 60.0, Metric::Projection).len(), 5);
+}
+
+#[test]
+fn kissing_corner_gives_zero_distance_width_and_space_pairs() {
+    // Two bars touching at (100, 10) merge into one self-touching polygon. The collinear
+    // edges that meet there (the two at x = 100 and the two at y = 10) face each other at
+    // distance 0: KLayout reports them in width and in space (its fix for the kissing
+    // corner problem, issue #281); the other width pairs are the bars' own 10 nm and the
+    // corner-to-corner pair (100, 0)-(100, 20) across the pinch.
+    let r = region(&[rect(0, 0, 100, 10), rect(100, 10, 200, 20)]);
+    assert_eq!(r.polygons().len(), 1);
+    let w = width(&r, 40.0, Metric::Euclidean);
+    assert_eq!(
+        canon(&w),
+        vec![
+            [(0, 0, 100, 0), (0, 10, 100, 10)],
+            [(60, 10, 100, 10), (100, 10, 140, 10)],
+            [(65, 0, 100, 0), (100, 20, 135, 20)],
+            [(100, 0, 100, 10), (100, 10, 100, 20)],
+            [(100, 10, 200, 10), (100, 20, 200, 20)],
+        ]
+    );
+    assert_eq!(w.iter().filter(|h| h.distance == 0.0).count(), 2);
+    assert_eq!(
+        canon(&space(&r, 40.0, Metric::Euclidean)),
+        vec![
+            [(60, 10, 100, 10), (100, 10, 140, 10)],
+            [(100, 0, 100, 10), (100, 10, 100, 20)],
+        ]
+    );
+    // Collinear edges with a gap are not a pair (only touching ones are).
+    let g = region(&[rect(0, 0, 100, 10), rect(130, 10, 200, 20)]);
+    assert_eq!(
+        canon(&space(&g, 40.0, Metric::Euclidean)),
+        vec![[(100, 0, 100, 10), (130, 10, 130, 20)]]
+    );
+}
