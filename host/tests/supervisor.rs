@@ -16,7 +16,8 @@ use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 use reticle_host::supervisor::{
     CancelKind, CancelOutcome, DeathCause, JobContext, JobOutcome, KillOutcome, Progress,
-    RunRequest, Supervisor, SupervisorConfig, SupervisorError, WorkerState, WorkerStderr,
+    ResourceLimit, RunRequest, Supervisor, SupervisorConfig, SupervisorError, WorkerState,
+    WorkerStderr,
 };
 use tokio::sync::mpsc;
 
@@ -562,4 +563,99 @@ fn workers_die_when_the_host_is_sigkilled() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_over_the_time_limit_is_killed_with_a_resource_fault() {
+    let base = tempfile::tempdir().unwrap();
+    let supervisor = Supervisor::start(SupervisorConfig {
+        job_timeout: Some(Duration::from_millis(600)),
+        ..config(1, base.path())
+    })
+    .await
+    .unwrap();
+    let pid = wait_idle(&supervisor, Duration::from_secs(15)).await;
+    let (tx, _rx) = mpsc::channel(64);
+    let started = Instant::now();
+    let err = supervisor
+        .run(sleep_job("slow", 60_000, 600), tx)
+        .await
+        .expect_err("the job must be stopped");
+    let took = started.elapsed();
+    let SupervisorError::WorkerDied { cause, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert!(
+        matches!(cause, DeathCause::OverLimit { limit: ResourceLimit::WallTime, allowed: 600, used } if *used >= 600),
+        "{cause:?}"
+    );
+    assert!(!cause.replayable());
+    // Detected at a heartbeat tick (200 ms here) after the limit.
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    let tool = err.to_tool_error();
+    assert_eq!(tool.code.as_str(), "RESOURCE_LIMIT");
+    assert_eq!(tool.details["cause"]["limit"], "wall_time");
+    assert!(exited(pid), "the worker over its limit is gone");
+    // A replacement takes the next job.
+    let (tx, _rx) = mpsc::channel(64);
+    let next = supervisor.run(sleep_job("next", 10, 1), tx).await.unwrap();
+    assert_eq!(payload(&next)["slept_ms"], 10);
+    assert_ne!(worker_pid(&supervisor), pid);
+    supervisor.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_over_the_memory_limit_is_killed_and_replaced() {
+    let base = tempfile::tempdir().unwrap();
+    let supervisor = Supervisor::start(SupervisorConfig {
+        memory_limit_bytes: Some(150 << 20),
+        ..config(1, base.path())
+    })
+    .await
+    .unwrap();
+    let pid = wait_idle(&supervisor, Duration::from_secs(15)).await;
+    // The worker grows to 256 MiB and keeps it. Caught while allocating, or, if the
+    // allocation beat the next heartbeat tick, at the first tick of its next job (an
+    // idle worker is not checked).
+    let (tx, _rx) = mpsc::channel(64);
+    let grow = supervisor
+        .run(
+            job(
+                "grow",
+                "debug.alloc",
+                serde_json::json!({"bytes": 256u64 << 20}),
+            ),
+            tx,
+        )
+        .await;
+    let err = match grow {
+        Err(e) => e,
+        Ok(alloc) => {
+            assert_eq!(payload(&alloc)["held_bytes"], 256u64 << 20);
+            let (tx, _rx) = mpsc::channel(64);
+            supervisor
+                .run(sleep_job("victim", 60_000, 600), tx)
+                .await
+                .expect_err("the worker must be stopped")
+        }
+    };
+    let SupervisorError::WorkerDied { cause, .. } = &err else {
+        panic!("{err:?}")
+    };
+    match cause {
+        DeathCause::OverLimit {
+            limit: ResourceLimit::Memory,
+            allowed,
+            used,
+        } => assert!(*used > *allowed && *allowed == 150 << 20, "{cause:?}"),
+        other => panic!("{other:?}"),
+    }
+    let tool = err.to_tool_error();
+    assert_eq!(tool.code.as_str(), "RESOURCE_LIMIT");
+    assert!(tool.message.contains("memory limit"), "{}", tool.message);
+    assert!(exited(pid));
+    let (tx, _rx) = mpsc::channel(64);
+    let next = supervisor.run(sleep_job("next", 10, 1), tx).await.unwrap();
+    assert_eq!(payload(&next)["slept_ms"], 10);
+    supervisor.shutdown().await;
 }

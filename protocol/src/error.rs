@@ -66,6 +66,9 @@ pub enum ErrorCode {
     Unsupported,
     /// A path resolves outside the allowed roots.
     PathNotAllowed,
+    /// The job went over a host-enforced limit (worker memory, job wall time) and was
+    /// stopped; the same call would again.
+    ResourceLimit,
 }
 
 impl ErrorCode {
@@ -98,11 +101,12 @@ impl ErrorCode {
             Self::BackendError => "BACKEND_ERROR",
             Self::Unsupported => "UNSUPPORTED",
             Self::PathNotAllowed => "PATH_NOT_ALLOWED",
+            Self::ResourceLimit => "RESOURCE_LIMIT",
         }
     }
 
     /// Every code, in declaration order (for documentation and tests).
-    pub const ALL: [Self; 25] = [
+    pub const ALL: [Self; 26] = [
         Self::FileNotFound,
         Self::UnsupportedFormat,
         Self::TopCellNotFound,
@@ -128,6 +132,7 @@ impl ErrorCode {
         Self::BackendError,
         Self::Unsupported,
         Self::PathNotAllowed,
+        Self::ResourceLimit,
     ];
 
     /// Whether an agent may plausibly recover by retrying or changing its call.

@@ -10,6 +10,10 @@ use super::SupervisorError;
 pub const WORKERS_ENV: &str = "RETICLE_WORKERS";
 /// Environment variable: path of the worker binary (default: next to the current executable).
 pub const WORKER_BIN_ENV: &str = "RETICLE_WORKER_BIN";
+/// Environment variable: longest wall time of one job attempt, seconds (`0`: none).
+pub const JOB_TIMEOUT_ENV: &str = "RETICLE_JOB_TIMEOUT_S";
+/// Environment variable: most resident memory of one worker, MiB (`0`: none).
+pub const WORKER_MEMORY_ENV: &str = "RETICLE_WORKER_MEMORY_MB";
 /// Most workers one supervisor runs.
 pub const MAX_WORKERS: usize = 64;
 
@@ -55,6 +59,12 @@ pub struct SupervisorConfig {
     pub worker_stderr: WorkerStderr,
     /// Most jobs waiting for a worker; further `run` calls fail with `QueueFull`.
     pub queue_capacity: usize,
+    /// A job attempt running longer is stopped: its worker is killed and the job fails
+    /// with a resource fault (not replayed). `None`: no limit.
+    pub job_timeout: Option<Duration>,
+    /// A worker whose resident memory exceeds this (checked at every heartbeat) is
+    /// killed; its job fails with a resource fault (not replayed). `None`: no limit.
+    pub memory_limit_bytes: Option<u64>,
 }
 
 impl Default for SupervisorConfig {
@@ -74,6 +84,8 @@ impl Default for SupervisorConfig {
             shutdown_grace: Duration::from_secs(2),
             worker_stderr: WorkerStderr::Tracing,
             queue_capacity: 1024,
+            job_timeout: Some(Duration::from_secs(600)),
+            memory_limit_bytes: Some(8 << 30),
         }
     }
 }
@@ -100,11 +112,19 @@ impl SupervisorConfig {
         if let Some(exe) = std::env::var_os(WORKER_BIN_ENV) {
             config.worker_exe = PathBuf::from(exe);
         }
+        if let Some(seconds) = env_u64(JOB_TIMEOUT_ENV)? {
+            config.job_timeout = (seconds > 0).then(|| Duration::from_secs(seconds));
+        }
+        if let Some(mib) = env_u64(WORKER_MEMORY_ENV)? {
+            config.memory_limit_bytes = (mib > 0).then(|| mib.saturating_mul(1 << 20));
+        }
         config.validate()?;
         Ok(config)
     }
 
     /// Checks the bounds `start` relies on.
+    ///
+    /// (`job_timeout` and `memory_limit_bytes` need no check: any value is a limit.)
     pub fn validate(&self) -> Result<(), SupervisorError> {
         if self.workers == 0 || self.workers > MAX_WORKERS {
             return Err(SupervisorError::Config(format!(
@@ -147,6 +167,18 @@ pub fn default_worker_exe() -> PathBuf {
         .ok()
         .and_then(|exe| exe.parent().map(|dir| dir.join(name)))
         .unwrap_or_else(|| PathBuf::from(name))
+}
+
+/// A non-negative integer setting, `None` when unset.
+fn env_u64(name: &str) -> Result<Option<u64>, SupervisorError> {
+    std::env::var_os(name)
+        .map(|raw| {
+            let raw = raw.to_string_lossy();
+            raw.trim().parse::<u64>().map_err(|_| {
+                SupervisorError::Config(format!("{name}={raw:?} is not a non-negative integer"))
+            })
+        })
+        .transpose()
 }
 
 #[cfg(test)]

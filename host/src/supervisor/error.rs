@@ -34,6 +34,34 @@ pub enum DeathCause {
         /// The worker's message.
         message: String,
     },
+    /// The host killed the worker because its job went over a limit.
+    OverLimit {
+        /// Which limit.
+        limit: ResourceLimit,
+        /// The limit (bytes or milliseconds).
+        allowed: u64,
+        /// What was measured when the worker was killed (same unit).
+        used: u64,
+    },
+}
+
+/// A per-job resource the host enforces on workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResourceLimit {
+    /// Resident memory of the worker process, bytes (`RETICLE_WORKER_MEMORY_MB`).
+    Memory,
+    /// Wall time of one job attempt, milliseconds (`RETICLE_JOB_TIMEOUT_S`).
+    WallTime,
+}
+
+impl DeathCause {
+    /// Whether re-running the job on a fresh worker could succeed: not when the job
+    /// itself went over a limit (it would again, and take a worker with it each time).
+    #[must_use]
+    pub fn replayable(&self) -> bool {
+        !matches!(self, Self::OverLimit { .. })
+    }
 }
 
 impl fmt::Display for DeathCause {
@@ -47,6 +75,24 @@ impl fmt::Display for DeathCause {
             } => write!(f, "killed by signal {sig}"),
             Self::Exited { .. } => f.write_str("exited"),
             Self::ConnectionLost => f.write_str("closed its connection"),
+            Self::OverLimit {
+                limit: ResourceLimit::Memory,
+                allowed,
+                used,
+            } => write!(
+                f,
+                "was killed over its memory limit ({} MiB resident, limit {} MiB)",
+                used >> 20,
+                allowed >> 20
+            ),
+            Self::OverLimit {
+                limit: ResourceLimit::WallTime,
+                allowed,
+                used,
+            } => write!(
+                f,
+                "was killed over the job time limit ({used} ms, limit {allowed} ms)"
+            ),
             Self::HeartbeatTimeout { silent_ms } => {
                 write!(f, "missed its heartbeats ({silent_ms} ms silent)")
             }
@@ -147,6 +193,20 @@ impl SupervisorError {
             Self::Cancelled { job_id, .. } => ToolError::new(ErrorCode::Cancelled, message)
                 .with_details(serde_json::json!({ "job_id": job_id }))
                 .recoverable(false),
+            Self::WorkerDied {
+                job_id,
+                cause: cause @ DeathCause::OverLimit { limit, .. },
+                ..
+            } => ToolError::new(ErrorCode::ResourceLimit, message)
+                .with_details(serde_json::json!({
+                    "job_id": job_id,
+                    "cause": cause,
+                    "hint": match limit {
+                        ResourceLimit::Memory => "ask for a smaller window or a coarser pixel_nm; the operator can raise RETICLE_WORKER_MEMORY_MB",
+                        ResourceLimit::WallTime => "ask for a smaller window or a coarser pixel_nm; the operator can raise RETICLE_JOB_TIMEOUT_S",
+                    },
+                }))
+                .with_fault(FaultClass::Resource, None),
             Self::WorkerDied { job_id, cause, .. } => {
                 ToolError::new(ErrorCode::WorkerFault, message)
                     .with_details(serde_json::json!({ "job_id": job_id, "cause": cause }))

@@ -65,9 +65,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 pub use config::{
-    MAX_WORKERS, SupervisorConfig, WORKER_BIN_ENV, WORKERS_ENV, WorkerStderr, default_worker_exe,
+    JOB_TIMEOUT_ENV, MAX_WORKERS, SupervisorConfig, WORKER_BIN_ENV, WORKER_MEMORY_ENV, WORKERS_ENV,
+    WorkerStderr, default_worker_exe,
 };
-pub use error::{CancelKind, DeathCause, SupervisorError};
+pub use error::{CancelKind, DeathCause, ResourceLimit, SupervisorError};
 pub use reticle_protocol::wire::{JobContext, JobLimits, JobOutcome, RunRequest};
 pub use snapshot::{PoolSnapshot, WorkerSnapshot, WorkerState};
 

@@ -14,7 +14,7 @@ use super::runtime_dir::RuntimeDir;
 use super::snapshot::WorkerState;
 use super::wire::{ConnEvent, write_message};
 use super::{CancelKind, DeathCause, Inner, JobEntry, KillOutcome, Progress, QueuedJob};
-use super::{SupervisorError, WorkerSnapshot};
+use super::{ResourceLimit, SupervisorConfig, SupervisorError, WorkerSnapshot};
 
 /// Resolves once shutdown is requested (the watch guard never lives across an await).
 async fn wait_shutdown(shutdown: &mut watch::Receiver<bool>) {
@@ -42,6 +42,8 @@ struct ActiveJob {
     job: QueuedJob,
     last_done: Option<u64>,
     soft_cancelled: bool,
+    /// When the run message went to the worker (for the job time limit).
+    started: Instant,
 }
 
 /// How serving one worker process ended.
@@ -264,6 +266,11 @@ impl Slot {
                     return ServeEnd::Shutdown;
                 }
                 _ = ticker.tick() => {
+                    if let Some(cause) = over_limit(&config, worker.pid, active.as_ref()) {
+                        tracing::warn!(pid = worker.pid, %cause, "stopping a worker over its limit");
+                        worker.kill_and_reap().await;
+                        return self.died(worker, active, cause).await;
+                    }
                     let silent = last_heard.elapsed();
                     if silent > config.heartbeat_timeout {
                         let cause = DeathCause::HeartbeatTimeout {
@@ -283,7 +290,7 @@ impl Slot {
                     let Some(job) = self.claim(job) else { continue };
                     let job_id = job.request.job_id.clone();
                     let run = HostMessage::Run(job.request.clone());
-                    active = Some(ActiveJob { job, last_done: None, soft_cancelled: false });
+                    active = Some(ActiveJob { job, last_done: None, soft_cancelled: false, started: Instant::now() });
                     self.update(|s| {
                         s.state = WorkerState::Busy;
                         s.current_job = Some(job_id);
@@ -520,4 +527,45 @@ impl Slot {
             let _ = a.job.reply.send(Err(SupervisorError::ShuttingDown));
         }
     }
+}
+
+/// The limit a busy worker has gone over, if any: its job's wall time, or its
+/// resident memory (read from `/proc`; an idle worker's memory is its caches and is
+/// left alone until a job makes it grow). Checked at every heartbeat tick.
+fn over_limit(
+    config: &SupervisorConfig,
+    pid: u32,
+    active: Option<&ActiveJob>,
+) -> Option<DeathCause> {
+    let active = active?;
+    let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    if let Some(limit) = config.job_timeout {
+        let elapsed = active.started.elapsed();
+        if elapsed > limit {
+            return Some(DeathCause::OverLimit {
+                limit: ResourceLimit::WallTime,
+                allowed: millis(limit),
+                used: millis(elapsed),
+            });
+        }
+    }
+    let allowed = config.memory_limit_bytes?;
+    let used = resident_bytes(pid)?;
+    (used > allowed).then_some(DeathCause::OverLimit {
+        limit: ResourceLimit::Memory,
+        allowed,
+        used,
+    })
+}
+
+/// Resident set size of `pid` (`/proc/<pid>/statm`, second field, in pages).
+fn resident_bytes(pid: u32) -> Option<u64> {
+    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten()
+        .and_then(|p| u64::try_from(p).ok())
+        .unwrap_or(4096);
+    Some(pages.saturating_mul(page))
 }

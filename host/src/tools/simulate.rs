@@ -93,7 +93,9 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
                     });
                 }
                 Ok(JobOutcome::Err { error }) => return Err(error),
-                Err(SupervisorError::WorkerDied { .. }) if attempt < MAX_ATTEMPTS => {
+                Err(SupervisorError::WorkerDied { cause, .. })
+                    if attempt < MAX_ATTEMPTS && cause.replayable() =>
+                {
                     // Convergent: the worker is a pure function of (request, files); run again.
                     tracing::warn!(
                         job_id,
