@@ -162,6 +162,9 @@ pub struct ToolError {
     /// The libmcp fault class when an operational fault caused the error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault_class: Option<FaultClass>,
+    /// One sentence telling the model what to do about an operational fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 fn empty_object() -> serde_json::Value {
@@ -179,6 +182,7 @@ impl ToolError {
             recoverable: code.default_recoverable(),
             retry_after_ms: None,
             fault_class: None,
+            hint: None,
         }
     }
 
@@ -201,6 +205,13 @@ impl ToolError {
     pub fn with_fault(mut self, class: FaultClass, retry_after_ms: Option<u64>) -> Self {
         self.fault_class = Some(class);
         self.retry_after_ms = retry_after_ms;
+        self
+    }
+
+    /// Adds the recovery hint for the model (what to do next).
+    #[must_use]
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
         self
     }
 
