@@ -389,7 +389,7 @@ impl Jobs {
         let entries = lock(&self.entries);
         let mut views: Vec<JobView> = entries.values().map(|e| self.view_of(e)).collect();
         drop(entries);
-        views.sort_by(|a, b| cursor_key(a).cmp(&cursor_key(b)));
+        views.sort_by_key(cursor_key);
         let start = match &after {
             None => 0,
             Some(key) => views.partition_point(|v| cursor_key(v) <= *key),

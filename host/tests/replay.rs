@@ -147,7 +147,7 @@ async fn never_replay_is_an_ambiguous_outcome_fault_and_never_runs_again() {
         error.retry_after_ms.is_none(),
         "no retry hint for an unknown outcome"
     );
-    assert!(error.hint.is_some());
+    assert!(error.hint().is_some());
     assert_eq!(view.attempts, 1, "a NeverReplay request ran again");
     let c = counts(&run);
     assert_eq!(c["rejected_ambiguous"], 1, "{c}");

@@ -162,9 +162,6 @@ pub struct ToolError {
     /// The libmcp fault class when an operational fault caused the error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault_class: Option<FaultClass>,
-    /// One sentence telling the model what to do about an operational fault.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hint: Option<String>,
 }
 
 fn empty_object() -> serde_json::Value {
@@ -182,7 +179,6 @@ impl ToolError {
             recoverable: code.default_recoverable(),
             retry_after_ms: None,
             fault_class: None,
-            hint: None,
         }
     }
 
@@ -208,11 +204,23 @@ impl ToolError {
         self
     }
 
-    /// Adds the recovery hint for the model (what to do next).
+    /// Adds the recovery hint for the model, one sentence on what to do next, as
+    /// `details.hint` (call after [`Self::with_details`], which replaces `details`).
+    /// It lives in `details` rather than in a field of its own so the error stays
+    /// under clippy's large-`Err` threshold on every `Result` path that carries it.
     #[must_use]
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
-        self.hint = Some(hint.into());
+        if !self.details.is_object() {
+            self.details = empty_object();
+        }
+        self.details["hint"] = serde_json::Value::String(hint.into());
         self
+    }
+
+    /// The recovery hint, if one was given.
+    #[must_use]
+    pub fn hint(&self) -> Option<&str> {
+        self.details.get("hint").and_then(serde_json::Value::as_str)
     }
 
     /// The `structuredContent` of a failed call: `{"error": {...}}`.

@@ -96,7 +96,7 @@ async def test_server_error(reticle_bin, server_env, backend):
     # A 5xx is a downstream fault the model may retry after the hinted delay.
     assert error["fault_class"] == "downstream"
     assert error["retry_after_ms"] > 0
-    assert error["hint"]
+    assert error["details"]["hint"]
 
 
 async def test_timeout_after_five_seconds(reticle_bin, server_env, backend):

@@ -601,8 +601,7 @@ impl Server {
                 let rx = self
                     .jobs
                     .submit_with(tool, options, |_| async move { Err(error) });
-                let job_id = rx.borrow().job_id.clone();
-                job_id
+                rx.borrow().job_id.clone()
             }
         };
         let view = match self.jobs.poll(&job_id) {

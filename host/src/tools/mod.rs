@@ -455,7 +455,7 @@ pub fn error_result(error: &ToolError) -> Value {
         }
         text.push(')');
     }
-    if let Some(hint) = &error.hint {
+    if let Some(hint) = error.hint() {
         text.push_str(&format!("\nhint: {hint}"));
     }
     json!({
