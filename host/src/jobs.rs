@@ -6,16 +6,20 @@
 //! the future holds (a leased worker) cleans up in its `Drop` (the supervisor
 //! SIGKILLs the worker's process group). Finished jobs are kept for a TTL so
 //! `poll` can return their result.
+//!
+//! The MCP tasks API (2025-11-25 `tasks/*`, the 2026-07-28 tasks extension) reads
+//! and cancels this same table: a task id is a job id (`mcp::tasks` maps views to
+//! the wire shapes), so there is one record per unit of work.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use reticle_protocol::{ErrorCode, SCHEMA_VERSION, ToolError};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
@@ -76,6 +80,23 @@ pub struct JobView {
     pub age_ms: u64,
     /// Times the work was started on a worker (more than 1 after a replay).
     pub attempts: u32,
+    /// When the job was submitted (wall clock, for task `createdAt`).
+    #[serde(skip)]
+    pub created_at: SystemTime,
+    /// When its status, progress or outcome last changed (task `lastUpdatedAt`).
+    #[serde(skip)]
+    pub updated_at: SystemTime,
+    /// How long the table keeps it, counted from submission (task `ttl`); grows
+    /// while a job without a requested TTL runs, fixed once it finishes.
+    #[serde(skip)]
+    pub retention: Duration,
+    /// The call's presentation arguments (`render`, `detail`), so a deferred
+    /// result (`tasks/result`) renders like the direct answer would have.
+    #[serde(skip)]
+    pub presentation: Map<String, Value>,
+    /// Why it was cancelled, when it was.
+    #[serde(skip)]
+    pub cancel_reason: Option<String>,
 }
 
 impl JobView {
@@ -106,6 +127,7 @@ impl ProgressSink {
                 total,
                 message,
             };
+            view.updated_at = SystemTime::now();
             true
         });
     }
@@ -120,10 +142,16 @@ impl ProgressSink {
     pub fn attempt(&self) {
         self.tx.send_modify(|view| {
             view.attempts += 1;
+            view.updated_at = SystemTime::now();
             if view.attempts > 1 {
                 self.stats.replays.fetch_add(1, Ordering::Relaxed);
             }
         });
+    }
+
+    /// Runs started so far (see [`Self::attempt`]).
+    pub fn attempts(&self) -> u32 {
+        self.tx.borrow().attempts
     }
 
     /// Marks the job running (it got a worker).
@@ -131,6 +159,7 @@ impl ProgressSink {
         self.tx.send_if_modified(|view| {
             if view.status == JobStatus::Queued {
                 view.status = JobStatus::Running;
+                view.updated_at = SystemTime::now();
                 true
             } else {
                 false
@@ -144,7 +173,29 @@ struct JobEntry {
     submitted: Instant,
     finished: Option<Instant>,
     abort: Option<AbortHandle>,
+    /// A TTL the caller asked for (a task's `ttl`), counted from submission.
+    requested_ttl: Option<Duration>,
 }
+
+/// How a job is submitted beyond its work.
+#[derive(Debug, Clone, Default)]
+pub struct JobOptions {
+    /// Keep the job this long after submission (task `ttl`) instead of the
+    /// table's TTL after it finishes. Clamped to [`MIN_TASK_TTL`, `MAX_TASK_TTL`].
+    pub ttl: Option<Duration>,
+    /// `render`/`detail` of the call, kept for rendering the deferred result.
+    pub presentation: Map<String, Value>,
+}
+
+/// Shortest TTL a task may ask for (a shorter one could expire before its first poll).
+pub const MIN_TASK_TTL: Duration = Duration::from_secs(1);
+/// Longest TTL a task may ask for (results hold memory; see D16).
+pub const MAX_TASK_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// A `tasks/list` cursor that names no position in the table.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid cursor")]
+pub struct InvalidCursor;
 
 /// Counters over the host's lifetime (the table itself forgets jobs after the TTL).
 #[derive(Debug, Default)]
@@ -191,8 +242,26 @@ impl Jobs {
         F: FnOnce(ProgressSink) -> Fut,
         Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
     {
+        self.submit_with(tool, JobOptions::default(), work)
+    }
+
+    /// Starts `work` as a job with `options` and returns a watch on it.
+    pub fn submit_with<F, Fut>(
+        self: &Arc<Self>,
+        tool: &str,
+        options: JobOptions,
+        work: F,
+    ) -> watch::Receiver<JobView>
+    where
+        F: FnOnce(ProgressSink) -> Fut,
+        Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
+    {
         self.prune();
+        // 122 random bits from the OS generator: unguessable, as the tasks spec wants
+        // of ids that are the only access control on a stdio server.
         let job_id = format!("job_{}", uuid::Uuid::new_v4().simple());
+        let requested_ttl = options.ttl.map(|t| t.clamp(MIN_TASK_TTL, MAX_TASK_TTL));
+        let now = SystemTime::now();
         let (tx, rx) = watch::channel(JobView {
             job_id: job_id.clone(),
             tool: tool.to_owned(),
@@ -202,6 +271,11 @@ impl Jobs {
             error: None,
             age_ms: 0,
             attempts: 0,
+            created_at: now,
+            updated_at: now,
+            retention: requested_ttl.unwrap_or(self.ttl),
+            presentation: options.presentation,
+            cancel_reason: None,
         });
         self.stats.submitted.fetch_add(1, Ordering::Relaxed);
         let sink = ProgressSink {
@@ -224,6 +298,7 @@ impl Jobs {
                 submitted: Instant::now(),
                 finished: None,
                 abort: Some(handle.abort_handle()),
+                requested_ttl,
             },
         );
         rx
@@ -240,6 +315,7 @@ impl Jobs {
             if view.status.is_terminal() {
                 return false;
             }
+            view.updated_at = SystemTime::now();
             match outcome {
                 Ok(result) => {
                     self.stats.completed.fetch_add(1, Ordering::Relaxed);
@@ -266,9 +342,67 @@ impl Jobs {
         let entry = entries
             .get(job_id)
             .ok_or_else(|| not_found(job_id, self.ttl))?;
+        Ok(self.view_of(entry))
+    }
+
+    fn view_of(&self, entry: &JobEntry) -> JobView {
         let mut view = entry.view.borrow().clone();
         view.age_ms = u64::try_from(entry.submitted.elapsed().as_millis()).unwrap_or(u64::MAX);
-        Ok(view)
+        view.retention = self.retention(entry);
+        view
+    }
+
+    /// How long `entry` is kept, from submission: the requested TTL, else its run
+    /// time (so far) plus the table's TTL after finishing.
+    fn retention(&self, entry: &JobEntry) -> Duration {
+        entry.requested_ttl.unwrap_or_else(|| {
+            let ran = entry
+                .finished
+                .unwrap_or_else(Instant::now)
+                .saturating_duration_since(entry.submitted);
+            ran + self.ttl
+        })
+    }
+
+    /// A watch on the job that does not cancel it when dropped (`tasks/result`
+    /// waits on this: a client giving up on the wait must not stop the work).
+    pub fn subscribe(&self, job_id: &str) -> Result<watch::Receiver<JobView>, ToolError> {
+        self.prune();
+        lock(&self.entries)
+            .get(job_id)
+            .map(|entry| entry.view.subscribe())
+            .ok_or_else(|| not_found(job_id, self.ttl))
+    }
+
+    /// One page of jobs, oldest first, after `cursor` (from a previous page's
+    /// `next`), at most `limit` long, with the cursor of the next page if any.
+    ///
+    /// # Errors
+    /// [`InvalidCursor`] when the cursor is not one this table issued.
+    pub fn list_page(
+        &self,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<JobView>, Option<String>), InvalidCursor> {
+        self.prune();
+        let after = cursor.map(decode_cursor).transpose()?;
+        let entries = lock(&self.entries);
+        let mut views: Vec<JobView> = entries.values().map(|e| self.view_of(e)).collect();
+        drop(entries);
+        views.sort_by_key(cursor_key);
+        let start = match &after {
+            None => 0,
+            Some(key) => views.partition_point(|v| cursor_key(v) <= *key),
+        };
+        let page: Vec<JobView> = views.into_iter().skip(start).take(limit + 1).collect();
+        if page.len() > limit {
+            let mut page = page;
+            page.truncate(limit);
+            let next = page.last().map(|v| encode_cursor(&cursor_key(v)));
+            Ok((page, next))
+        } else {
+            Ok((page, None))
+        }
     }
 
     /// Cancels the job: its task is aborted (dropping whatever it holds) and
@@ -285,6 +419,8 @@ impl Jobs {
                 entry.finished = Some(Instant::now());
                 entry.view.send_modify(|view| {
                     view.status = JobStatus::Cancelled;
+                    view.updated_at = SystemTime::now();
+                    view.cancel_reason = Some(reason.to_owned());
                     view.error = Some(
                         ToolError::new(ErrorCode::Cancelled, format!("job cancelled: {reason}"))
                             .recoverable(true),
@@ -337,8 +473,35 @@ impl Jobs {
 
     fn prune(&self) {
         let ttl = self.ttl;
-        lock(&self.entries).retain(|_, e| e.finished.is_none_or(|t| t.elapsed() < ttl));
+        lock(&self.entries).retain(|_, e| match (e.finished, e.requested_ttl) {
+            // Unfinished work is never dropped: it holds a worker and a waiter.
+            (None, _) => true,
+            (Some(_), Some(requested)) => e.submitted.elapsed() < requested,
+            (Some(finished), None) => finished.elapsed() < ttl,
+        });
     }
+}
+
+/// Sort key of `tasks/list`: submission time, then id (ids are unique).
+fn cursor_key(view: &JobView) -> (u128, String) {
+    let nanos = view
+        .created_at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    (nanos, view.job_id.clone())
+}
+
+fn encode_cursor((nanos, id): &(u128, String)) -> String {
+    format!("{nanos}.{id}")
+}
+
+fn decode_cursor(cursor: &str) -> Result<(u128, String), InvalidCursor> {
+    let (nanos, id) = cursor.split_once('.').ok_or(InvalidCursor)?;
+    let nanos = nanos.parse().map_err(|_| InvalidCursor)?;
+    if !id.starts_with("job_") {
+        return Err(InvalidCursor);
+    }
+    Ok((nanos, id.to_owned()))
 }
 
 fn not_found(job_id: &str, ttl: Duration) -> ToolError {
@@ -483,5 +646,73 @@ mod tests {
             jobs.poll(&done.job_id).unwrap_err().code,
             ErrorCode::JobNotFound
         );
+    }
+    #[tokio::test]
+    async fn list_pages_are_ordered_and_cursors_validated() {
+        let jobs = Jobs::new(Duration::from_secs(60));
+        let mut ids = Vec::new();
+        for _ in 0..5 {
+            let rx = jobs.submit("t", |_sink| async { Ok(json!({})) });
+            ids.push(rx.borrow().job_id.clone());
+            // Distinct submission instants keep the expected order unambiguous.
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let mut seen = Vec::new();
+        let mut cursor = None;
+        let mut pages = 0;
+        loop {
+            let (page, next) = jobs.list_page(cursor.as_deref(), 2).unwrap();
+            pages += 1;
+            seen.extend(page.into_iter().map(|v| v.job_id));
+            match next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        assert_eq!(pages, 3);
+        assert_eq!(seen, ids);
+        assert_eq!(jobs.list_page(Some("nope"), 2).unwrap_err(), InvalidCursor);
+        assert_eq!(jobs.list_page(Some("12.x"), 2).unwrap_err(), InvalidCursor);
+    }
+
+    #[tokio::test]
+    async fn a_requested_ttl_counts_from_submission_and_is_clamped() {
+        let jobs = Jobs::new(Duration::from_secs(3600));
+        let options = JobOptions {
+            ttl: Some(Duration::from_millis(10)),
+            ..JobOptions::default()
+        };
+        let rx = jobs.submit_with("t", options, |_sink| async { Ok(json!({})) });
+        let id = rx.borrow().job_id.clone();
+        assert_eq!(jobs.poll(&id).unwrap().retention, MIN_TASK_TTL);
+        let options = JobOptions {
+            ttl: Some(Duration::from_secs(10 * 24 * 3600)),
+            ..JobOptions::default()
+        };
+        let rx = jobs.submit_with("t", options, |_sink| async { Ok(json!({})) });
+        let long = rx.borrow().job_id.clone();
+        assert_eq!(jobs.poll(&long).unwrap().retention, MAX_TASK_TTL);
+        let done = wait(&jobs, jobs.subscribe(&id).unwrap(), |_| async {}).await;
+        assert_eq!(done.status, JobStatus::Completed);
+        tokio::time::sleep(MIN_TASK_TTL + Duration::from_millis(50)).await;
+        assert_eq!(jobs.poll(&id).unwrap_err().code, ErrorCode::JobNotFound);
+        assert!(jobs.poll(&long).is_ok());
+    }
+
+    #[tokio::test]
+    async fn subscribing_does_not_cancel_on_drop() {
+        let jobs = Jobs::new(Duration::from_secs(60));
+        let rx = jobs.submit("t", |_sink| async move {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok(json!({}))
+        });
+        let id = rx.borrow().job_id.clone();
+        let sub = jobs.subscribe(&id).unwrap();
+        drop(sub);
+        drop(rx);
+        assert_eq!(jobs.poll(&id).unwrap().status, JobStatus::Queued);
+        let view = jobs.cancel(&id, "test").unwrap();
+        assert_eq!(view.cancel_reason.as_deref(), Some("test"));
+        assert!(view.updated_at >= view.created_at);
     }
 }

@@ -64,6 +64,7 @@ impl WorkerPool {
         started.as_ref().map_err(|e| {
             ToolError::new(ErrorCode::WorkerFault, format!("no worker pool: {e}"))
                 .with_fault(libmcp::FaultClass::Process, Some(1000))
+                .with_hint("the worker pool failed to start; `health` shows why")
         })
     }
 

@@ -209,6 +209,25 @@ impl ToolError {
         self
     }
 
+    /// Adds the recovery hint for the model, one sentence on what to do next, as
+    /// `details.hint` (call after [`Self::with_details`], which replaces `details`).
+    /// It lives in `details` rather than in a field of its own so the error stays
+    /// under clippy's large-`Err` threshold on every `Result` path that carries it.
+    #[must_use]
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        if !self.details.is_object() {
+            self.details = empty_object();
+        }
+        self.details["hint"] = serde_json::Value::String(hint.into());
+        self
+    }
+
+    /// The recovery hint, if one was given.
+    #[must_use]
+    pub fn hint(&self) -> Option<&str> {
+        self.details.get("hint").and_then(serde_json::Value::as_str)
+    }
+
     /// The `structuredContent` of a failed call: `{"error": {...}}`.
     #[must_use]
     pub fn to_structured(&self) -> serde_json::Value {

@@ -93,6 +93,10 @@ async def test_server_error(reticle_bin, server_env, backend):
     error = result.structured_content["error"]
     assert error["code"] == "BACKEND_ERROR"
     assert error["details"]["status"] == 500
+    # A 5xx is a downstream fault the model may retry after the hinted delay.
+    assert error["fault_class"] == "downstream"
+    assert error["retry_after_ms"] > 0
+    assert error["details"]["hint"]
 
 
 async def test_timeout_after_five_seconds(reticle_bin, server_env, backend):
@@ -102,6 +106,9 @@ async def test_timeout_after_five_seconds(reticle_bin, server_env, backend):
     assert result.is_error
     assert result.structured_content["error"]["code"] == "BACKEND_ERROR"
     assert "timeout" in result.structured_content["error"]["details"]["detail"]
+    # The POST may have been stored: NeverReplay, so no retry hint, an ambiguous outcome.
+    assert result.structured_content["error"]["fault_class"] == "ambiguous_outcome"
+    assert "retry_after_ms" not in result.structured_content["error"]
     assert 4.5 < took < 7, took
 
 
@@ -111,6 +118,9 @@ async def test_connection_refused(reticle_bin, server_env):
     error = result.structured_content["error"]
     assert error["code"] == "BACKEND_ERROR"
     assert "network_unreachable" in error["details"]["detail"]
+    # Nothing reached the backend: a transport fault, safe to retry later.
+    assert error["fault_class"] == "transport"
+    assert error["retry_after_ms"] > 0
 
 
 async def test_invalid_asset_is_not_posted(reticle_bin, server_env, backend):

@@ -110,6 +110,9 @@ pub struct RequestMeta {
     pub log_level: Option<LogLevel>,
     /// `progressToken`, if the client wants progress notifications.
     pub progress_token: Option<Value>,
+    /// Modern: the request's capabilities carry the tasks extension, so the server
+    /// may answer a job tool with a task handle.
+    pub tasks_extension: bool,
 }
 
 impl RequestMeta {
@@ -172,13 +175,16 @@ pub fn request_meta(params: &Map<String, Value>) -> Result<RequestMeta, RpcError
             data: Some(json!({"supported": supported_versions(), "requested": version})),
         });
     }
-    if let Some(caps) = meta.get(META_CLIENT_CAPABILITIES)
-        && !caps.is_object()
-    {
+    let caps = meta.get(META_CLIENT_CAPABILITIES);
+    if caps.is_some_and(|caps| !caps.is_object()) {
         return Err(RpcError::invalid_params(format!(
             "_meta.{META_CLIENT_CAPABILITIES} must be an object"
         )));
     }
+    let tasks_extension = caps
+        .and_then(|c| c.get("extensions"))
+        .and_then(|e| e.get(super::tasks::TASKS_EXTENSION))
+        .is_some_and(Value::is_object);
     let log_level = match meta.get(META_LOG_LEVEL) {
         None => None,
         Some(level) => Some(level.as_str().and_then(LogLevel::parse).ok_or_else(|| {
@@ -189,6 +195,7 @@ pub fn request_meta(params: &Map<String, Value>) -> Result<RequestMeta, RpcError
         era: Era::Modern(version.to_owned()),
         log_level,
         progress_token,
+        tasks_extension,
     })
 }
 
@@ -197,6 +204,7 @@ fn legacy(progress_token: Option<Value>) -> RequestMeta {
         era: Era::Legacy,
         log_level: None,
         progress_token,
+        tasks_extension: false,
     }
 }
 
@@ -217,6 +225,11 @@ mod tests {
         assert_eq!(m.era, Era::Modern("2026-07-28".into()));
         assert_eq!(m.log_level, Some(LogLevel::Warning));
         assert_eq!(m.progress_token, Some(json!(5)));
+        assert!(!m.tasks_extension);
+        let m = meta(json!({"_meta": {META_PROTOCOL_VERSION: "2026-07-28",
+            META_CLIENT_CAPABILITIES: {"extensions": {"io.modelcontextprotocol/tasks": {}}}}}))
+        .unwrap();
+        assert!(m.tasks_extension);
         let e = meta(json!({"_meta": {META_PROTOCOL_VERSION: "1900-01-01"}})).unwrap_err();
         assert_eq!(e.code, UNSUPPORTED_PROTOCOL_VERSION);
         assert_eq!(e.data.unwrap()["supported"][0], "2026-07-28");

@@ -2,3 +2,4 @@
 
 pub mod era;
 pub mod server;
+pub mod tasks;

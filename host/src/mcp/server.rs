@@ -9,6 +9,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use libmcp::ReplayContract;
+use reticle_protocol::ToolError;
 use serde_json::{Map, Value, json};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
@@ -17,9 +19,11 @@ use tokio::task::{AbortHandle, JoinSet};
 use super::era::{
     self, LogLevel, META_SERVER_INFO, RequestMeta, RpcError, negotiate_legacy, request_meta,
 };
-use crate::jobs::Jobs;
+use super::tasks::{self, LIST_PAGE, META_MODEL_IMMEDIATE_RESPONSE, TASKS_EXTENSION};
+use crate::jobs::{JobOptions, JobView, Jobs};
+use crate::journal::{Journal, JournalHandle};
 use crate::state::{FrameCounters, HostState};
-use crate::tools::{ToolContext, ToolRegistry};
+use crate::tools::{TaskRequest, TaskSupport, ToolContext, ToolRegistry};
 use crate::transport::frame::{Frame, MAX_FRAME_BYTES};
 use crate::transport::jsonrpc::{self, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND, PARSE_ERROR};
 use crate::transport::writer::Outbound;
@@ -82,6 +86,7 @@ pub struct Server {
     session: Arc<Mutex<LegacySession>>,
     in_flight: Arc<Mutex<HashMap<String, AbortHandle>>>,
     jobs: Arc<Jobs>,
+    journal: Arc<Journal>,
     workers: Arc<WorkerPool>,
 }
 
@@ -105,6 +110,7 @@ impl Server {
             session: Arc::default(),
             in_flight: Arc::default(),
             jobs: Jobs::new(job_ttl),
+            journal: Journal::new(),
             workers,
         }
     }
@@ -310,19 +316,44 @@ impl Server {
         };
         let state = Arc::clone(&self.state);
         let record = state.begin(&ledger_key);
+        // Every public request is journaled with its replay contract: a tool's own,
+        // Convergent for protocol methods (reads, or idempotent like tasks/cancel).
+        let contract = match (method, params.get("name").and_then(Value::as_str)) {
+            ("tools/call", Some(name)) => self
+                .tools
+                .get(name)
+                .map_or(ReplayContract::Convergent, |t| t.replay()),
+            _ => ReplayContract::Convergent,
+        };
+        let journal = self.journal.open(&ledger_key, contract);
+        if method != "tools/call" {
+            journal.dispatched();
+        }
+        let legacy_tasks = !meta.is_modern() && self.legacy_tasks();
         let outcome = match method {
             "initialize" => self.initialize(&params),
             "ping" => Ok(json!({})),
             "server/discover" => Ok(self.discover()),
             "tools/list" => self.tools_list(&params, &meta),
-            "tools/call" => self.tools_call(params, Arc::clone(&meta)).await,
+            "tools/call" => {
+                self.tools_call(params, Arc::clone(&meta), journal.clone())
+                    .await
+            }
             "logging/setLevel" if !meta.is_modern() => self.set_level(&params),
+            "tasks/get" if legacy_tasks || meta.is_modern() => self.tasks_get(&params, &meta),
+            "tasks/result" if legacy_tasks => self.tasks_result(&params).await,
+            "tasks/list" if legacy_tasks => self.tasks_list(&params),
+            "tasks/cancel" if legacy_tasks || meta.is_modern() => self.tasks_cancel(&params, &meta),
+            "tasks/update" if meta.is_modern() => Ok(json!({})),
             _ => Err(RpcError {
                 code: METHOD_NOT_FOUND,
                 message: format!("Method not found: {method}"),
                 data: None,
             }),
         };
+        if method != "tools/call" {
+            journal.completed();
+        }
         match outcome {
             Ok(mut result) => {
                 if result.get("isError") == Some(&Value::Bool(true)) {
@@ -333,7 +364,7 @@ impl Server {
                 } else {
                     record.success();
                 }
-                if meta.is_modern() {
+                if meta.is_modern() && result.get("resultType").is_none() {
                     result["resultType"] = json!("complete");
                 }
                 jsonrpc::result(id, result)
@@ -351,6 +382,15 @@ impl Server {
 
     fn capabilities() -> Value {
         json!({"tools": {"listChanged": false}, "logging": {}})
+    }
+
+    /// Whether the legacy session speaks 2025-11-25 tasks (2025-06-18 has none; a
+    /// session that never initialized is served as the newest version, D5).
+    fn legacy_tasks(&self) -> bool {
+        lock(&self.session)
+            .version
+            .unwrap_or(era::LEGACY_VERSIONS[0])
+            == "2025-11-25"
     }
 
     fn initialize(&self, params: &Map<String, Value>) -> Result<Value, RpcError> {
@@ -371,18 +411,24 @@ impl Server {
                 .is_some_and(Value::is_object);
         }
         tracing::info!(requested, negotiated = version, client = ?params.get("clientInfo"), "initialize");
+        let mut capabilities = Self::capabilities();
+        if version == "2025-11-25" {
+            capabilities["tasks"] = tasks::legacy_capability();
+        }
         Ok(json!({
             "protocolVersion": version,
-            "capabilities": Self::capabilities(),
+            "capabilities": capabilities,
             "serverInfo": Self::server_info(),
             "instructions": INSTRUCTIONS,
         }))
     }
 
     fn discover(&self) -> Value {
+        let mut capabilities = Self::capabilities();
+        capabilities["extensions"] = json!({ TASKS_EXTENSION: {} });
         json!({
             "supportedVersions": era::supported_versions(),
-            "capabilities": Self::capabilities(),
+            "capabilities": capabilities,
             "_meta": {META_SERVER_INFO: Self::server_info()},
             "instructions": INSTRUCTIONS,
             "ttlMs": LIST_TTL_MS,
@@ -400,7 +446,8 @@ impl Server {
                 "invalid cursor: tools/list has a single page",
             ));
         }
-        let mut result = json!({"tools": self.tools.listing()});
+        let with_task_support = !meta.is_modern() && self.legacy_tasks();
+        let mut result = json!({"tools": self.tools.listing(with_task_support)});
         if meta.is_modern() {
             result["ttlMs"] = json!(LIST_TTL_MS);
             result["cacheScope"] = json!("public");
@@ -422,6 +469,7 @@ impl Server {
         &self,
         mut params: Map<String, Value>,
         meta: Arc<RequestMeta>,
+        journal: JournalHandle,
     ) -> Result<Value, RpcError> {
         let name = match params.remove("name") {
             Some(Value::String(name)) => name,
@@ -437,10 +485,11 @@ impl Server {
                 code: jsonrpc::INVALID_PARAMS,
                 message: format!("Unknown tool: {name}"),
                 data: Some(
-                    json!({"known_tools": self.tools.listing().iter().map(|t| t["name"].clone()).collect::<Vec<_>>()}),
+                    json!({"known_tools": self.tools.listing(false).iter().map(|t| t["name"].clone()).collect::<Vec<_>>()}),
                 ),
             });
         };
+        let task = self.task_request(&params, &meta, tool.task_support(), &arguments)?;
         let started = std::time::Instant::now();
         let ctx = ToolContext {
             state: Arc::clone(&self.state),
@@ -448,8 +497,20 @@ impl Server {
             jobs: Arc::clone(&self.jobs),
             out: self.out.clone(),
             workers: Arc::clone(&self.workers),
+            journal: journal.clone(),
+            task: task.clone(),
+            presentation: Map::new(),
         };
+        if !tool.is_job() {
+            journal.dispatched();
+        }
         let result = self.tools.call(tool, ctx, arguments).await;
+        if !tool.is_job() {
+            journal.completed();
+        }
+        if let Some(task) = task {
+            return Ok(self.task_created(&name, &task, result, &meta).await);
+        }
         let failed = result["isError"] == Value::Bool(true);
         let level = if failed {
             LogLevel::Warning
@@ -463,6 +524,246 @@ impl Server {
         )
         .await;
         Ok(result)
+    }
+
+    /// Whether this `tools/call` runs as a task: 2025-11-25 when the client sent
+    /// `params.task` (a tool that forbids tasks → -32601, the spec's answer); 2026-07-28
+    /// when the request carries the tasks extension and the call does not ask to wait
+    /// (`wait: true` or a `progressToken` keep the inline answer). A modern
+    /// `params.task` is ignored, as the extension says.
+    fn task_request(
+        &self,
+        params: &Map<String, Value>,
+        meta: &RequestMeta,
+        support: TaskSupport,
+        arguments: &Map<String, Value>,
+    ) -> Result<Option<TaskRequest>, RpcError> {
+        if meta.is_modern() {
+            let waits =
+                arguments.get("wait") == Some(&Value::Bool(true)) || meta.progress_token.is_some();
+            let elect = meta.tasks_extension && support == TaskSupport::Optional && !waits;
+            return Ok(elect.then(TaskRequest::default));
+        }
+        let Some(task) = params.get("task") else {
+            return Ok(None);
+        };
+        if !self.legacy_tasks() {
+            // No tasks capability in this version: the augmentation is ignored.
+            return Ok(None);
+        }
+        let Some(task) = task.as_object() else {
+            return Err(RpcError::invalid_params("task must be an object"));
+        };
+        let ttl = match task.get("ttl") {
+            None | Some(Value::Null) => None,
+            Some(ttl) => Some(Duration::from_millis(ttl.as_u64().ok_or_else(|| {
+                RpcError::invalid_params("task.ttl must be a non-negative integer (ms)")
+            })?)),
+        };
+        if support == TaskSupport::Forbidden {
+            return Err(RpcError {
+                code: METHOD_NOT_FOUND,
+                message: "Method not found: this tool does not support task-augmented calls".into(),
+                data: Some(json!({"taskSupport": "forbidden"})),
+            });
+        }
+        Ok(Some(TaskRequest {
+            ttl,
+            ..TaskRequest::default()
+        }))
+    }
+
+    /// The `CreateTaskResult` of a call that ran as a task. A call that failed before
+    /// its job started (bad arguments, a path outside the roots) still gets a task,
+    /// already failed, so the client finds the error where it looks for results.
+    async fn task_created(
+        &self,
+        tool: &str,
+        task: &TaskRequest,
+        result: Value,
+        meta: &RequestMeta,
+    ) -> Value {
+        let job_id = match task.job_id.get() {
+            Some(job_id) => job_id.clone(),
+            None => {
+                let error: ToolError =
+                    serde_json::from_value(result["structuredContent"]["error"].clone())
+                        .unwrap_or_else(|_| {
+                            ToolError::new(
+                                reticle_protocol::ErrorCode::InternalError,
+                                "the tool neither started a job nor failed",
+                            )
+                        });
+                let options = JobOptions {
+                    ttl: task.ttl,
+                    presentation: Map::new(),
+                };
+                let rx = self
+                    .jobs
+                    .submit_with(tool, options, |_| async move { Err(error) });
+                rx.borrow().job_id.clone()
+            }
+        };
+        let view = match self.jobs.poll(&job_id) {
+            Ok(view) => view,
+            Err(e) => {
+                tracing::error!(job_id, error = %e, "a task's job vanished at creation");
+                return crate::tools::error_result(&e);
+            }
+        };
+        if meta.is_modern() {
+            let mut created = tasks::modern_task(&view);
+            created["resultType"] = json!("task");
+            return created;
+        }
+        self.notify_task_changes(&job_id, meta.progress_token.clone());
+        let mut meta_out = tasks::related_task_meta(&job_id);
+        meta_out[META_MODEL_IMMEDIATE_RESPONSE] = json!(format!(
+            "{tool} is running as task {job_id}; its result will be available from tasks/result"
+        ));
+        json!({"task": tasks::legacy_task(&view), "_meta": meta_out})
+    }
+
+    /// Follows a 2025-11-25 task until it ends: `notifications/progress` for the
+    /// call's `progressToken` (valid for the task's lifetime) and
+    /// `notifications/tasks/status` on every status change.
+    fn notify_task_changes(&self, job_id: &str, progress_token: Option<Value>) {
+        let Ok(mut rx) = self.jobs.subscribe(job_id) else {
+            return;
+        };
+        let out = self.out.clone();
+        tokio::spawn(async move {
+            let mut last_status = tasks::legacy_status(rx.borrow().status);
+            let mut last_progress = f64::NEG_INFINITY;
+            while rx.changed().await.is_ok() {
+                let view = rx.borrow_and_update().clone();
+                if let Some(token) = &progress_token
+                    && view.progress.done > last_progress
+                {
+                    last_progress = view.progress.done;
+                    let mut params = json!({"progressToken": token, "progress": view.progress.done,
+                        "_meta": tasks::related_task_meta(&view.job_id)});
+                    if let Some(total) = view.progress.total {
+                        params["total"] = json!(total);
+                    }
+                    if let Some(message) = &view.progress.message {
+                        params["message"] = json!(message);
+                    }
+                    out.send(&json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}))
+                        .await;
+                }
+                let status = tasks::legacy_status(view.status);
+                if status != last_status {
+                    last_status = status;
+                    out.send(
+                        &json!({"jsonrpc": "2.0", "method": "notifications/tasks/status",
+                        "params": tasks::legacy_task(&view)}),
+                    )
+                    .await;
+                }
+                if view.status.is_terminal() {
+                    break;
+                }
+            }
+        });
+    }
+
+    fn task_view(&self, params: &Map<String, Value>) -> Result<JobView, RpcError> {
+        let task_id = task_id(params)?;
+        self.jobs
+            .poll(task_id)
+            .map_err(|_| RpcError::invalid_params("Failed to retrieve task: Task not found"))
+    }
+
+    fn tasks_get(
+        &self,
+        params: &Map<String, Value>,
+        meta: &RequestMeta,
+    ) -> Result<Value, RpcError> {
+        let view = self.task_view(params)?;
+        if meta.is_modern() {
+            let result = view
+                .status
+                .is_terminal()
+                .then(|| self.tools.deferred_result(&view));
+            return Ok(tasks::modern_detailed(&view, result));
+        }
+        Ok(tasks::legacy_task(&view))
+    }
+
+    /// `tasks/result`: waits for the task to end (without cancelling it if this
+    /// request is cancelled) and returns what the call would have returned.
+    async fn tasks_result(&self, params: &Map<String, Value>) -> Result<Value, RpcError> {
+        let task_id = task_id(params)?.to_owned();
+        let mut rx = self
+            .jobs
+            .subscribe(&task_id)
+            .map_err(|_| RpcError::invalid_params("Failed to retrieve task: Task not found"))?;
+        loop {
+            if rx.borrow_and_update().status.is_terminal() {
+                break;
+            }
+            if rx.changed().await.is_err() {
+                return Err(RpcError::invalid_params(
+                    "Failed to retrieve task: Task has expired",
+                ));
+            }
+        }
+        let view = self
+            .jobs
+            .poll(&task_id)
+            .unwrap_or_else(|_| rx.borrow().clone());
+        let mut result = self.tools.deferred_result(&view);
+        result["_meta"] = tasks::related_task_meta(&task_id);
+        Ok(result)
+    }
+
+    fn tasks_list(&self, params: &Map<String, Value>) -> Result<Value, RpcError> {
+        let cursor = match params.get("cursor") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(c)) => Some(c.as_str()),
+            Some(_) => return Err(RpcError::invalid_params("cursor must be a string")),
+        };
+        let (views, next) = self
+            .jobs
+            .list_page(cursor, LIST_PAGE)
+            .map_err(|_| RpcError::invalid_params("Invalid cursor"))?;
+        let mut result = json!({"tasks": views.iter().map(tasks::legacy_task).collect::<Vec<_>>()});
+        if let Some(next) = next {
+            result["nextCursor"] = json!(next);
+        }
+        Ok(result)
+    }
+
+    /// `tasks/cancel`: SIGKILLs the job's worker like the `cancel` tool. 2025-11-25
+    /// answers the cancelled task (a terminal one is -32602); the 2026 extension
+    /// acknowledges any id.
+    fn tasks_cancel(
+        &self,
+        params: &Map<String, Value>,
+        meta: &RequestMeta,
+    ) -> Result<Value, RpcError> {
+        if meta.is_modern() {
+            let task_id = task_id(params)?;
+            if let Ok(view) = self.jobs.poll(task_id)
+                && !view.status.is_terminal()
+            {
+                let _ = self.jobs.cancel(task_id, "tasks/cancel");
+            }
+            return Ok(json!({}));
+        }
+        let view = self.task_view(params)?;
+        if view.status.is_terminal() {
+            return Err(RpcError::invalid_params(format!(
+                "Cannot cancel task: already in terminal status '{}'",
+                tasks::legacy_status(view.status)
+            )));
+        }
+        let view = self
+            .jobs
+            .cancel(&view.job_id, "tasks/cancel")
+            .map_err(|_| RpcError::invalid_params("Failed to retrieve task: Task not found"))?;
+        Ok(tasks::legacy_task(&view))
     }
 
     /// Sends `notifications/message` when the request (modern) or the session
@@ -479,6 +780,14 @@ impl Server {
             self.out.send(&note).await;
         }
     }
+}
+
+/// `params.taskId`, the source of truth for the task (a related-task `_meta` is ignored).
+fn task_id(params: &Map<String, Value>) -> Result<&str, RpcError> {
+    params
+        .get("taskId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::invalid_params("taskId must be a string"))
 }
 
 fn log_join(joined: Result<(), tokio::task::JoinError>) {

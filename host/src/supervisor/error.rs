@@ -198,23 +198,34 @@ impl SupervisorError {
                 cause: cause @ DeathCause::OverLimit { limit, .. },
                 ..
             } => ToolError::new(ErrorCode::ResourceLimit, message)
-                .with_details(serde_json::json!({
-                    "job_id": job_id,
-                    "cause": cause,
-                    "hint": match limit {
-                        ResourceLimit::Memory => "ask for a smaller window or a coarser pixel_nm; the operator can raise RETICLE_WORKER_MEMORY_MB",
-                        ResourceLimit::WallTime => "ask for a smaller window or a coarser pixel_nm; the operator can raise RETICLE_JOB_TIMEOUT_S",
-                    },
-                }))
-                .with_fault(FaultClass::Resource, None),
+                .with_details(serde_json::json!({ "job_id": job_id, "cause": cause }))
+                .with_fault(FaultClass::Resource, None)
+                .with_hint(match limit {
+                    ResourceLimit::Memory => {
+                        "ask for a smaller window or a coarser pixel_nm; the operator can raise RETICLE_WORKER_MEMORY_MB"
+                    }
+                    ResourceLimit::WallTime => {
+                        "ask for a smaller window or a coarser pixel_nm; the operator can raise RETICLE_JOB_TIMEOUT_S"
+                    }
+                }),
             Self::WorkerDied { job_id, cause, .. } => {
+                let class = match cause {
+                    DeathCause::HeartbeatTimeout { .. } => FaultClass::Timeout,
+                    DeathCause::Protocol { .. } => FaultClass::Protocol,
+                    DeathCause::ConnectionLost => FaultClass::Transport,
+                    DeathCause::Exited { .. } | DeathCause::Fault { .. } => FaultClass::Process,
+                    // Handled by the arm above; kept total so a new cause cannot slip by.
+                    DeathCause::OverLimit { .. } => FaultClass::Resource,
+                };
                 ToolError::new(ErrorCode::WorkerFault, message)
                     .with_details(serde_json::json!({ "job_id": job_id, "cause": cause }))
-                    .with_fault(FaultClass::Process, Some(500))
+                    .with_fault(class, Some(500))
+                    .with_hint("a fresh worker replaces the lost one; retry after the delay")
             }
             Self::QueueFull { capacity } => ToolError::new(ErrorCode::WorkerFault, message)
                 .with_details(serde_json::json!({ "capacity": capacity }))
-                .with_fault(FaultClass::Resource, Some(1000)),
+                .with_fault(FaultClass::Resource, Some(1000))
+                .with_hint("every worker is busy and the queue is full; retry after the delay or cancel a job"),
             Self::JobNotFound { job_id } | Self::DuplicateJob { job_id } => {
                 ToolError::new(ErrorCode::JobNotFound, message)
                     .with_details(serde_json::json!({ "job_id": job_id }))
@@ -222,12 +233,15 @@ impl SupervisorError {
             Self::Spawn { .. } | Self::Handshake(_) | Self::RuntimeDir { .. } => {
                 ToolError::new(ErrorCode::WorkerFault, message)
                     .with_fault(FaultClass::Process, Some(1000))
+                    .with_hint("no worker could start; `health` shows why; retry after the delay")
             }
             Self::ShuttingDown => ToolError::new(ErrorCode::WorkerFault, message)
                 .with_fault(FaultClass::Process, None)
-                .recoverable(false),
+                .recoverable(false)
+                .with_hint("the server is stopping; call again once it is back"),
             Self::Config(_) => ToolError::new(ErrorCode::InternalError, message)
-                .with_fault(FaultClass::Invariant, None),
+                .with_fault(FaultClass::Invariant, None)
+                .with_hint("the worker configuration is invalid; an operator must fix it"),
         }
     }
 }

@@ -15,13 +15,15 @@ mod telemetry;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use libmcp::ReplayContract;
 use reticle_protocol::{ErrorCode, ToolError, schemas};
 use serde_json::{Map, Value, json};
 
-use crate::jobs::{self as job_table, JobStatus, Jobs, ProgressSink};
+use crate::jobs::{self as job_table, JobOptions, JobStatus, JobView, Jobs, ProgressSink};
+use crate::journal::JournalHandle;
 use crate::mcp::era::RequestMeta;
 use crate::state::HostState;
 use crate::transport::writer::Outbound;
@@ -46,6 +48,23 @@ pub struct ToolContext {
     pub out: Outbound,
     /// The worker pool.
     pub workers: Arc<WorkerPool>,
+    /// The request's replay-journal entry; a job keeps a clone until it ends.
+    pub journal: JournalHandle,
+    /// Set when the call runs as an MCP task: the job starts and the handler
+    /// returns at once, whatever `wait` or a `progressToken` say.
+    pub task: Option<TaskRequest>,
+    /// The call's `render`/`detail` arguments (set by [`ToolRegistry::call`]).
+    pub presentation: Map<String, Value>,
+}
+
+/// A call the client (2025-11-25 `params.task`) or the server (2026-07-28 tasks
+/// extension) turned into a task.
+#[derive(Debug, Clone, Default)]
+pub struct TaskRequest {
+    /// The TTL the client asked for.
+    pub ttl: Option<Duration>,
+    /// The id of the job the handler started (the task id), once it did.
+    pub job_id: Arc<OnceLock<String>>,
 }
 
 impl ToolContext {
@@ -57,9 +76,16 @@ impl ToolContext {
         F: FnOnce(ProgressSink) -> Fut,
         Fut: Future<Output = ToolResult> + Send + 'static,
     {
-        let rx = self.jobs.submit(tool, work);
+        let options = JobOptions {
+            ttl: self.task.as_ref().and_then(|t| t.ttl),
+            presentation: self.presentation.clone(),
+        };
+        let rx = self.jobs.submit_with(tool, options, work);
+        if let Some(task) = &self.task {
+            let _ = task.job_id.set(rx.borrow().job_id.clone());
+        }
         let token = self.meta.progress_token.clone();
-        if token.is_none() && !wait {
+        if self.task.is_some() || (token.is_none() && !wait) {
             let view = rx.borrow().clone();
             return Ok(json!({
                 "schema_version": reticle_protocol::SCHEMA_VERSION,
@@ -91,18 +117,34 @@ impl ToolContext {
                 }
             })
             .await;
-        match view.status {
-            JobStatus::Completed => {
-                let mut payload = view.result.unwrap_or_else(|| json!({}));
-                payload["job_id"] = json!(view.job_id);
-                payload["status"] = json!(view.status);
-                Ok(payload)
-            }
-            _ => Err(view.error.unwrap_or_else(|| {
-                ToolError::new(ErrorCode::InternalError, "job ended without a result")
-            })),
-        }
+        final_payload(view)
     }
+}
+
+/// A finished job's answer as its waiting call returns it: the payload named with
+/// its job, or the tool error.
+fn final_payload(view: JobView) -> ToolResult {
+    match view.status {
+        JobStatus::Completed => {
+            let mut payload = view.result.unwrap_or_else(|| json!({}));
+            payload["job_id"] = json!(view.job_id);
+            payload["status"] = json!(view.status);
+            Ok(payload)
+        }
+        _ => Err(view.error.unwrap_or_else(|| {
+            ToolError::new(ErrorCode::InternalError, "job ended without a result")
+        })),
+    }
+}
+
+/// Whether a tool may run as an MCP task (2025-11-25 `execution.taskSupport`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskSupport {
+    /// Never a task: answered directly (the default; omitted from the listing).
+    Forbidden,
+    /// A job tool: a task when the client asks (2025-11-25) or the server elects
+    /// one (2026-07-28 extension), a direct answer otherwise.
+    Optional,
 }
 
 /// How much a text rendering shows (libmcp doctrine).
@@ -127,6 +169,7 @@ pub struct Tool {
     output_validator: jsonschema::Validator,
     handler: Handler,
     porcelain: Option<Porcelain>,
+    task_support: TaskSupport,
 }
 
 impl std::fmt::Debug for Tool {
@@ -189,7 +232,26 @@ impl Tool {
             output_schema,
             handler: Arc::new(move |ctx, args| Box::pin(handler(ctx, args))),
             porcelain: def.porcelain,
+            task_support: TaskSupport::Forbidden,
         }
+    }
+
+    /// The tool with `support` for MCP tasks (job tools: [`TaskSupport::Optional`]).
+    #[must_use]
+    pub fn with_task_support(mut self, support: TaskSupport) -> Self {
+        self.task_support = support;
+        self
+    }
+
+    /// Whether the tool may run as an MCP task.
+    pub fn task_support(&self) -> TaskSupport {
+        self.task_support
+    }
+
+    /// Whether the tool's work runs as a job on a worker (its journal entry follows
+    /// the job; other tools run in the host's request task).
+    pub fn is_job(&self) -> bool {
+        self.task_support == TaskSupport::Optional
     }
 
     /// The tool's name.
@@ -202,9 +264,10 @@ impl Tool {
         self.replay
     }
 
-    /// The `tools/list` entry.
-    pub fn listing(&self) -> Value {
-        json!({
+    /// The `tools/list` entry; `with_task_support` adds 2025-11-25's
+    /// `execution.taskSupport` to tools that may run as tasks.
+    pub fn listing(&self, with_task_support: bool) -> Value {
+        let mut entry = json!({
             "name": self.name,
             "title": self.title,
             "description": self.description,
@@ -216,7 +279,11 @@ impl Tool {
                 "idempotentHint": matches!(self.replay, ReplayContract::Convergent),
                 "openWorldHint": false,
             },
-        })
+        });
+        if with_task_support && self.task_support == TaskSupport::Optional {
+            entry["execution"] = json!({"taskSupport": "optional"});
+        }
+        entry
     }
 }
 
@@ -269,8 +336,26 @@ impl ToolRegistry {
     }
 
     /// The `tools` array of `tools/list`, sorted by name.
-    pub fn listing(&self) -> Vec<Value> {
-        self.tools.values().map(Tool::listing).collect()
+    pub fn listing(&self, with_task_support: bool) -> Vec<Value> {
+        self.tools
+            .values()
+            .map(|t| t.listing(with_task_support))
+            .collect()
+    }
+
+    /// The `CallToolResult` a finished job's call returns, rendered as the direct
+    /// answer would have been (`tasks/result`, a completed 2026 task).
+    pub fn deferred_result(&self, view: &JobView) -> Value {
+        let render = RenderChoice::from_args(&view.presentation);
+        match (final_payload(view.clone()), self.get(&view.tool)) {
+            (Ok(payload), Some(tool)) => success_result(tool, payload, &render),
+            (Ok(payload), None) => json!({
+                "content": [{"type": "text", "text": payload.to_string()}],
+                "structuredContent": payload,
+                "isError": false,
+            }),
+            (Err(error), _) => error_result(&error),
+        }
     }
 
     /// Runs one call through validation, the handler and output checking, and
@@ -278,7 +363,7 @@ impl ToolRegistry {
     pub async fn call(
         &self,
         tool: &Tool,
-        ctx: ToolContext,
+        mut ctx: ToolContext,
         arguments: Map<String, Value>,
     ) -> Value {
         let args_value = Value::Object(arguments);
@@ -295,36 +380,45 @@ impl ToolRegistry {
             unreachable!("constructed as an object above")
         };
         let render = RenderChoice::from_args(&arguments);
+        ctx.presentation = ["render", "detail"]
+            .into_iter()
+            .filter_map(|k| arguments.get(k).map(|v| (k.to_owned(), v.clone())))
+            .collect();
         match (tool.handler)(ctx, arguments).await {
-            Ok(payload) => {
-                if check_outputs() {
-                    let errors = schema_errors(&tool.output_validator, &payload);
-                    if !errors.is_empty() {
-                        tracing::error!(tool = tool.name, ?errors, "output schema violation");
-                        let error = ToolError::new(
-                            ErrorCode::InternalError,
-                            format!(
-                                "{} produced a result that violates its output schema",
-                                tool.name
-                            ),
-                        )
-                        .with_details(json!({"errors": errors}));
-                        return error_result(&error);
-                    }
-                }
-                let text = match (render.json, tool.porcelain) {
-                    (false, Some(porcelain)) => porcelain(&payload, render.detail),
-                    _ => payload.to_string(),
-                };
-                json!({
-                    "content": [{"type": "text", "text": text}],
-                    "structuredContent": payload,
-                    "isError": false,
-                })
-            }
+            Ok(payload) => success_result(tool, payload, &render),
             Err(error) => error_result(&error),
         }
     }
+}
+
+/// The `CallToolResult` of a successful payload: checked against the output schema
+/// (debug builds, tests), `content[0]` rendered per `render`.
+fn success_result(tool: &Tool, payload: Value, render: &RenderChoice) -> Value {
+    if check_outputs() {
+        let errors = schema_errors(&tool.output_validator, &payload);
+        if !errors.is_empty() {
+            tracing::error!(tool = tool.name, ?errors, "output schema violation");
+            let error = ToolError::new(
+                ErrorCode::InternalError,
+                format!(
+                    "{} produced a result that violates its output schema",
+                    tool.name
+                ),
+            )
+            .with_details(json!({"errors": errors}))
+            .with_fault(libmcp::FaultClass::Invariant, None);
+            return error_result(&error);
+        }
+    }
+    let text = match (render.json, tool.porcelain) {
+        (false, Some(porcelain)) => porcelain(&payload, render.detail),
+        _ => payload.to_string(),
+    };
+    json!({
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": payload,
+        "isError": false,
+    })
 }
 
 /// Output schemas are checked in debug builds, and in release builds when
@@ -360,6 +454,9 @@ pub fn error_result(error: &ToolError) -> Value {
             text.push_str(&format!(", retry after {ms} ms"));
         }
         text.push(')');
+    }
+    if let Some(hint) = error.hint() {
+        text.push_str(&format!("\nhint: {hint}"));
     }
     json!({
         "content": [{"type": "text", "text": text}],

@@ -5,7 +5,7 @@
 use std::io::Read;
 use std::time::Duration;
 
-use libmcp::ReplayContract;
+use libmcp::{FaultClass, ReplayContract};
 use reticle_protocol::{ErrorCode, SCHEMA_VERSION, ToolError};
 use serde_json::{Map, Value, json};
 
@@ -119,6 +119,39 @@ fn backend_error(status: Option<u16>, detail: String) -> ToolError {
         .recoverable(true)
 }
 
+/// The POST never reached the backend (refused, unreachable): nothing was stored,
+/// so a later retry is safe.
+fn unreachable(detail: String) -> ToolError {
+    backend_error(Some(503), detail)
+        .with_fault(FaultClass::Transport, Some(2000))
+        .with_hint("the backend is unreachable; retry later or check RETICLE_BACKEND_URL")
+}
+
+/// The POST may or may not have stored the asset (timeout, unreadable reply): the
+/// tool is NeverReplay, so the model must check before posting again.
+fn outcome_unknown(status: Option<u16>, detail: String) -> ToolError {
+    backend_error(status, detail)
+        .with_fault(FaultClass::AmbiguousOutcome, None)
+        .with_hint("the asset may have been stored; check the backend before posting again")
+}
+
+/// The backend answered with a failure status.
+fn rejected(status: u16, detail: String) -> ToolError {
+    let error = backend_error(Some(status), detail);
+    if status >= 500 {
+        // A server-side failure: the asset was not accepted; a later retry may work.
+        error
+            .with_fault(FaultClass::Downstream, Some(2000))
+            .with_hint("the backend failed; retry after the delay")
+    } else {
+        // The backend refused this request (4xx): resending the same body will not help.
+        error
+            .with_fault(FaultClass::Downstream, None)
+            .recoverable(false)
+            .with_hint("the backend refused this asset; read details.detail and fix it first")
+    }
+}
+
 fn post(url: &str, body: &[u8]) -> Result<Posted, ToolError> {
     let config = ureq::Agent::config_builder()
         .timeout_global(Some(TIMEOUT))
@@ -131,14 +164,14 @@ fn post(url: &str, body: &[u8]) -> Result<Posted, ToolError> {
         .header("content-type", "application/json")
         .send(body)
         .map_err(|e| match e {
-            ureq::Error::Timeout(_) => backend_error(
+            ureq::Error::Timeout(_) => outcome_unknown(
                 Some(504),
                 "timeout after 5 s (the asset may or may not have been stored)".into(),
             ),
             ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
-                backend_error(Some(503), "network_unreachable: connection refused".into())
+                unreachable("network_unreachable: connection refused".into())
             }
-            other => backend_error(Some(503), format!("network_unreachable: {other}")),
+            other => unreachable(format!("network_unreachable: {other}")),
         })?;
     let status = response.status().as_u16();
     let mut text = String::new();
@@ -148,7 +181,7 @@ fn post(url: &str, body: &[u8]) -> Result<Posted, ToolError> {
         .take(MAX_RESPONSE_BYTES)
         .read_to_string(&mut text);
     if !(200..300).contains(&status) {
-        return Err(backend_error(Some(status), super::clip(text.trim(), 200)));
+        return Err(rejected(status, super::clip(text.trim(), 200)));
     }
     let reply: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
     let asset_id = ["asset_id", "id"]
@@ -161,7 +194,7 @@ fn post(url: &str, body: &[u8]) -> Result<Posted, ToolError> {
             })
         })
         .ok_or_else(|| {
-            backend_error(
+            outcome_unknown(
                 Some(status),
                 "the backend's reply has no asset_id or id".into(),
             )

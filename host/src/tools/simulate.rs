@@ -2,19 +2,16 @@
 //! A job: returns `{job_id, status}` at once unless the call waits.
 
 use libmcp::ReplayContract;
-use reticle_protocol::wire::{JobContext, JobLimits, JobOutcome, RunRequest};
-use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
 
-use super::{Detail, Tool, ToolContext, ToolDef, ToolResult};
-use crate::supervisor::{Progress, SupervisorError};
+use super::{Detail, TaskSupport, Tool, ToolContext, ToolDef, ToolResult};
+use crate::replay::{WorkerCall, run_on_worker};
 
 /// Arguments the host consumes and does not forward to the worker.
 const HOST_ONLY: [&str; 3] = ["wait", "render", "detail"];
 /// Most runs of one Convergent job: the first, plus replays after its worker died
 /// (DESIGN.md replay table). A job that kills its worker this often is likely poison.
-const MAX_ATTEMPTS: u32 = 3;
+const MAX_ATTEMPTS: u8 = 3;
 
 pub(super) fn tool() -> Tool {
     Tool::new(ToolDef {
@@ -30,6 +27,7 @@ pub(super) fn tool() -> Tool {
         handler: run,
         porcelain: Some(porcelain),
     })
+    .with_task_support(TaskSupport::Optional)
 }
 
 async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
@@ -54,58 +52,18 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
         .map(|p| p.display().to_string())
         .collect();
     let pool = std::sync::Arc::clone(&ctx.workers);
+    let journal = ctx.journal.clone();
+    let call = WorkerCall {
+        op: "simulate".into(),
+        args_json,
+        allowed_roots,
+        max_attempts: MAX_ATTEMPTS,
+    };
     ctx.run_as_job("simulate", wait, move |sink| async move {
         let supervisor = pool.get().await?;
-        let job_id = sink.job_id();
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            sink.attempt();
-            let request = RunRequest {
-                job_id: format!("{job_id}.{attempt}"),
-                op: "simulate".into(),
-                args_json: args_json.clone(),
-                context: JobContext {
-                    artifact_dir: None,
-                    allowed_roots: allowed_roots.clone(),
-                    limits: JobLimits::default(),
-                },
-            };
-            let (tx, mut rx) = mpsc::channel::<Progress>(64);
-            let forward_sink = sink.clone();
-            let forward = tokio::spawn(async move {
-                while let Some(p) = rx.recv().await {
-                    forward_sink.running();
-                    forward_sink.report(p.done as f64, Some(p.total as f64), Some(p.message));
-                }
-            });
-            // The job turns `running` with the worker's first progress frame; until then
-            // it waits in the supervisor's queue and reads `queued`.
-            let outcome = supervisor.run(request, tx).await;
-            let _ = forward.await;
-            match outcome {
-                Ok(JobOutcome::Ok { payload_json }) => {
-                    return serde_json::from_str(&payload_json).map_err(|e| {
-                        ToolError::new(
-                            ErrorCode::InternalError,
-                            format!("worker sent invalid JSON: {e}"),
-                        )
-                    });
-                }
-                Ok(JobOutcome::Err { error }) => return Err(error),
-                Err(SupervisorError::WorkerDied { cause, .. })
-                    if attempt < MAX_ATTEMPTS && cause.replayable() =>
-                {
-                    // Convergent: the worker is a pure function of (request, files); run again.
-                    tracing::warn!(
-                        job_id,
-                        attempt,
-                        "worker died mid-job; replaying on a fresh worker"
-                    );
-                }
-                Err(e) => return Err(e.to_tool_error()),
-            }
-        }
+        // Convergent (the worker is a pure function of request and files): a run lost
+        // with its worker is run again on a fresh one, up to MAX_ATTEMPTS runs.
+        run_on_worker(supervisor, &call, &sink, &journal, None).await
     })
     .await
 }

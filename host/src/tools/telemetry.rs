@@ -11,8 +11,10 @@ pub(super) fn tool() -> Tool {
         name: "telemetry",
         title: "Host telemetry",
         description: "Counters and latencies per method and tool since the host started, \
-                      transport rejections (oversize, unparseable, invalid frames), process \
-                      basics, and the path of the JSONL log for post-incident reading.",
+                      transport rejections (oversize, unparseable, invalid frames), jobs, the \
+                      replay journal (requests by execution knowledge and replay contract, \
+                      replays, probes, refusals), process basics, and the path of the JSONL \
+                      log for post-incident reading.",
         replay: ReplayContract::Convergent,
         read_only: true,
         handler: run,
@@ -26,6 +28,7 @@ async fn run(ctx: ToolContext, _args: Map<String, Value>) -> ToolResult {
         "telemetry": ctx.state.telemetry(),
         "frames": ctx.state.frames_snapshot(),
         "jobs": ctx.jobs.stats(),
+        "journal": ctx.journal.journal().counts(),
         "process": ctx.state.process_snapshot(),
         "log_file": ctx.state.log_file.as_ref().map(|p| p.display().to_string()),
     }))
@@ -36,8 +39,9 @@ fn porcelain(payload: &Value, detail: Detail) -> String {
     let totals = &t["totals"];
     let f = &payload["frames"];
     let jobs = &payload["jobs"];
+    let journal = &payload["journal"];
     let mut text = format!(
-        "requests={} ok={} errors={} | lines={} oversize={} parse_errors={} invalid={} | jobs={} completed={} failed={} cancelled={} replays={}",
+        "requests={} ok={} errors={} | lines={} oversize={} parse_errors={} invalid={} | jobs={} completed={} failed={} cancelled={} replays={} | journal open={} outcome_unknown={} ambiguous={} exhausted={}",
         totals["request_count"],
         totals["success_count"],
         totals["error_count"],
@@ -50,6 +54,10 @@ fn porcelain(payload: &Value, detail: Detail) -> String {
         jobs["failed"],
         jobs["cancelled"],
         jobs["replays"],
+        journal["open"],
+        journal["open_by_knowledge"]["outcome_unknown"],
+        journal["rejected_ambiguous"],
+        journal["replay_exhausted"],
     );
     let mut methods: Vec<&Value> = t["methods"]
         .as_array()

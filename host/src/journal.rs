@@ -1,0 +1,365 @@
+//! The replay journal: every public request, its replay contract and what the host
+//! knows about its execution (seed 004, DESIGN.md "Replay contracts").
+//!
+//! An entry opens when a request arrives and closes when the last thing working
+//! for it lets go: the request task for a host-side method, the job for a tool that
+//! runs on a worker (a job outlives the request that started it). Knowledge uses
+//! libmcp's [`ExecutionKnowledge`] and moves only along its transitions: not
+//! dispatched → in flight → completed, or in flight → outcome unknown when the
+//! worker dies. What to do after a loss is libmcp's [`request_disposition`] of
+//! (knowledge, contract, probe evidence, attempts): Convergent replays within the
+//! attempt bound, ProbeRequired probes first, NeverReplay fails with a fault saying
+//! the outcome is unknown (`replay::run_on_worker` applies it).
+//!
+//! Open entries are few (requests and jobs in flight); closed ones only leave
+//! counters, so the journal's memory is bounded by the work in flight.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use libmcp::{
+    ExecutionKnowledge, ProbeResolution, ReplayAllowance, ReplayContract, RequestDisposition,
+    request_disposition,
+};
+use serde_json::{Value, json};
+
+/// One open request.
+#[derive(Debug, Clone)]
+struct Entry {
+    contract: ReplayContract,
+    knowledge: ExecutionKnowledge,
+    /// Runs started on a worker (the first one plus replays).
+    attempts: u8,
+}
+
+/// Counters over the host's lifetime.
+#[derive(Debug, Default)]
+struct Totals {
+    journaled: u64,
+    by_contract: BTreeMap<&'static str, u64>,
+    closed_by_knowledge: BTreeMap<&'static str, u64>,
+    worker_losses: u64,
+    replays: u64,
+    probes: u64,
+    completed_from_probe: u64,
+    rejected_ambiguous: u64,
+    replay_exhausted: u64,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    next: u64,
+    open: HashMap<u64, Entry>,
+    totals: Totals,
+}
+
+/// The journal of one host.
+#[derive(Debug, Default)]
+pub struct Journal {
+    inner: Mutex<Inner>,
+}
+
+fn contract_name(contract: ReplayContract) -> &'static str {
+    match contract {
+        ReplayContract::Convergent => "convergent",
+        ReplayContract::ProbeRequired => "probe_required",
+        ReplayContract::NeverReplay => "never_replay",
+    }
+}
+
+fn knowledge_name(knowledge: ExecutionKnowledge) -> &'static str {
+    match knowledge {
+        ExecutionKnowledge::NotDispatched => "not_dispatched",
+        ExecutionKnowledge::InFlight => "in_flight",
+        ExecutionKnowledge::Completed => "completed",
+        ExecutionKnowledge::OutcomeUnknown => "outcome_unknown",
+    }
+}
+
+impl Journal {
+    /// An empty journal.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Opens an entry for a request under `contract` (not dispatched yet). The
+    /// entry closes when the returned handle and all its clones are dropped.
+    pub fn open(self: &Arc<Self>, method: &str, contract: ReplayContract) -> JournalHandle {
+        let seq = {
+            let mut inner = self.lock();
+            inner.next += 1;
+            let seq = inner.next;
+            inner.open.insert(
+                seq,
+                Entry {
+                    contract,
+                    knowledge: ExecutionKnowledge::NotDispatched,
+                    attempts: 0,
+                },
+            );
+            inner.totals.journaled += 1;
+            *inner
+                .totals
+                .by_contract
+                .entry(contract_name(contract))
+                .or_default() += 1;
+            seq
+        };
+        tracing::trace!(seq, method, ?contract, "journaled");
+        JournalHandle(Arc::new(HandleInner {
+            journal: Arc::clone(self),
+            seq,
+        }))
+    }
+
+    fn close(&self, seq: u64) {
+        let mut inner = self.lock();
+        if let Some(entry) = inner.open.remove(&seq) {
+            *inner
+                .totals
+                .closed_by_knowledge
+                .entry(knowledge_name(entry.knowledge))
+                .or_default() += 1;
+        }
+    }
+
+    /// The `telemetry.journal` payload: open entries by knowledge and contract,
+    /// entries closed by final knowledge, and the replay decisions taken.
+    pub fn counts(&self) -> Value {
+        let inner = self.lock();
+        let mut open_by_knowledge: BTreeMap<&str, u64> = [
+            ExecutionKnowledge::NotDispatched,
+            ExecutionKnowledge::InFlight,
+            ExecutionKnowledge::Completed,
+            ExecutionKnowledge::OutcomeUnknown,
+        ]
+        .into_iter()
+        .map(|k| (knowledge_name(k), 0))
+        .collect();
+        for entry in inner.open.values() {
+            *open_by_knowledge
+                .entry(knowledge_name(entry.knowledge))
+                .or_default() += 1;
+        }
+        let t = &inner.totals;
+        json!({
+            "journaled": t.journaled,
+            "open": inner.open.len(),
+            "open_by_knowledge": open_by_knowledge,
+            "by_contract": t.by_contract,
+            "closed_by_knowledge": t.closed_by_knowledge,
+            "worker_losses": t.worker_losses,
+            "replays": t.replays,
+            "probes": t.probes,
+            "completed_from_probe": t.completed_from_probe,
+            "rejected_ambiguous": t.rejected_ambiguous,
+            "replay_exhausted": t.replay_exhausted,
+        })
+    }
+}
+
+struct HandleInner {
+    journal: Arc<Journal>,
+    seq: u64,
+}
+
+impl Drop for HandleInner {
+    fn drop(&mut self) {
+        self.journal.close(self.seq);
+    }
+}
+
+/// A request's entry in the journal. Clones share the entry; it closes when the
+/// last clone is dropped.
+#[derive(Clone)]
+pub struct JournalHandle(Arc<HandleInner>);
+
+impl std::fmt::Debug for JournalHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("JournalHandle").field(&self.0.seq).finish()
+    }
+}
+
+impl JournalHandle {
+    fn with<R>(&self, f: impl FnOnce(&mut Entry, &mut Totals) -> R) -> Option<R> {
+        let mut inner = self.0.journal.lock();
+        let Inner { open, totals, .. } = &mut *inner;
+        open.get_mut(&self.0.seq).map(|entry| f(entry, totals))
+    }
+
+    /// The journal this entry belongs to.
+    pub fn journal(&self) -> &Journal {
+        &self.0.journal
+    }
+
+    /// The entry's replay contract.
+    pub fn contract(&self) -> Option<ReplayContract> {
+        self.with(|e, _| e.contract)
+    }
+
+    /// What the host knows about the execution now.
+    pub fn knowledge(&self) -> Option<ExecutionKnowledge> {
+        self.with(|e, _| e.knowledge)
+    }
+
+    /// Runs started on a worker so far.
+    pub fn attempts(&self) -> u8 {
+        self.with(|e, _| e.attempts).unwrap_or(0)
+    }
+
+    /// The first run reached its executor (a worker, or the host's own handler).
+    /// Idempotent: a later call while in flight changes nothing.
+    pub fn dispatched(&self) {
+        self.with(|e, _| {
+            if let Ok(next) = e
+                .knowledge
+                .after_dispatch(RequestDisposition::FirstDispatch)
+            {
+                e.knowledge = next;
+                e.attempts = e.attempts.saturating_add(1);
+            }
+        });
+    }
+
+    /// A terminal outcome arrived (success or a tool error).
+    pub fn completed(&self) {
+        self.with(|e, _| {
+            if let Ok(next) = e.knowledge.after_terminal_outcome() {
+                e.knowledge = next;
+            }
+        });
+    }
+
+    /// The worker running this request died: the outcome is unknown. A request the
+    /// supervisor reports lost was on a worker, so a missed `dispatched` is implied.
+    pub fn worker_lost(&self) {
+        self.with(|e, t| {
+            if e.knowledge == ExecutionKnowledge::NotDispatched {
+                e.knowledge = ExecutionKnowledge::InFlight;
+                e.attempts = e.attempts.saturating_add(1);
+            }
+            e.knowledge = e.knowledge.after_worker_loss();
+            t.worker_losses += 1;
+        });
+    }
+
+    /// libmcp's decision for this entry now, given probe evidence and the bound on
+    /// runs. Records the decision in the counters.
+    pub fn disposition(
+        &self,
+        probe: Option<ProbeResolution>,
+        max_attempts: u8,
+    ) -> RequestDisposition {
+        self.with(|e, t| {
+            let allowance = ReplayAllowance::new(e.attempts, max_attempts);
+            let decision = request_disposition(e.knowledge, e.contract, probe, allowance);
+            match decision {
+                RequestDisposition::CompleteFromProbe => t.completed_from_probe += 1,
+                RequestDisposition::RejectAmbiguousOutcome => t.rejected_ambiguous += 1,
+                RequestDisposition::RejectReplayExhausted => t.replay_exhausted += 1,
+                _ => {}
+            }
+            decision
+        })
+        .unwrap_or(RequestDisposition::RejectUnexpectedProbeResolution)
+    }
+
+    /// A probe ran (ProbeRequired after a loss).
+    pub fn probed(&self) {
+        self.with(|_, t| t.probes += 1);
+    }
+
+    /// The probe proved the earlier attempt took effect: completed without a re-run.
+    pub fn completed_from_probe(&self) {
+        self.with(|e, _| {
+            if let Ok(next) = e.knowledge.after_completed_probe() {
+                e.knowledge = next;
+            }
+        });
+    }
+
+    /// A replay authorized by [`Self::disposition`] starts.
+    pub fn replaying(&self) {
+        self.with(|e, t| {
+            if let Ok(next) = e.knowledge.after_dispatch(RequestDisposition::Replay) {
+                e.knowledge = next;
+                e.attempts = e.attempts.saturating_add(1);
+                t.replays += 1;
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_move_along_libmcp_transitions_and_close_on_last_drop() {
+        let journal = Journal::new();
+        let handle = journal.open("tools/call:simulate", ReplayContract::Convergent);
+        let job_side = handle.clone();
+        assert_eq!(handle.knowledge(), Some(ExecutionKnowledge::NotDispatched));
+        job_side.dispatched();
+        job_side.dispatched(); // idempotent
+        assert_eq!(handle.attempts(), 1);
+        job_side.worker_lost();
+        assert_eq!(handle.knowledge(), Some(ExecutionKnowledge::OutcomeUnknown));
+        assert_eq!(handle.disposition(None, 3), RequestDisposition::Replay);
+        job_side.replaying();
+        assert_eq!(handle.knowledge(), Some(ExecutionKnowledge::InFlight));
+        job_side.completed();
+        drop(handle);
+        assert_eq!(journal.counts()["open"], 1, "the job still holds it");
+        drop(job_side);
+        let counts = journal.counts();
+        assert_eq!(counts["open"], 0);
+        assert_eq!(counts["closed_by_knowledge"]["completed"], 1);
+        assert_eq!(counts["replays"], 1);
+        assert_eq!(counts["worker_losses"], 1);
+        assert_eq!(counts["by_contract"]["convergent"], 1);
+    }
+
+    #[test]
+    fn loss_dispositions_follow_the_contract() {
+        let journal = Journal::new();
+        let never = journal.open("tools/call:x", ReplayContract::NeverReplay);
+        never.dispatched();
+        never.worker_lost();
+        assert_eq!(
+            never.disposition(None, 3),
+            RequestDisposition::RejectAmbiguousOutcome
+        );
+        let probe = journal.open("tools/call:y", ReplayContract::ProbeRequired);
+        probe.worker_lost(); // implies dispatched
+        assert_eq!(probe.attempts(), 1);
+        assert_eq!(probe.disposition(None, 3), RequestDisposition::HoldForProbe);
+        assert_eq!(
+            probe.disposition(Some(ProbeResolution::AlreadyCompleted), 3),
+            RequestDisposition::CompleteFromProbe
+        );
+        probe.completed_from_probe();
+        assert_eq!(probe.knowledge(), Some(ExecutionKnowledge::Completed));
+        let convergent = journal.open("tools/call:z", ReplayContract::Convergent);
+        convergent.dispatched();
+        for _ in 0..2 {
+            convergent.worker_lost();
+            assert_eq!(convergent.disposition(None, 3), RequestDisposition::Replay);
+            convergent.replaying();
+        }
+        convergent.worker_lost();
+        assert_eq!(
+            convergent.disposition(None, 3),
+            RequestDisposition::RejectReplayExhausted
+        );
+        let counts = journal.counts();
+        assert_eq!(counts["rejected_ambiguous"], 1);
+        assert_eq!(counts["completed_from_probe"], 1);
+        assert_eq!(counts["replay_exhausted"], 1);
+        assert_eq!(counts["open_by_knowledge"]["outcome_unknown"], 2);
+    }
+}

@@ -1,0 +1,227 @@
+//! Replay contracts against a REAL worker that is SIGKILLed mid-job (seed 004):
+//! NeverReplay fails with an `ambiguous_outcome` fault and never runs again;
+//! ProbeRequired probes first, then completes from the probe or re-runs; every
+//! decision lands in the journal. (Convergent replay is exercised end to end by
+//! `tests/tests/crash_replay.rs`.) No public tool of reticle is NeverReplay or
+//! ProbeRequired *and* runs on a worker yet, so these drive
+//! `replay::run_on_worker` directly with the worker's `debug.sleep` op.
+//!
+//! Like `supervisor.rs`, these need the worker binary built (`cargo build -p
+//! reticle-worker`) or `$RETICLE_WORKER_BIN`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use libmcp::{FaultClass, ReplayContract};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use reticle_host::jobs::{JobStatus, JobView, Jobs};
+use reticle_host::journal::Journal;
+use reticle_host::replay::{Probe, ProbeOutcome, WorkerCall, run_on_worker};
+use reticle_host::supervisor::{Supervisor, SupervisorConfig, WorkerState, WorkerStderr};
+use reticle_protocol::ErrorCode;
+use serde_json::{Value, json};
+
+fn worker_exe() -> PathBuf {
+    if let Some(path) = std::env::var_os("RETICLE_WORKER_BIN") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(|deps| deps.parent()).unwrap();
+    let worker = profile_dir.join("reticle-worker");
+    assert!(
+        worker.exists(),
+        "{} is missing: run `cargo build -p reticle-worker` first",
+        worker.display()
+    );
+    worker
+}
+
+async fn supervisor(runtime: &tempfile::TempDir) -> Arc<Supervisor> {
+    let config = SupervisorConfig {
+        workers: 1,
+        worker_env: vec![("RETICLE_BACKEND".into(), "cpu".into())],
+        runtime_dir_base: Some(runtime.path().to_path_buf()),
+        heartbeat_interval: Duration::from_millis(200),
+        heartbeat_timeout: Duration::from_millis(1500),
+        backoff_initial: Duration::from_millis(50),
+        worker_stderr: WorkerStderr::Inherit,
+        ..SupervisorConfig::with_worker_exe(worker_exe())
+    };
+    Arc::new(Supervisor::start(config).await.expect("supervisor starts"))
+}
+
+/// A 1.5 s sleep in 30 steps on the worker: long enough to kill mid-run.
+fn sleep_call() -> WorkerCall {
+    WorkerCall {
+        op: "debug.sleep".into(),
+        args_json: json!({"ms": 1500, "steps": 30}).to_string(),
+        allowed_roots: Vec::new(),
+        max_attempts: 3,
+    }
+}
+
+/// Waits until the worker is busy, SIGKILLs it, and returns its pid.
+async fn kill_busy_worker(supervisor: &Supervisor) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let pid = loop {
+        let w = &supervisor.snapshot().workers[0];
+        if w.state == WorkerState::Busy
+            && let Some(pid) = w.pid
+        {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "worker never busy: {w:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    // Let it report some progress first, so the run is surely on the worker.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    kill(Pid::from_raw(pid as i32), Signal::SIGKILL).expect("kill worker");
+    pid
+}
+
+struct Run {
+    jobs: Arc<Jobs>,
+    journal: Arc<Journal>,
+    job_id: String,
+}
+
+/// Submits `call` as a job under `contract` (with `probe`), kills its worker once,
+/// and waits for the job to end.
+async fn run_and_kill_once(
+    supervisor: &Arc<Supervisor>,
+    contract: ReplayContract,
+    probe: Option<Probe>,
+) -> (Run, JobView) {
+    let jobs = Jobs::new(Duration::from_secs(60));
+    let journal = Journal::new();
+    let handle = journal.open("tools/call:test", contract);
+    let sup = Arc::clone(supervisor);
+    let call = sleep_call();
+    let rx = jobs.submit("test", move |sink| async move {
+        run_on_worker(&sup, &call, &sink, &handle, probe.as_ref()).await
+    });
+    let job_id = rx.borrow().job_id.clone();
+    kill_busy_worker(supervisor).await;
+    let mut rx = jobs.subscribe(&job_id).unwrap();
+    let view = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if rx.borrow_and_update().status.is_terminal() {
+                return rx.borrow().clone();
+            }
+            rx.changed().await.unwrap();
+        }
+    })
+    .await
+    .expect("job ends");
+    // The job's future (and its journal handle) is dropped right after it finishes.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    (
+        Run {
+            jobs,
+            journal,
+            job_id,
+        },
+        view,
+    )
+}
+
+fn counts(run: &Run) -> Value {
+    run.journal.counts()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_replay_is_an_ambiguous_outcome_fault_and_never_runs_again() {
+    let runtime = tempfile::tempdir().unwrap();
+    let supervisor = supervisor(&runtime).await;
+    let (run, view) = run_and_kill_once(&supervisor, ReplayContract::NeverReplay, None).await;
+    assert_eq!(view.status, JobStatus::Failed, "{view:?}");
+    let error = view.error.expect("error");
+    assert_eq!(error.code, ErrorCode::WorkerFault);
+    assert_eq!(error.fault_class, Some(FaultClass::AmbiguousOutcome));
+    assert_eq!(error.details["outcome"], "unknown");
+    assert_eq!(error.details["replay_contract"], "never_replay");
+    assert!(
+        error.retry_after_ms.is_none(),
+        "no retry hint for an unknown outcome"
+    );
+    assert!(error.hint().is_some());
+    assert_eq!(view.attempts, 1, "a NeverReplay request ran again");
+    let c = counts(&run);
+    assert_eq!(c["rejected_ambiguous"], 1, "{c}");
+    assert_eq!(c["replays"], 0, "{c}");
+    assert_eq!(c["worker_losses"], 1, "{c}");
+    assert_eq!(c["closed_by_knowledge"]["outcome_unknown"], 1, "{c}");
+    assert_eq!(c["open"], 0, "{c}");
+    // The replacement worker never saw the request: the slot finished no job and
+    // holds none.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let w = &supervisor.snapshot().workers[0];
+    assert_eq!(w.jobs_completed, 0, "the request ran again: {w:?}");
+    assert!(w.current_job.is_none(), "{w:?}");
+    assert_eq!(
+        run.jobs.poll(&run.job_id).unwrap().status,
+        JobStatus::Failed
+    );
+    supervisor.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_required_completes_from_the_probe_without_a_rerun() {
+    let runtime = tempfile::tempdir().unwrap();
+    let supervisor = supervisor(&runtime).await;
+    let probes = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&probes);
+    let probe: Probe = Box::new(move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async {
+            Ok(ProbeOutcome::AlreadyCompleted(
+                json!({"probed": "effect seen"}),
+            ))
+        })
+    });
+    let (run, view) =
+        run_and_kill_once(&supervisor, ReplayContract::ProbeRequired, Some(probe)).await;
+    assert_eq!(view.status, JobStatus::Completed, "{view:?}");
+    assert_eq!(view.result, Some(json!({"probed": "effect seen"})));
+    assert_eq!(view.attempts, 1);
+    assert_eq!(probes.load(Ordering::SeqCst), 1);
+    let c = counts(&run);
+    assert_eq!(c["probes"], 1, "{c}");
+    assert_eq!(c["completed_from_probe"], 1, "{c}");
+    assert_eq!(c["replays"], 0, "{c}");
+    assert_eq!(c["closed_by_knowledge"]["completed"], 1, "{c}");
+    supervisor.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_required_reruns_when_the_probe_says_it_is_safe() {
+    let runtime = tempfile::tempdir().unwrap();
+    let supervisor = supervisor(&runtime).await;
+    let probe: Probe = Box::new(|| Box::pin(async { Ok(ProbeOutcome::SafeToReplay) }));
+    let (run, view) =
+        run_and_kill_once(&supervisor, ReplayContract::ProbeRequired, Some(probe)).await;
+    assert_eq!(view.status, JobStatus::Completed, "{view:?}");
+    // The worker's own result, from the second run on the replacement worker.
+    assert!(view.result.as_ref().unwrap().is_object(), "{view:?}");
+    assert_eq!(view.attempts, 2);
+    let c = counts(&run);
+    assert_eq!(c["probes"], 1, "{c}");
+    assert_eq!(c["replays"], 1, "{c}");
+    assert_eq!(c["closed_by_knowledge"]["completed"], 1, "{c}");
+    supervisor.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_required_without_a_probe_is_an_ambiguous_outcome() {
+    let runtime = tempfile::tempdir().unwrap();
+    let supervisor = supervisor(&runtime).await;
+    let (_run, view) = run_and_kill_once(&supervisor, ReplayContract::ProbeRequired, None).await;
+    let error = view.error.expect("error");
+    assert_eq!(error.fault_class, Some(FaultClass::AmbiguousOutcome));
+    assert_eq!(error.details["replay_contract"], "probe_required");
+    assert_eq!(view.attempts, 1);
+    supervisor.shutdown().await;
+}
