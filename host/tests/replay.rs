@@ -225,3 +225,54 @@ async fn probe_required_without_a_probe_is_an_ambiguous_outcome() {
     assert_eq!(view.attempts, 1);
     supervisor.shutdown().await;
 }
+
+/// A Convergent job that goes over the job time limit is not replayed: the host killed
+/// its worker on purpose (D26), so the outcome is known and a re-run would go over again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_over_its_time_limit_fails_once_and_is_not_replayed() {
+    let runtime = tempfile::tempdir().unwrap();
+    let config = SupervisorConfig {
+        workers: 1,
+        worker_env: vec![("RETICLE_BACKEND".into(), "cpu".into())],
+        runtime_dir_base: Some(runtime.path().to_path_buf()),
+        heartbeat_interval: Duration::from_millis(200),
+        heartbeat_timeout: Duration::from_millis(1500),
+        backoff_initial: Duration::from_millis(50),
+        worker_stderr: WorkerStderr::Inherit,
+        job_timeout: Some(Duration::from_millis(500)),
+        ..SupervisorConfig::with_worker_exe(worker_exe())
+    };
+    let supervisor = Arc::new(Supervisor::start(config).await.expect("supervisor starts"));
+    let jobs = Jobs::new(Duration::from_secs(60));
+    let journal = Journal::new();
+    let handle = journal.open("tools/call:test", ReplayContract::Convergent);
+    let sup = Arc::clone(&supervisor);
+    let call = sleep_call();
+    let rx = jobs.submit("test", move |sink| async move {
+        run_on_worker(&sup, &call, &sink, &handle, None).await
+    });
+    let job_id = rx.borrow().job_id.clone();
+    let mut rx = jobs.subscribe(&job_id).unwrap();
+    let view = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if rx.borrow_and_update().status.is_terminal() {
+                return rx.borrow().clone();
+            }
+            rx.changed().await.unwrap();
+        }
+    })
+    .await
+    .expect("job ends");
+    assert_eq!(view.status, JobStatus::Failed, "{view:?}");
+    let error = view.error.expect("error");
+    assert_eq!(error.code, ErrorCode::ResourceLimit, "{error:?}");
+    assert_eq!(error.fault_class, Some(FaultClass::Resource));
+    assert_eq!(error.details["cause"]["limit"], "wall_time");
+    assert!(error.hint().is_some());
+    assert_eq!(view.attempts, 1, "an over-limit job ran again");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let c = journal.counts();
+    assert_eq!(c["replays"], 0, "{c}");
+    assert_eq!(c["open"], 0, "{c}");
+    supervisor.shutdown().await;
+}
