@@ -12,6 +12,7 @@ pub mod logging;
 pub mod mcp;
 pub mod readiness;
 pub mod serve;
+pub mod sessions;
 pub mod state;
 pub mod supervisor;
 pub mod tools;
