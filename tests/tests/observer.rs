@@ -770,3 +770,46 @@ fn run_drc_script_reports_what_klayout_reports_and_extract_markers_crops_them() 
     );
     assert!(e["message"].as_str().unwrap().contains("no report"), "{e}");
 }
+
+/// Pids of the host's workers, from `health`.
+fn worker_pids(o: &mut Observer) -> Vec<i32> {
+    let health = o.ok("health", json!({"render": "json", "detail": "full"}));
+    health["workers"]["workers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no workers in health: {health}"))
+        .iter()
+        .filter_map(|w| w["pid"].as_i64())
+        .map(|p| p as i32)
+        .collect()
+}
+
+#[test]
+fn a_restarted_worker_gives_the_same_ids_and_resolves_earlier_ones() {
+    let mut o = Observer::start(&[]);
+    let sid = o.open(&demo_gds())["session_id"].clone();
+    let query = json!({"session_id": sid, "box": mbox(-1.0, -1.0, 80.0, 30.0)});
+    let before = o.ok("query_region", query.clone());
+    let path_id = before["shapes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["kind"] == "path")
+        .unwrap()["id"]
+        .clone();
+    let old = worker_pids(&mut o);
+    assert!(!old.is_empty());
+    for pid in &old {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), nix::sys::signal::SIGKILL)
+            .unwrap();
+    }
+    // The parsed layout and its cache died with the worker; the session did not.
+    let width = o.ok(
+        "measure_geometry",
+        json!({"session_id": sid, "mode": "path_width", "target_ids": [path_id]}),
+    );
+    assert_eq!(width["value_um"], 0.5);
+    let after = o.ok("query_region", query);
+    assert_eq!(after["shapes"], before["shapes"], "same shapes, same ids");
+    let new = worker_pids(&mut o);
+    assert!(new.iter().all(|p| !old.contains(p)), "{old:?} -> {new:?}");
+}

@@ -159,24 +159,24 @@ pub fn parse_lyrdb(xml: &str) -> Result<Vec<Marker>, ToolError> {
                         _ => {}
                     }
                 }
-                if name == "item" && parent == Some("items") {
-                    if let Some((rule, cell, values)) = current.take() {
-                        let found = values.iter().find_map(|v| value_box(v).map(|b| (v, b)));
-                        if let Some((value, box_um)) = found {
-                            if markers.len() >= MAX_MARKERS {
-                                return Err(drc_failed(
-                                    "the report holds too many markers",
-                                    json!({"limit": MAX_MARKERS}),
-                                ));
-                            }
-                            markers.push(Marker {
-                                rule,
-                                cell,
-                                box_um,
-                                value: value.clone(),
-                            });
-                        }
+                if name == "item"
+                    && parent == Some("items")
+                    && let Some((rule, cell, values)) = current.take()
+                    && let Some((value, box_um)) =
+                        values.iter().find_map(|v| value_box(v).map(|b| (v, b)))
+                {
+                    if markers.len() >= MAX_MARKERS {
+                        return Err(drc_failed(
+                            "the report holds too many markers",
+                            json!({"limit": MAX_MARKERS}),
+                        ));
                     }
+                    markers.push(Marker {
+                        rule,
+                        cell,
+                        box_um,
+                        value: value.clone(),
+                    });
                 }
                 text.clear();
             }

@@ -61,10 +61,13 @@ pub(super) fn tools() -> Vec<Tool> {
 
 fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest as _;
+    use std::fmt::Write as _;
     sha2::Sha256::digest(bytes)
         .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+        .fold(String::with_capacity(64), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 fn drc_failed(message: impl Into<String>, details: Value) -> ToolError {
