@@ -14,6 +14,7 @@ pub mod mcp;
 pub mod readiness;
 pub mod replay;
 pub mod serve;
+pub mod sessions;
 pub mod state;
 pub mod supervisor;
 pub mod tools;

@@ -57,6 +57,8 @@ pub struct HostState {
     pub schemas: SchemaCatalog,
     /// What tools may read.
     pub roots: AllowedRoots,
+    /// Layout sessions and their artifacts (seed 003).
+    pub sessions: crate::sessions::Sessions,
 }
 
 impl HostState {
@@ -65,6 +67,7 @@ impl HostState {
         Self {
             schemas,
             roots,
+            sessions: crate::sessions::Sessions::from_env(),
             started: Instant::now(),
             ledger: Mutex::new(OperationalLedger::new(Generation::genesis())),
             frames: FrameCounters::default(),

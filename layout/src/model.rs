@@ -318,10 +318,12 @@ impl Library {
         }
     }
 
-    /// Size of one dbu in microns.
+    /// Size of one dbu in microns, rounded to 1e-12 µm so that a unit stored as a ratio
+    /// (OASIS: grid steps per micron) reads as the decimal it denotes (0.001, not
+    /// 0.0009999999999999998).
     #[must_use]
     pub fn dbu_um(&self) -> f64 {
-        self.dbu_in_meters * 1e6
+        (self.dbu_in_meters * 1e18).round() / 1e12
     }
 
     /// Index of the cell with this name.

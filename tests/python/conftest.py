@@ -26,6 +26,8 @@ def server_env(tmp_path) -> dict:
     # keeps these client tests fast (the GPU path has its own tests in the kernel).
     env["RETICLE_ALLOWED_ROOTS"] = str(ROOT / "fixtures")
     env["RETICLE_BACKEND"] = "cpu"
+    # Layout sessions write their artifacts here, never into the working directory.
+    env["KLAYOUT_MCP_ARTIFACT_ROOT"] = str(tmp_path / "artifacts")
     return env
 
 

@@ -93,6 +93,12 @@ SAMPLE_ARGS = {
 NEEDS_STATE = {"poll", "cancel"}
 # Needs a backend; test_populate_backend.py runs it against a real HTTP server.
 NEEDS_STATE |= {"populate_backend"}
+# Layout sessions: test_observer_klayout.py calls each observer tool once with a session.
+NEEDS_STATE |= {
+    "open_layout", "close_session", "list_cells", "describe_cell", "list_layers",
+    "query_region", "measure_geometry", "analyze_waveguide", "set_view", "render_view",
+    "run_drc_script", "extract_markers",
+}
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])

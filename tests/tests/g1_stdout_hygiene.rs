@@ -243,6 +243,160 @@ fn corpus() -> (Vec<Vec<u8>>, BTreeMap<String, Expect>, usize) {
             want,
         );
     }
+    // Layout observer tools (seed 003): a session opens; unknown sessions, bad paths and
+    // bad arguments are typed errors.
+    let demo = repo_root().join("fixtures/layouts/observer_demo.gds");
+    let missing_session = json!("ses_000000000000");
+    let layout_cases: Vec<(&str, &str, Value, Expect)> = vec![
+        (
+            "open-layout",
+            "open_layout",
+            json!({"path": demo}),
+            Expect::Ok,
+        ),
+        (
+            "open-layout-oasis",
+            "open_layout",
+            json!({"path": repo_root().join("fixtures/layouts/observer_demo.oas")}),
+            Expect::Ok,
+        ),
+        (
+            "open-layout-outside-roots",
+            "open_layout",
+            json!({"path": "/etc/hosts"}),
+            Expect::ToolError("PATH_NOT_ALLOWED"),
+        ),
+        (
+            "open-layout-missing",
+            "open_layout",
+            json!({"path": repo_root().join("fixtures/none.gds")}),
+            Expect::ToolError("FILE_NOT_FOUND"),
+        ),
+        (
+            "open-layout-format",
+            "open_layout",
+            json!({"path": demo, "format": "dxf"}),
+            Expect::ToolError("UNSUPPORTED_FORMAT"),
+        ),
+        (
+            "open-layout-top",
+            "open_layout",
+            json!({"path": demo, "top_cell": "NOPE"}),
+            Expect::ToolError("TOP_CELL_NOT_FOUND"),
+        ),
+        (
+            "open-layout-no-path",
+            "open_layout",
+            json!({}),
+            Expect::ToolError("INVALID_INPUT"),
+        ),
+        (
+            "close-session-unknown",
+            "close_session",
+            json!({"session_id": missing_session}),
+            Expect::Ok,
+        ),
+        (
+            "list-cells-unknown",
+            "list_cells",
+            json!({"session_id": missing_session}),
+            Expect::ToolError("SESSION_NOT_FOUND"),
+        ),
+        (
+            "describe-cell-unknown",
+            "describe_cell",
+            json!({"session_id": missing_session}),
+            Expect::ToolError("SESSION_NOT_FOUND"),
+        ),
+        (
+            "list-layers-unknown",
+            "list_layers",
+            json!({"session_id": missing_session}),
+            Expect::ToolError("SESSION_NOT_FOUND"),
+        ),
+        (
+            "query-region-unknown",
+            "query_region",
+            json!({"session_id": missing_session, "box": {"left": 0, "bottom": 0, "right": 1, "top": 1}}),
+            Expect::ToolError("SESSION_NOT_FOUND"),
+        ),
+        (
+            "query-region-no-box",
+            "query_region",
+            json!({"session_id": missing_session}),
+            Expect::ToolError("INVALID_INPUT"),
+        ),
+        (
+            "measure-unknown",
+            "measure_geometry",
+            json!({"session_id": missing_session, "mode": "edge_gap", "target_ids": ["a", "b"]}),
+            Expect::ToolError("SESSION_NOT_FOUND"),
+        ),
+        (
+            "measure-bad-mode",
+            "measure_geometry",
+            json!({"session_id": missing_session, "mode": "area", "target_ids": ["a"]}),
+            Expect::ToolError("INVALID_INPUT"),
+        ),
+        (
+            "analyze-unknown",
+            "analyze_waveguide",
+            json!({"session_id": missing_session, "target_id": "shp_0"}),
+            Expect::ToolError("SESSION_NOT_FOUND"),
+        ),
+        (
+            "set-view-unknown",
+            "set_view",
+            json!({"session_id": missing_session}),
+            Expect::ToolError("SESSION_NOT_FOUND"),
+        ),
+        (
+            "render-view-unknown",
+            "render_view",
+            json!({"session_id": missing_session, "style": "mask"}),
+            Expect::ToolError("SESSION_NOT_FOUND"),
+        ),
+        (
+            "render-view-bad-style",
+            "render_view",
+            json!({"session_id": missing_session, "style": "neon"}),
+            Expect::ToolError("INVALID_INPUT"),
+        ),
+        (
+            "run-drc-unknown",
+            "run_drc_script",
+            json!({"session_id": missing_session, "script_path": repo_root().join("fixtures/decks/width_space.drc")}),
+            Expect::ToolError("SESSION_NOT_FOUND"),
+        ),
+        (
+            "run-drc-bad-param",
+            "run_drc_script",
+            json!({"session_id": missing_session, "script_path": "/x.drc", "params": {"a b": "1"}}),
+            Expect::ToolError("INVALID_INPUT"),
+        ),
+        (
+            "extract-markers-unknown",
+            "extract_markers",
+            json!({"session_id": missing_session, "run_id": "drc_00000000"}),
+            Expect::ToolError("SESSION_NOT_FOUND"),
+        ),
+        (
+            "extract-markers-bad-run",
+            "extract_markers",
+            json!({"session_id": missing_session, "run_id": "../../etc"}),
+            Expect::ToolError("INVALID_INPUT"),
+        ),
+    ];
+    for (id, tool, arguments, want) in layout_cases {
+        req(
+            &mut lines,
+            &mut expect,
+            id,
+            "tools/call",
+            json!({"name": tool, "arguments": arguments}),
+            want,
+        );
+    }
     // Schema tools.
     req(
         &mut lines,
@@ -452,10 +606,15 @@ fn corpus() -> (Vec<Vec<u8>>, BTreeMap<String, Expect>, usize) {
 fn every_stdout_line_is_jsonrpc_and_every_request_is_answered_once() {
     let (lines, expect, anonymous_errors) = corpus();
     let root = repo_root();
+    let artifacts = tempfile::tempdir().unwrap();
     let mut host = Host::start_with(&[
         ("RETICLE_BACKEND_URL", ""),
         ("RETICLE_ALLOWED_ROOTS", root.to_str().unwrap()),
         ("RETICLE_BACKEND", "cpu"),
+        (
+            "KLAYOUT_MCP_ARTIFACT_ROOT",
+            artifacts.path().to_str().unwrap(),
+        ),
     ]);
     for line in &lines {
         let mut line = line.clone();
@@ -624,6 +783,17 @@ fn every_stdout_line_is_jsonrpc_and_every_request_is_answered_once() {
             .as_u64()
             .is_some_and(|n| n > 0),
         "{simulated}"
+    );
+    let opened = &by_id["open-layout"][0]["result"]["structuredContent"];
+    assert!(
+        opened["session_id"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("ses_") && s.len() == 16),
+        "{opened}"
+    );
+    assert_eq!(
+        by_id["open-layout-oasis"][0]["result"]["structuredContent"]["bbox_um"],
+        opened["bbox_um"]
     );
     let unsupported = &by_id["old-version"][0]["error"]["data"];
     assert_eq!(unsupported["requested"], "1900-01-01");

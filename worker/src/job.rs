@@ -13,6 +13,13 @@ use reticle_protocol::error::{ErrorCode, ToolError};
 use reticle_protocol::wire::{JobContext, WireError, WorkerMessage, encode_frame};
 
 use crate::backend::Backend;
+use crate::cache::LruCache;
+use reticle_layout::Library;
+
+/// Most parsed layouts one worker keeps.
+const LAYOUT_CACHE_ENTRIES: usize = 8;
+/// Budget of the layout cache, counted as 4 bytes of memory per byte of layout file.
+const LAYOUT_CACHE_BYTES: u64 = 4 << 30;
 
 /// Writes whole frames to the host; clones share the socket and serialize writes so
 /// frames from the main loop (pongs) and a job thread (progress) never interleave.
@@ -55,6 +62,8 @@ pub struct WorkerState {
     pub jobs_run: AtomicU64,
     /// Memory deliberately held by `debug.alloc`, released only at process exit.
     pub ballast: Mutex<Vec<Vec<u8>>>,
+    /// Parsed layouts keyed by the sha256 of their bytes (the layout ops' cache).
+    pub layouts: Mutex<LruCache<Arc<Library>>>,
 }
 
 impl WorkerState {
@@ -65,6 +74,7 @@ impl WorkerState {
             backend,
             jobs_run: AtomicU64::new(0),
             ballast: Mutex::new(Vec::new()),
+            layouts: Mutex::new(LruCache::new(LAYOUT_CACHE_ENTRIES, LAYOUT_CACHE_BYTES)),
         }
     }
 
@@ -186,6 +196,39 @@ impl JobCtx<'_> {
             .with_details(
                 serde_json::json!({"path": path, "allowed_roots": self.context.allowed_roots}),
             ))
+        }
+    }
+
+    /// `path`, canonical, if it lies inside the job's artifact directory (files the host
+    /// or an earlier job of the same session wrote there: a DRC report).
+    ///
+    /// # Errors
+    /// `FILE_NOT_FOUND` when the path does not resolve, `PATH_NOT_ALLOWED` when it is
+    /// outside the artifact directory or the job has none.
+    pub fn artifact_readable(
+        &self,
+        path: &std::path::Path,
+    ) -> Result<std::path::PathBuf, ToolError> {
+        let canonical = path.canonicalize().map_err(|e| {
+            ToolError::new(
+                ErrorCode::FileNotFound,
+                format!("cannot resolve {}: {e}", path.display()),
+            )
+            .with_details(serde_json::json!({"path": path}))
+        })?;
+        let inside = self.context.artifact_dir.as_ref().is_some_and(|dir| {
+            std::path::Path::new(dir)
+                .canonicalize()
+                .is_ok_and(|dir| canonical.starts_with(dir))
+        });
+        if inside {
+            Ok(canonical)
+        } else {
+            Err(ToolError::new(
+                ErrorCode::PathNotAllowed,
+                format!("{} is outside the job's artifact directory", path.display()),
+            )
+            .with_details(serde_json::json!({"path": path})))
         }
     }
 }

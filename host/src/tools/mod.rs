@@ -7,6 +7,7 @@
 
 mod health;
 mod jobs;
+mod layout;
 mod populate;
 mod schema_tools;
 mod simulate;
@@ -320,6 +321,7 @@ impl ToolRegistry {
             telemetry::tool(),
         ];
         tools.extend(schema_tools::tools());
+        tools.extend(layout::tools());
         Self::from_tools(tools)
     }
 

@@ -8,7 +8,9 @@
 mod debug_alloc;
 mod debug_crash;
 mod debug_sleep;
+pub mod drc;
 mod engine_info;
+pub mod observe;
 pub mod simulate;
 
 use reticle_protocol::error::{ErrorCode, ToolError};
@@ -33,6 +35,17 @@ static OPS: &[&dyn Op] = &[
     &debug_alloc::DebugAlloc,
     &engine_info::EngineInfo,
     &simulate::Simulate,
+    &observe::OPEN,
+    &observe::LIST_CELLS,
+    &observe::DESCRIBE_CELL,
+    &observe::LIST_LAYERS,
+    &observe::QUERY_REGION,
+    &observe::MEASURE,
+    &observe::ANALYZE_WAVEGUIDE,
+    &observe::SET_VIEW,
+    &observe::RENDER,
+    &drc::DrcRun,
+    &drc::DrcMarkers,
 ];
 
 /// The op named `name`.

@@ -1,0 +1,398 @@
+//! The layout observer ops (seed 003): parse a session's layout (cached by sha256) and run
+//! one query of `reticle_layout::observe` on it.
+//!
+//! The host owns sessions: every op receives the session's layout as `{path, sha256,
+//! format}` plus whatever the host remembers for it (the locators of shape ids it handed
+//! out), so a fresh worker answers exactly as the one before it did. Nothing here is
+//! authoritative; the cache only saves re-parsing.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, PoisonError};
+
+use base64::Engine as _;
+use reticle_layout::observe::cells::{cell_by_name, describe_cell, layout_summary, list_cells};
+use reticle_layout::observe::layers::list_layers;
+use reticle_layout::observe::measure::{MeasureMode, analyze_waveguide, measure_geometry};
+use reticle_layout::observe::region::{
+    QueryBudget, RegionRequest, ShapeLocator, query_region, resolve_ids,
+};
+use reticle_layout::observe::render::{
+    Annotation, RenderSpec, RenderStyle, render_view, resolve_annotations, set_view,
+};
+use reticle_layout::observe::{LayerRef, MicronBox, ObserveError};
+use reticle_layout::{Format, Library, Limits, read_layout, sha256_hex};
+use reticle_protocol::error::{ErrorCode, ToolError};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{Op, parse_args};
+use crate::job::JobCtx;
+
+/// A session's layout as the host names it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayoutRef {
+    /// Absolute path (the worker re-checks it against the job's roots).
+    pub path: PathBuf,
+    /// `gds` or `oasis`.
+    pub format: String,
+    /// The sha256 recorded at `open_layout`; absent only for `layout.open` itself.
+    #[serde(default)]
+    pub sha256: Option<String>,
+}
+
+/// A seed 003 error from an observer query, as a tool error with the same code.
+#[must_use]
+pub fn observe_error(e: &ObserveError) -> ToolError {
+    let code: ErrorCode =
+        serde_json::from_value(json!(e.code())).unwrap_or(ErrorCode::InternalError);
+    ToolError::new(code, e.to_string()).with_details(e.details())
+}
+
+fn ok<T: serde::Serialize>(value: &T) -> Result<Value, ToolError> {
+    serde_json::to_value(value)
+        .map_err(|e| ToolError::new(ErrorCode::InternalError, format!("serialize: {e}")))
+}
+
+/// Reads, hashes and parses the layout, or takes it from the worker's cache.
+///
+/// # Errors
+/// `FILE_NOT_FOUND` (missing, unreadable, or changed since it was opened),
+/// `PATH_NOT_ALLOWED`, `QUERY_TOO_LARGE` (file over the size limit), `UNSUPPORTED_FORMAT`
+/// (the bytes are not a valid layout of that format).
+pub fn load(ctx: &JobCtx<'_>, layout: &LayoutRef) -> Result<(Arc<Library>, String), ToolError> {
+    let path = ctx.readable(&layout.path)?;
+    if let Some(sha) = &layout.sha256 {
+        let hit = ctx
+            .state
+            .layouts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(sha);
+        if let Some(lib) = hit {
+            return Ok((lib, sha.clone()));
+        }
+    }
+    let format = Format::from_name(&layout.format).ok_or_else(|| {
+        ToolError::new(
+            ErrorCode::UnsupportedFormat,
+            format!(
+                "unsupported format {:?} (gds, gdsii, oas, oasis)",
+                layout.format
+            ),
+        )
+        .with_details(json!({"format": layout.format}))
+    })?;
+    let limit = ctx.context.limits.max_layout_bytes;
+    let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    if size > limit {
+        return Err(ToolError::new(
+            ErrorCode::QueryTooLarge,
+            "the layout file is over the size limit",
+        )
+        .with_details(json!({"bytes": size, "limit": limit})));
+    }
+    let bytes = std::fs::read(&path).map_err(|e| {
+        ToolError::new(
+            ErrorCode::FileNotFound,
+            format!("cannot read {}: {e}", path.display()),
+        )
+        .with_details(json!({"path": path}))
+    })?;
+    let sha = sha256_hex(&bytes);
+    if let Some(expected) = &layout.sha256
+        && expected != &sha
+    {
+        return Err(ToolError::new(
+            ErrorCode::FileNotFound,
+            "the layout file changed since open_layout (its sha256 differs); open it again",
+        )
+        .with_details(json!({"path": path, "expected_sha256": expected, "sha256": sha})));
+    }
+    let limits = Limits {
+        max_input_bytes: limit,
+        ..Limits::default()
+    };
+    let lib = read_layout(&bytes, Some(format), &limits).map_err(|e| {
+        ToolError::new(
+            ErrorCode::UnsupportedFormat,
+            format!("cannot read the layout as {}: {e}", format.name()),
+        )
+        .with_details(json!({"path": path, "format": format.name()}))
+    })?;
+    let lib = Arc::new(lib);
+    ctx.state
+        .layouts
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(sha.clone(), Arc::clone(&lib), size.saturating_mul(4));
+    Ok((lib, sha))
+}
+
+/// One observer op: a name and a function.
+pub struct LayoutOp {
+    name: &'static str,
+    run: fn(&JobCtx<'_>, &str) -> Result<Value, ToolError>,
+}
+
+impl Op for LayoutOp {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+        (self.run)(ctx, args_json)
+    }
+}
+
+/// `layout.open`: parse, hash, apply the top-cell rule, summarize.
+pub static OPEN: LayoutOp = LayoutOp {
+    name: "layout.open",
+    run: open,
+};
+/// `layout.list_cells`.
+pub static LIST_CELLS: LayoutOp = LayoutOp {
+    name: "layout.list_cells",
+    run: op_list_cells,
+};
+/// `layout.describe_cell`.
+pub static DESCRIBE_CELL: LayoutOp = LayoutOp {
+    name: "layout.describe_cell",
+    run: op_describe_cell,
+};
+/// `layout.list_layers`.
+pub static LIST_LAYERS: LayoutOp = LayoutOp {
+    name: "layout.list_layers",
+    run: op_list_layers,
+};
+/// `layout.query_region`: the payload plus a locator per listed id.
+pub static QUERY_REGION: LayoutOp = LayoutOp {
+    name: "layout.query_region",
+    run: op_query_region,
+};
+/// `layout.measure`.
+pub static MEASURE: LayoutOp = LayoutOp {
+    name: "layout.measure",
+    run: op_measure,
+};
+/// `layout.analyze_waveguide`.
+pub static ANALYZE_WAVEGUIDE: LayoutOp = LayoutOp {
+    name: "layout.analyze_waveguide",
+    run: op_analyze,
+};
+/// `layout.set_view`.
+pub static SET_VIEW: LayoutOp = LayoutOp {
+    name: "layout.set_view",
+    run: op_set_view,
+};
+/// `layout.render`: PNG bytes (base64) for the host to store.
+pub static RENDER: LayoutOp = LayoutOp {
+    name: "layout.render",
+    run: op_render,
+};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OpenArgs {
+    layout: LayoutRef,
+    #[serde(default)]
+    top_cell: Option<String>,
+}
+
+fn open(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    let args: OpenArgs = parse_args("layout.open", args_json)?;
+    let (lib, sha) = load(ctx, &args.layout)?;
+    let summary = layout_summary(&lib, args.top_cell.as_deref()).map_err(|e| observe_error(&e))?;
+    let mut out = ok(&summary)?;
+    out["sha256"] = json!(sha);
+    Ok(out)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CellsArgs {
+    layout: LayoutRef,
+    cell: String,
+    #[serde(default)]
+    max_depth: Option<u32>,
+}
+
+fn op_list_cells(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    let args: CellsArgs = parse_args("layout.list_cells", args_json)?;
+    let (lib, _) = load(ctx, &args.layout)?;
+    let root = cell_by_name(&lib, &args.cell).map_err(|e| observe_error(&e))?;
+    let cells = list_cells(&lib, root, args.max_depth).map_err(|e| observe_error(&e))?;
+    Ok(json!({"dbu": lib.dbu_um(), "cells": ok(&cells)?}))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DescribeArgs {
+    layout: LayoutRef,
+    cell: String,
+    #[serde(default)]
+    depth: Option<u32>,
+}
+
+fn op_describe_cell(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    let args: DescribeArgs = parse_args("layout.describe_cell", args_json)?;
+    let (lib, _) = load(ctx, &args.layout)?;
+    let d = describe_cell(&lib, &args.cell, args.depth).map_err(|e| observe_error(&e))?;
+    let mut out = ok(&d)?;
+    out["dbu"] = json!(lib.dbu_um());
+    Ok(out)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LayersArgs {
+    layout: LayoutRef,
+    cell: String,
+}
+
+fn op_list_layers(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    let args: LayersArgs = parse_args("layout.list_layers", args_json)?;
+    let (lib, _) = load(ctx, &args.layout)?;
+    let root = cell_by_name(&lib, &args.cell).map_err(|e| observe_error(&e))?;
+    let layers = list_layers(&lib, root).map_err(|e| observe_error(&e))?;
+    Ok(json!({"dbu": lib.dbu_um(), "layers": ok(&layers)?}))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RegionArgs {
+    layout: LayoutRef,
+    request: Value,
+}
+
+fn op_query_region(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    let args: RegionArgs = parse_args("layout.query_region", args_json)?;
+    let request: RegionRequest = serde_json::from_value(args.request).map_err(|e| {
+        ToolError::new(
+            ErrorCode::InvalidInput,
+            format!("invalid query_region request: {e}"),
+        )
+    })?;
+    let (lib, _) = load(ctx, &args.layout)?;
+    let out =
+        query_region(&lib, &request, &QueryBudget::default()).map_err(|e| observe_error(&e))?;
+    Ok(json!({"payload": ok(&out.payload)?, "locators": ok(&out.locators)?}))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MeasureArgs {
+    layout: LayoutRef,
+    mode: MeasureMode,
+    target_ids: Vec<String>,
+    locators: BTreeMap<String, ShapeLocator>,
+}
+
+fn op_measure(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    let args: MeasureArgs = parse_args("layout.measure", args_json)?;
+    let (lib, _) = load(ctx, &args.layout)?;
+    let targets =
+        resolve_ids(&lib, &args.target_ids, &args.locators).map_err(|e| observe_error(&e))?;
+    let m = measure_geometry(&lib, args.mode, &targets).map_err(|e| observe_error(&e))?;
+    ok(&m)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AnalyzeArgs {
+    layout: LayoutRef,
+    target_id: String,
+    locators: BTreeMap<String, ShapeLocator>,
+}
+
+fn op_analyze(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    let args: AnalyzeArgs = parse_args("layout.analyze_waveguide", args_json)?;
+    let (lib, _) = load(ctx, &args.layout)?;
+    let targets = resolve_ids(&lib, std::slice::from_ref(&args.target_id), &args.locators)
+        .map_err(|e| observe_error(&e))?;
+    let w = analyze_waveguide(&lib, &targets[0]).map_err(|e| observe_error(&e))?;
+    ok(&w)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ViewArgs {
+    layout: LayoutRef,
+    cell: String,
+    #[serde(rename = "box")]
+    box_um: Option<MicronBox>,
+    #[serde(default)]
+    layers: Option<Vec<LayerRef>>,
+}
+
+/// The box of a view: the caller's, else the cell's bounding box.
+fn view_box(lib: &Library, cell: &str, b: Option<MicronBox>) -> Result<MicronBox, ToolError> {
+    if let Some(b) = b {
+        return Ok(b);
+    }
+    let ci = cell_by_name(lib, cell).map_err(|e| observe_error(&e))?;
+    let boxes =
+        reticle_layout::observe::boxes::CellBoxes::new(lib).map_err(|e| observe_error(&e))?;
+    let bb = boxes.cell(ci).ok_or_else(|| {
+        ToolError::new(
+            ErrorCode::InvalidBox,
+            format!("cell {cell:?} is empty; give a box"),
+        )
+    })?;
+    Ok(MicronBox::from_dbu(&bb, lib.dbu_um()))
+}
+
+fn op_set_view(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    let args: ViewArgs = parse_args("layout.set_view", args_json)?;
+    let (lib, _) = load(ctx, &args.layout)?;
+    let b = view_box(&lib, &args.cell, args.box_um)?;
+    let v =
+        set_view(&lib, &args.cell, &b, args.layers.as_deref()).map_err(|e| observe_error(&e))?;
+    ok(&v)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RenderArgs {
+    layout: LayoutRef,
+    cell: String,
+    #[serde(rename = "box")]
+    box_um: Option<MicronBox>,
+    #[serde(default)]
+    layers: Option<Vec<LayerRef>>,
+    width: u32,
+    height: u32,
+    #[serde(default)]
+    style: RenderStyle,
+    #[serde(default)]
+    annotations: Vec<Annotation>,
+    #[serde(default)]
+    locators: BTreeMap<String, ShapeLocator>,
+}
+
+fn op_render(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    let args: RenderArgs = parse_args("layout.render", args_json)?;
+    let (lib, _) = load(ctx, &args.layout)?;
+    let b = view_box(&lib, &args.cell, args.box_um)?;
+    let notes = resolve_annotations(&lib, &args.annotations, &args.locators)
+        .map_err(|e| observe_error(&e))?;
+    let spec = RenderSpec {
+        cell: args.cell.clone(),
+        box_um: b,
+        layers: args.layers,
+        width: args.width,
+        height: args.height,
+        style: args.style,
+    };
+    let r = render_view(&lib, &spec, &notes).map_err(|e| observe_error(&e))?;
+    let grid = b.to_dbu(lib.dbu_um()).map_err(|e| observe_error(&e))?;
+    Ok(json!({
+        "render_id": r.render_id,
+        "box_um": MicronBox::from_dbu(&grid, lib.dbu_um()),
+        "width": r.width,
+        "height": r.height,
+        "style": args.style,
+        "png_base64": base64::engine::general_purpose::STANDARD.encode(&r.png),
+    }))
+}
