@@ -14,9 +14,12 @@ use serde_json::{Value, json};
 /// Per hostile call, on a loaded 2-core debug build.
 const BOUND: Duration = Duration::from_secs(20);
 
-fn start(roots: &str) -> Host {
-    let mut host =
-        Host::start_with(&[("RETICLE_ALLOWED_ROOTS", roots), ("RETICLE_BACKEND", "cpu")]);
+fn start(roots: &str, artifacts: &std::path::Path) -> Host {
+    let mut host = Host::start_with(&[
+        ("RETICLE_ALLOWED_ROOTS", roots),
+        ("RETICLE_BACKEND", "cpu"),
+        ("KLAYOUT_MCP_ARTIFACT_ROOT", artifacts.to_str().unwrap()),
+    ]);
     host.request(
         json!("init"),
         "initialize",
@@ -62,7 +65,8 @@ fn hostile_inputs_get_typed_errors_and_the_host_and_other_jobs_carry_on() {
         layouts.display(),
         scratch.path().display()
     );
-    let mut host = start(&roots);
+    let artifacts = tempfile::tempdir().unwrap();
+    let mut host = start(&roots, artifacts.path());
     let good = layouts.join("lines_and_pad.glp");
 
     // The undisturbed answer, then the same request left running as a job.
@@ -129,6 +133,35 @@ fn hostile_inputs_get_typed_errors_and_the_host_and_other_jobs_carry_on() {
             "{name}: untyped or unexpected code {error}"
         );
         assert!(!error["message"].as_str().unwrap_or("").is_empty());
+    }
+
+    // The same GDSII/OASIS files through `open_layout` (parsed in a worker, session in
+    // the host): a typed error or a well-formed session, fast, and the host stays up.
+    for (i, file) in files.iter().enumerate() {
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        if !(name.ends_with(".gds") || name.ends_with(".oas")) {
+            continue;
+        }
+        let t = Instant::now();
+        let result = call(
+            &mut host,
+            &format!("open-{i}"),
+            "open_layout",
+            json!({"path": file.display().to_string()}),
+        );
+        let took = t.elapsed();
+        let s = &result["structuredContent"];
+        eprintln!("open_layout {name}: {} in {took:?}", s["error"]["code"]);
+        assert!(took < BOUND, "{name} took {took:?}");
+        if result["isError"] == true {
+            let code = s["error"]["code"].as_str().unwrap_or("");
+            assert!(typed.contains(&code), "{name}: {s}");
+        } else {
+            // Only well-formed files may open (the extreme-but-valid ones, and cycles or
+            // huge arrays that are refused only when flattened, which opening does not do).
+            assert!(s["session_id"].is_string(), "{name}: {s}");
+        }
+        assert_up(&mut host, &format!("health-open-{i}"));
     }
 
     // A symlink inside an allowed root that points outside every root.
