@@ -5,12 +5,14 @@
 //! value with every violation, sorted, so the model can fix its call);
 //! results are validated against the output schema in debug builds and tests.
 
+pub mod evaluate;
 mod health;
 mod jobs;
 mod populate;
 mod schema_tools;
 mod simulate;
 mod telemetry;
+pub mod worker_job;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -127,6 +129,7 @@ pub struct Tool {
     output_validator: jsonschema::Validator,
     handler: Handler,
     porcelain: Option<Porcelain>,
+    meta: Option<Value>,
 }
 
 impl std::fmt::Debug for Tool {
@@ -189,7 +192,15 @@ impl Tool {
             output_schema,
             handler: Arc::new(move |ctx, args| Box::pin(handler(ctx, args))),
             porcelain: def.porcelain,
+            meta: None,
         }
+    }
+
+    /// Adds `_meta` to the tool's `tools/list` entry (e.g. `evaluate`'s capabilities matrix).
+    #[must_use]
+    pub fn with_meta(mut self, meta: Value) -> Self {
+        self.meta = Some(meta);
+        self
     }
 
     /// The tool's name.
@@ -204,7 +215,7 @@ impl Tool {
 
     /// The `tools/list` entry.
     pub fn listing(&self) -> Value {
-        json!({
+        let mut listing = json!({
             "name": self.name,
             "title": self.title,
             "description": self.description,
@@ -216,7 +227,11 @@ impl Tool {
                 "idempotentHint": matches!(self.replay, ReplayContract::Convergent),
                 "openWorldHint": false,
             },
-        })
+        });
+        if let Some(meta) = &self.meta {
+            listing["_meta"] = meta.clone();
+        }
+        listing
     }
 }
 
@@ -245,6 +260,7 @@ impl ToolRegistry {
     /// The registry of every public tool.
     pub fn standard() -> Self {
         let mut tools = vec![
+            evaluate::tool(),
             health::tool(),
             jobs::cancel_tool(),
             jobs::poll_tool(),

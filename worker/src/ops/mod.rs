@@ -9,6 +9,7 @@ mod debug_alloc;
 mod debug_crash;
 mod debug_sleep;
 mod engine_info;
+pub mod evaluate;
 pub mod simulate;
 
 use reticle_protocol::error::{ErrorCode, ToolError};
@@ -32,6 +33,7 @@ static OPS: &[&dyn Op] = &[
     &debug_crash::DebugCrash,
     &debug_alloc::DebugAlloc,
     &engine_info::EngineInfo,
+    &evaluate::Evaluate,
     &simulate::Simulate,
 ];
 
