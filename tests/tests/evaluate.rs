@@ -497,3 +497,48 @@ fn the_descriptor_carries_the_capabilities_matrix() {
     );
     assert!(schema["result"]["isError"] != true, "{schema}");
 }
+
+#[test]
+fn ctrl_c_stops_reticle_eval_and_kills_its_worker() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let roots = fixtures_dir().display().to_string();
+    // 4096×4096 pixels: about 2 s of imaging, long enough to interrupt.
+    let mut child = Command::new(binary("reticle"))
+        .args(["eval", "--pixel-nm", "0.5", &layout()])
+        .env("RETICLE_ALLOWED_ROOTS", &roots)
+        .env("RETICLE_BACKEND", "cpu")
+        .env("RETICLE_WORKER_BIN", binary("reticle-worker"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "eval ended early");
+        if line.contains("imaging") {
+            break;
+        }
+    }
+    let workers = reticle_tests::children_of(pid);
+    assert!(!workers.is_empty(), "a worker runs the job");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let started = Instant::now();
+    let status = child.wait().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(status.code(), Some(130));
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+    assert!(out.is_empty(), "no report after an interrupt: {out}");
+    std::thread::sleep(Duration::from_millis(200));
+    for w in workers {
+        assert!(!reticle_tests::alive(w), "worker {w} still alive");
+    }
+}

@@ -260,8 +260,9 @@ fn printed_polygons(imaged: &Imaged) -> Vec<Polygon> {
         .into_iter()
         .filter(|c| c.signed_area() > 0.0)
         .filter_map(|c| {
-            let mut points: Vec<Point> = Vec::with_capacity(c.points.len());
-            for (x, y) in c.points {
+            let simplified = simplify_closed(&c.points, SIMPLIFY_DBU);
+            let mut points: Vec<Point> = Vec::with_capacity(simplified.len());
+            for (x, y) in simplified {
                 let p = Point::new(x.round() as i64, y.round() as i64);
                 if points.last() != Some(&p) {
                     points.push(p);
@@ -273,6 +274,66 @@ fn printed_polygons(imaged: &Imaged) -> Vec<Polygon> {
             (points.len() >= 3).then(|| Polygon::new(points))
         })
         .collect()
+}
+
+/// Douglas–Peucker tolerance (dbu) for printed contours before they are snapped to the
+/// grid: marching squares plus rounding leave 1-dbu jogs whose opposite-facing micro-edges
+/// would pair as false width/space markers along straight printed edges (D24).
+const SIMPLIFY_DBU: f64 = 0.75;
+
+fn point_segment_distance(p: (f64, f64), a: (f64, f64), b: (f64, f64)) -> f64 {
+    let (dx, dy) = (b.0 - a.0, b.1 - a.1);
+    let len2 = dx * dx + dy * dy;
+    let t = if len2 > 0.0 {
+        (((p.0 - a.0) * dx + (p.1 - a.1) * dy) / len2).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let (qx, qy) = (a.0 + t * dx, a.1 + t * dy);
+    ((p.0 - qx).powi(2) + (p.1 - qy).powi(2)).sqrt()
+}
+
+/// Douglas–Peucker on the open chain `pts[first..=last]`; pushes kept interior indices.
+fn simplify_chain(pts: &[(f64, f64)], first: usize, last: usize, eps: f64, keep: &mut Vec<usize>) {
+    if last <= first + 1 {
+        return;
+    }
+    let (mut worst, mut at) = (0.0, first);
+    for i in (first + 1)..last {
+        let d = point_segment_distance(pts[i], pts[first], pts[last]);
+        if d > worst {
+            (worst, at) = (d, i);
+        }
+    }
+    if worst > eps {
+        simplify_chain(pts, first, at, eps, keep);
+        keep.push(at);
+        simplify_chain(pts, at, last, eps, keep);
+    }
+}
+
+/// A closed contour simplified within `eps`: split at the first point and the point
+/// farthest from it, each half simplified (deterministic).
+fn simplify_closed(points: &[(f64, f64)], eps: f64) -> Vec<(f64, f64)> {
+    let n = points.len();
+    if n < 4 {
+        return points.to_vec();
+    }
+    let far = (1..n)
+        .max_by(|&i, &j| {
+            let d = |k: usize| {
+                (points[k].0 - points[0].0).powi(2) + (points[k].1 - points[0].1).powi(2)
+            };
+            d(i).total_cmp(&d(j)).then(j.cmp(&i))
+        })
+        .unwrap_or(1);
+    let mut ring: Vec<(f64, f64)> = points.to_vec();
+    ring.push(points[0]);
+    let mut keep = vec![0];
+    simplify_chain(&ring, 0, far, eps, &mut keep);
+    keep.push(far);
+    simplify_chain(&ring, far, n, eps, &mut keep);
+    keep.into_iter().map(|i| ring[i]).collect()
 }
 
 /// Status of one deck rule in this evaluation.
