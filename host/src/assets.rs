@@ -61,6 +61,11 @@ impl SchemaCatalog {
                 }
             }
         }
+        for doc in reticle_protocol::schemas::DOCUMENT_SCHEMAS {
+            if let Ok(schema) = serde_json::from_str::<Value>(doc.text) {
+                entries.push(entry(doc.name.to_owned(), doc.path.to_owned(), schema));
+            }
+        }
         if let Some(dir) = extra_dir {
             entries.extend(read_dir_schemas(dir));
         }

@@ -7,6 +7,7 @@
 pub mod assets;
 pub mod cli;
 pub mod confine;
+pub mod eval_cli;
 pub mod jobs;
 pub mod journal;
 pub mod logging;

@@ -36,6 +36,10 @@ enum Command {
         #[arg(long, env = "RETICLE_SCHEMAS_DIR")]
         schemas_dir: Option<PathBuf>,
     },
+    /// Evaluate a layout against a rule deck (the `evaluate` tool from the command line):
+    /// `reticle eval --report-level=detailed --format=json --deck iccad13_m1 LAYOUT`.
+    /// JSON output is byte-identical to the tool's `structuredContent`; progress on stderr.
+    Eval(reticle_host::eval_cli::EvalArgs),
     /// Engine benchmarks, run by the worker binary: `reticle bench litho [--gpu] [--json]`
     /// times one 2048×2048 3-corner ICCAD-2013 simulation and its ratio to the naive path.
     /// `reticle bench --help` lists the options.
@@ -91,6 +95,7 @@ fn main() -> ExitCode {
             schemas_dir,
         }) => return reticle_host::cli::validate(&path, schema.as_deref(), schemas_dir.as_deref()),
         Some(Command::Bench { args }) => return reticle_host::cli::bench(&args),
+        Some(Command::Eval(args)) => return reticle_host::eval_cli::eval(&args),
         None => cli.serve,
     };
     let options = ServeOptions {

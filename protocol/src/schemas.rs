@@ -35,6 +35,7 @@ tool_schemas![
     "close_session",
     "describe_cell",
     "diff_assets",
+    "evaluate",
     "extract_markers",
     "get_example",
     "get_schema",
@@ -54,6 +55,31 @@ tool_schemas![
     "simulate",
     "telemetry",
     "validate_asset",
+];
+
+/// A published schema of a document (not a tool's arguments or result).
+#[derive(Debug, Clone, Copy)]
+pub struct DocumentSchemaFile {
+    /// Catalogue name (`get_schema`).
+    pub name: &'static str,
+    /// Path relative to the repository root.
+    pub path: &'static str,
+    /// The JSON text.
+    pub text: &'static str,
+}
+
+/// Document schemas: the violation report (seed 000 §2) and the rule deck.
+pub const DOCUMENT_SCHEMAS: &[DocumentSchemaFile] = &[
+    DocumentSchemaFile {
+        name: "rule_deck",
+        path: "protocol/schemas/rule_deck.json",
+        text: include_str!("../schemas/rule_deck.json"),
+    },
+    DocumentSchemaFile {
+        name: "violation_report",
+        path: "protocol/schemas/violation_report.json",
+        text: include_str!("../schemas/violation_report.json"),
+    },
 ];
 
 /// One shipped example document: `$schema` names the schema it follows.

@@ -88,6 +88,7 @@ SAMPLE_ARGS = {
     "list_examples": {"component": "all"},
     "get_example": {"path": "protocol/examples/health-request.json"},
     "simulate": {"layout": str(LAYOUT), "wait": True},
+    "evaluate": {"layout": str(LAYOUT), "deck": "iccad13_m1", "wait": True},
 }
 # Tools that need state first (a job to poll or cancel) are exercised by the job tests.
 NEEDS_STATE = {"poll", "cancel"}
@@ -156,3 +157,24 @@ async def test_a_call_the_client_gives_up_on_is_cancelled_on_the_host(reticle_bi
             again = await client.call_tool("simulate", {"layout": str(LAYOUT), "wait": True})
             assert not again.is_error, again
             assert again.structured_content["status"] == "completed"
+
+
+async def test_evaluate_detailed_through_the_sdk(reticle_bin, server_env):
+    with anyio.fail_after(120):
+        async with Client(params(reticle_bin, server_env), mode="auto") as client:
+            tools = await client.list_tools()
+            evaluate = next(t for t in tools.tools if t.name == "evaluate")
+            caps = (evaluate.meta or {}).get("capabilities", {})
+            assert caps.get("report_levels") == ["aggregate", "detailed"], evaluate
+            result = await client.call_tool(
+                "evaluate",
+                {"layout": str(LAYOUT), "deck": "iccad13_m1", "report_level": "detailed", "wait": True},
+            )
+            assert not result.is_error, result
+            report = result.structured_content
+            assert report["schema_version"]
+            assert report["counts"]["records"] == len(report["violations"])
+            for v in report["violations"]:
+                assert v["coordinate_frame"] == "input_layout_native"
+                assert v["dedup_strategy"] in ("canonical", "shadow")
+                assert v["violation_id"].startswith("rv1:")

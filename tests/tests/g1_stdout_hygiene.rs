@@ -397,6 +397,49 @@ fn corpus() -> (Vec<Vec<u8>>, BTreeMap<String, Expect>, usize) {
             want,
         );
     }
+    // evaluate: a worker job with a deck, detailed, and its typed input errors.
+    let evaluate_cases: [(&str, Value, Expect); 6] = [
+        (
+            "evaluate-ok",
+            json!({"layout": glp, "deck": "iccad13_m1", "report_level": "detailed", "wait": true}),
+            Expect::Ok,
+        ),
+        (
+            "evaluate-outside-roots",
+            json!({"layout": "/etc/passwd", "deck": "iccad13_m1", "wait": true}),
+            Expect::ToolError("PATH_NOT_ALLOWED"),
+        ),
+        (
+            "evaluate-no-deck",
+            json!({"layout": glp, "wait": true}),
+            Expect::ToolError("INVALID_INPUT"),
+        ),
+        (
+            "evaluate-unknown-deck",
+            json!({"layout": glp, "deck": "no_such_deck", "wait": true}),
+            Expect::ToolError("NOT_FOUND"),
+        ),
+        (
+            "evaluate-missing-deck",
+            json!({"layout": glp, "deck": repo_root().join("fixtures/decks/none.json"), "wait": true}),
+            Expect::ToolError("FILE_NOT_FOUND"),
+        ),
+        (
+            "evaluate-bad-layer",
+            json!({"layout": glp, "deck": "iccad13_m1", "layer": "9/9", "wait": true}),
+            Expect::ToolError("INVALID_LAYER"),
+        ),
+    ];
+    for (id, arguments, want) in evaluate_cases {
+        req(
+            &mut lines,
+            &mut expect,
+            id,
+            "tools/call",
+            json!({"name": "evaluate", "arguments": arguments}),
+            want,
+        );
+    }
     // Schema tools.
     req(
         &mut lines,
@@ -816,4 +859,40 @@ fn tools_list_declares_closed_input_schemas_and_output_schemas() {
             "{tool}"
         );
     }
+}
+
+/// Seed 000 G1 acceptance on the CLI: `reticle eval --report-level=detailed --format=json`
+/// writes only JSON lines to stdout (progress and logs go to stderr).
+#[test]
+fn reticle_eval_stdout_is_json_lines_only() {
+    let glp = repo_root().join("fixtures/layouts/lines_and_pad.glp");
+    let out = std::process::Command::new(reticle_tests::binary("reticle"))
+        .args([
+            "eval",
+            "--report-level=detailed",
+            "--format=json",
+            "--deck",
+            "iccad13_m1",
+        ])
+        .arg(&glp)
+        .env("RETICLE_ALLOWED_ROOTS", repo_root())
+        .env("RETICLE_BACKEND", "cpu")
+        .env(
+            "RETICLE_WORKER_BIN",
+            reticle_tests::binary("reticle-worker"),
+        )
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let mut n = 0;
+    for line in stdout.lines().filter(|l| !l.trim().is_empty()) {
+        let _: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        n += 1;
+    }
+    assert_eq!(n, 1, "one JSON document");
 }

@@ -5,6 +5,7 @@
 //! value with every violation, sorted, so the model can fix its call);
 //! results are validated against the output schema in debug builds and tests.
 
+pub mod evaluate;
 mod health;
 mod jobs;
 mod layout;
@@ -12,6 +13,7 @@ mod populate;
 mod schema_tools;
 mod simulate;
 mod telemetry;
+pub mod worker_job;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -171,6 +173,7 @@ pub struct Tool {
     handler: Handler,
     porcelain: Option<Porcelain>,
     task_support: TaskSupport,
+    meta: Option<Value>,
 }
 
 impl std::fmt::Debug for Tool {
@@ -234,6 +237,7 @@ impl Tool {
             handler: Arc::new(move |ctx, args| Box::pin(handler(ctx, args))),
             porcelain: def.porcelain,
             task_support: TaskSupport::Forbidden,
+            meta: None,
         }
     }
 
@@ -253,6 +257,13 @@ impl Tool {
     /// the job; other tools run in the host's request task).
     pub fn is_job(&self) -> bool {
         self.task_support == TaskSupport::Optional
+    }
+
+    /// Adds `_meta` to the tool's `tools/list` entry (e.g. `evaluate`'s capabilities matrix).
+    #[must_use]
+    pub fn with_meta(mut self, meta: Value) -> Self {
+        self.meta = Some(meta);
+        self
     }
 
     /// The tool's name.
@@ -284,6 +295,9 @@ impl Tool {
         if with_task_support && self.task_support == TaskSupport::Optional {
             entry["execution"] = json!({"taskSupport": "optional"});
         }
+        if let Some(meta) = &self.meta {
+            entry["_meta"] = meta.clone();
+        }
         entry
     }
 }
@@ -313,6 +327,7 @@ impl ToolRegistry {
     /// The registry of every public tool.
     pub fn standard() -> Self {
         let mut tools = vec![
+            evaluate::tool(),
             health::tool(),
             jobs::cancel_tool(),
             jobs::poll_tool(),

@@ -4,14 +4,8 @@
 use libmcp::ReplayContract;
 use serde_json::{Map, Value, json};
 
+use super::worker_job::{run_op, take_wait};
 use super::{Detail, TaskSupport, Tool, ToolContext, ToolDef, ToolResult};
-use crate::replay::{WorkerCall, run_on_worker};
-
-/// Arguments the host consumes and does not forward to the worker.
-const HOST_ONLY: [&str; 3] = ["wait", "render", "detail"];
-/// Most runs of one Convergent job: the first, plus replays after its worker died
-/// (DESIGN.md replay table). A job that kills its worker this often is likely poison.
-const MAX_ATTEMPTS: u8 = 3;
 
 pub(super) fn tool() -> Tool {
     Tool::new(ToolDef {
@@ -31,10 +25,7 @@ pub(super) fn tool() -> Tool {
 }
 
 async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
-    let wait = args.get("wait").and_then(Value::as_bool).unwrap_or(false);
-    for key in HOST_ONLY {
-        args.remove(key);
-    }
+    let wait = take_wait(&mut args);
     let raw = args
         .get("layout")
         .and_then(Value::as_str)
@@ -42,30 +33,7 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
         .to_owned();
     let path = ctx.state.roots.resolve_read(&raw)?;
     args.insert("layout".into(), json!(path));
-    let args_json = Value::Object(args).to_string();
-    let allowed_roots: Vec<String> = ctx
-        .state
-        .roots
-        .snapshot()
-        .0
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
-    let pool = std::sync::Arc::clone(&ctx.workers);
-    let journal = ctx.journal.clone();
-    let call = WorkerCall {
-        op: "simulate".into(),
-        args_json,
-        allowed_roots,
-        max_attempts: MAX_ATTEMPTS,
-    };
-    ctx.run_as_job("simulate", wait, move |sink| async move {
-        let supervisor = pool.get().await?;
-        // Convergent (the worker is a pure function of request and files): a run lost
-        // with its worker is run again on a fresh one, up to MAX_ATTEMPTS runs.
-        run_on_worker(supervisor, &call, &sink, &journal, None).await
-    })
-    .await
+    run_op(&ctx, "simulate", "simulate", args, wait).await
 }
 
 fn porcelain(payload: &Value, _detail: Detail) -> String {

@@ -10,6 +10,7 @@ mod debug_crash;
 mod debug_sleep;
 pub mod drc;
 mod engine_info;
+pub mod evaluate;
 pub mod observe;
 pub mod simulate;
 
@@ -34,6 +35,7 @@ static OPS: &[&dyn Op] = &[
     &debug_crash::DebugCrash,
     &debug_alloc::DebugAlloc,
     &engine_info::EngineInfo,
+    &evaluate::Evaluate,
     &simulate::Simulate,
     &observe::OPEN,
     &observe::LIST_CELLS,

@@ -25,20 +25,21 @@ use serde_json::{Value, json};
 use super::{Op, cancelled, parse_args};
 use crate::job::JobCtx;
 
+/// The window and model of one simulation (`simulate`'s arguments; `evaluate` builds one).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Args {
-    layout: PathBuf,
+pub(crate) struct Args {
+    pub(crate) layout: PathBuf,
     #[serde(default)]
-    layer: Option<String>,
+    pub(crate) layer: Option<String>,
     #[serde(default)]
-    cell: Option<String>,
+    pub(crate) cell: Option<String>,
     #[serde(default)]
-    box_um: Option<[f64; 4]>,
+    pub(crate) box_um: Option<[f64; 4]>,
     #[serde(default)]
-    pixel_nm: Option<f64>,
+    pub(crate) pixel_nm: Option<f64>,
     #[serde(default)]
-    model: Option<ModelSpec>,
+    pub(crate) model: Option<ModelSpec>,
 }
 
 /// The default window side (and Hopkins period) when neither the caller nor the model says.
@@ -88,17 +89,21 @@ fn model_period(model: &ModelSpec) -> f64 {
     }
 }
 
-struct LoadedLayout {
-    format: &'static str,
-    sha256: String,
+/// The polygons of one layer in the simulation window.
+pub(crate) struct LoadedLayout {
+    /// `glp` or `gds/oasis`.
+    pub(crate) format: &'static str,
+    /// SHA-256 of the file bytes (hex).
+    pub(crate) sha256: String,
     /// nm per database unit.
-    dbu_nm: f64,
-    polygons: Vec<Polygon>,
+    pub(crate) dbu_nm: f64,
+    /// The layer's polygons (dbu), clipped to the window for GDSII/OASIS.
+    pub(crate) polygons: Vec<Polygon>,
     /// The window in dbu.
-    window: BBox,
+    pub(crate) window: BBox,
 }
 
-fn parse_layer(text: &str) -> Result<LayerKey, ToolError> {
+pub(crate) fn parse_layer(text: &str) -> Result<LayerKey, ToolError> {
     let parsed = text.split_once('/').and_then(|(l, d)| {
         Some(LayerKey {
             layer: l.parse().ok()?,
@@ -232,6 +237,163 @@ fn load(
     })
 }
 
+/// One window imaged at the three ICCAD-2013 corners, with what produced it.
+pub(crate) struct Imaged {
+    /// The layout window and its polygons.
+    pub(crate) layout: LoadedLayout,
+    /// The canonical path of the layout file.
+    pub(crate) path: PathBuf,
+    /// Pixel grid placement (frame units are dbu).
+    pub(crate) frame: reticle_kernel::raster::PixelFrame,
+    /// Grid size.
+    pub(crate) grid: (usize, usize),
+    /// Pixel size in nm.
+    pub(crate) pixel_nm: f64,
+    /// The model used.
+    pub(crate) model: ModelSpec,
+    /// Its period (nm).
+    pub(crate) period: f64,
+    /// Number of focus kernels.
+    pub(crate) focus_kernels: usize,
+    /// Resist used.
+    pub(crate) resist: Resist,
+    /// Corner outputs (nominal, max, min) with aerial images and prints, L2 and PVB.
+    pub(crate) output: reticle_kernel::LithoOutput,
+    /// Imaging time.
+    pub(crate) imaging_ms: f64,
+    /// The backend that imaged.
+    pub(crate) backend: reticle_kernel::BackendInfo,
+}
+
+/// Reads the layout window of `args` (confined to the job's roots), images it at the
+/// three ICCAD corners on the worker's backend. Reports progress steps 1..=3 of `total`.
+pub(crate) fn image(ctx: &JobCtx<'_>, mut args: Args, total: u64) -> Result<Imaged, ToolError> {
+    args.layout = ctx.readable(&args.layout)?;
+    let bytes_len = std::fs::metadata(&args.layout)
+        .map(|m| m.len())
+        .unwrap_or(0);
+    if bytes_len > ctx.context.limits.max_layout_bytes {
+        return Err(ToolError::new(
+            ErrorCode::QueryTooLarge,
+            "the layout file is over the size limit",
+        )
+        .with_details(json!({"bytes": bytes_len, "limit": ctx.context.limits.max_layout_bytes})));
+    }
+    let bytes = std::fs::read(&args.layout).map_err(|e| {
+        ToolError::new(
+            ErrorCode::FileNotFound,
+            format!("cannot read {}: {e}", args.layout.display()),
+        )
+    })?;
+    let side_nm = match (&args.model, args.box_um) {
+        (Some(model), _) => model_period(model),
+        (None, Some([l, _, r, _])) => (r - l) * 1000.0,
+        (None, None) => DEFAULT_SIDE_NM,
+    };
+    let layout = load(&args, &bytes, side_nm, ctx)?;
+    ctx.progress.report(1, total, "layout read");
+    if ctx.cancel.is_cancelled() {
+        return Err(cancelled(ctx.job_id));
+    }
+    let window_nm = layout.window.width() as f64 * layout.dbu_nm;
+    if (layout.window.width() != layout.window.height()) || window_nm <= 0.0 {
+        return Err(ToolError::new(
+            ErrorCode::InvalidBox,
+            "the window must be a non-empty square",
+        )
+        .with_details(json!({"box_um": args.box_um})));
+    }
+    let model = args
+        .model
+        .clone()
+        .unwrap_or_else(|| default_model(window_nm));
+    let period = model_period(&model);
+    if (period - window_nm).abs() > 1e-6 * period.max(1.0) {
+        return Err(ToolError::new(
+            ErrorCode::InvalidBox,
+            format!("the window side ({window_nm} nm) must equal the model period ({period} nm)"),
+        )
+        .with_details(json!({"window_nm": window_nm, "period_nm": period})));
+    }
+    let pixel_nm = args.pixel_nm.unwrap_or(1.0);
+    let grid_side = (window_nm / pixel_nm).round();
+    let pixels = grid_side * grid_side;
+    if pixels > ctx.context.limits.max_raster_pixels as f64
+        || (grid_side * pixel_nm - window_nm).abs() > 1e-6
+    {
+        return Err(ToolError::new(ErrorCode::QueryTooLarge, "window / pixel_nm must be a whole number of pixels within the raster limit")
+                .with_details(json!({"pixels": pixels, "limit": ctx.context.limits.max_raster_pixels, "pixel_nm": pixel_nm})));
+    }
+    let kernels = model
+        .kernels()
+        .map_err(|e| invalid(format!("model: {e}"), json!({})))?;
+    ctx.progress.report(2, total, "kernels ready");
+    let pixel_dbu = pixel_nm / layout.dbu_nm;
+    let (mask, frame) = raster::rasterize(&layout.polygons, layout.window, pixel_dbu)
+        .map_err(|e| invalid(e.to_string(), json!({})))?;
+    let target = Grid {
+        width: mask.width,
+        height: mask.height,
+        data: mask.data.iter().map(|&v| u8::from(v >= 0.5)).collect(),
+    };
+    let defocus = kernels
+        .defocus
+        .clone()
+        .unwrap_or_else(|| Arc::clone(&kernels.focus));
+    let corners = vec![
+        Corner {
+            name: "nominal".into(),
+            kernels: Arc::clone(&kernels.focus),
+            dose: 1.0,
+        },
+        Corner {
+            name: "max".into(),
+            kernels: Arc::clone(&kernels.focus),
+            dose: 1.02,
+        },
+        Corner {
+            name: "min".into(),
+            kernels: defocus,
+            dose: 0.98,
+        },
+    ];
+    let resist = Resist::ICCAD2013;
+    let job = LithoJob {
+        mask: &mask,
+        target: Some(&target),
+        corners: &corners,
+        resist,
+        keep: KeepImages {
+            aerial: true,
+            resist: false,
+            printed: true,
+        },
+    };
+    let backend = ctx.state.backend.engine()?;
+    ctx.progress.report(3, total, "imaging");
+    let imaging_started = Instant::now();
+    let report = |_p: reticle_kernel::Progress| {};
+    let output = backend
+        .litho(&job, ctx.cancel, &report)
+        .map_err(|e| backend_error(e, ctx.job_id))?;
+    let imaging_ms = imaging_started.elapsed().as_secs_f64() * 1e3;
+    let info = backend.info();
+    Ok(Imaged {
+        path: args.layout,
+        frame,
+        grid: (mask.width, mask.height),
+        pixel_nm,
+        focus_kernels: kernels.focus.scales.len(),
+        model,
+        period,
+        resist,
+        output,
+        imaging_ms,
+        backend: info,
+        layout,
+    })
+}
+
 impl Op for Simulate {
     fn name(&self) -> &'static str {
         "simulate"
@@ -239,120 +401,21 @@ impl Op for Simulate {
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
         let started = Instant::now();
-        let mut args: Args = parse_args(self.name(), args_json)?;
-        args.layout = ctx.readable(&args.layout)?;
-        let bytes_len = std::fs::metadata(&args.layout)
-            .map(|m| m.len())
-            .unwrap_or(0);
-        if bytes_len > ctx.context.limits.max_layout_bytes {
-            return Err(ToolError::new(
-                ErrorCode::QueryTooLarge,
-                "the layout file is over the size limit",
-            )
-            .with_details(
-                json!({"bytes": bytes_len, "limit": ctx.context.limits.max_layout_bytes}),
-            ));
-        }
-        let bytes = std::fs::read(&args.layout).map_err(|e| {
-            ToolError::new(
-                ErrorCode::FileNotFound,
-                format!("cannot read {}: {e}", args.layout.display()),
-            )
-        })?;
-        let side_nm = match (&args.model, args.box_um) {
-            (Some(model), _) => model_period(model),
-            (None, Some([l, _, r, _])) => (r - l) * 1000.0,
-            (None, None) => DEFAULT_SIDE_NM,
-        };
-        let layout = load(&args, &bytes, side_nm, ctx)?;
-        ctx.progress.report(1, 5, "layout read");
-        if ctx.cancel.is_cancelled() {
-            return Err(cancelled(ctx.job_id));
-        }
-        let window_nm = layout.window.width() as f64 * layout.dbu_nm;
-        if (layout.window.width() != layout.window.height()) || window_nm <= 0.0 {
-            return Err(ToolError::new(
-                ErrorCode::InvalidBox,
-                "the window must be a non-empty square",
-            )
-            .with_details(json!({"box_um": args.box_um})));
-        }
-        let model = args
-            .model
-            .clone()
-            .unwrap_or_else(|| default_model(window_nm));
-        let period = model_period(&model);
-        if (period - window_nm).abs() > 1e-6 * period.max(1.0) {
-            return Err(ToolError::new(
-                ErrorCode::InvalidBox,
-                format!(
-                    "the window side ({window_nm} nm) must equal the model period ({period} nm)"
-                ),
-            )
-            .with_details(json!({"window_nm": window_nm, "period_nm": period})));
-        }
-        let pixel_nm = args.pixel_nm.unwrap_or(1.0);
-        let grid_side = (window_nm / pixel_nm).round();
-        let pixels = grid_side * grid_side;
-        if pixels > ctx.context.limits.max_raster_pixels as f64
-            || (grid_side * pixel_nm - window_nm).abs() > 1e-6
-        {
-            return Err(ToolError::new(ErrorCode::QueryTooLarge, "window / pixel_nm must be a whole number of pixels within the raster limit")
-                .with_details(json!({"pixels": pixels, "limit": ctx.context.limits.max_raster_pixels, "pixel_nm": pixel_nm})));
-        }
-        let kernels = model
-            .kernels()
-            .map_err(|e| invalid(format!("model: {e}"), json!({})))?;
-        ctx.progress.report(2, 5, "kernels ready");
-        let pixel_dbu = pixel_nm / layout.dbu_nm;
-        let (mask, frame) = raster::rasterize(&layout.polygons, layout.window, pixel_dbu)
-            .map_err(|e| invalid(e.to_string(), json!({})))?;
-        let target = Grid {
-            width: mask.width,
-            height: mask.height,
-            data: mask.data.iter().map(|&v| u8::from(v >= 0.5)).collect(),
-        };
-        let defocus = kernels
-            .defocus
-            .clone()
-            .unwrap_or_else(|| Arc::clone(&kernels.focus));
-        let corners = vec![
-            Corner {
-                name: "nominal".into(),
-                kernels: Arc::clone(&kernels.focus),
-                dose: 1.0,
-            },
-            Corner {
-                name: "max".into(),
-                kernels: Arc::clone(&kernels.focus),
-                dose: 1.02,
-            },
-            Corner {
-                name: "min".into(),
-                kernels: defocus,
-                dose: 0.98,
-            },
-        ];
-        let resist = Resist::ICCAD2013;
-        let job = LithoJob {
-            mask: &mask,
-            target: Some(&target),
-            corners: &corners,
+        let args: Args = parse_args(self.name(), args_json)?;
+        let Imaged {
+            layout,
+            path,
+            frame,
+            grid,
+            pixel_nm,
+            model,
+            period,
+            focus_kernels,
             resist,
-            keep: KeepImages {
-                aerial: true,
-                resist: false,
-                printed: true,
-            },
-        };
-        let backend = ctx.state.backend.engine()?;
-        ctx.progress.report(3, 5, "imaging");
-        let imaging_started = Instant::now();
-        let report = |_p: reticle_kernel::Progress| {};
-        let output = backend
-            .litho(&job, ctx.cancel, &report)
-            .map_err(|e| backend_error(e, ctx.job_id))?;
-        let imaging_ms = imaging_started.elapsed().as_secs_f64() * 1e3;
+            output,
+            imaging_ms,
+            backend: info,
+        } = image(ctx, args, 5)?;
         ctx.progress.report(4, 5, "metrics");
         let nominal = &output.corners[0];
         let epe_report = match (&nominal.aerial, &nominal.printed) {
@@ -381,16 +444,15 @@ impl Op for Simulate {
             }
             _ => Value::Null,
         };
-        let info = backend.info();
         let to_nm = |v: i64| v as f64 * layout.dbu_nm;
         ctx.progress.report(5, 5, "done");
         Ok(json!({
             "schema_version": reticle_protocol::SCHEMA_VERSION,
-            "layout": {"path": args.layout, "sha256": layout.sha256, "format": layout.format, "polygons_in_window": layout.polygons.len()},
+            "layout": {"path": path, "sha256": layout.sha256, "format": layout.format, "polygons_in_window": layout.polygons.len()},
             "window_nm": {"left": to_nm(layout.window.left), "bottom": to_nm(layout.window.bottom), "right": to_nm(layout.window.right), "top": to_nm(layout.window.top)},
             "pixel_nm": pixel_nm,
-            "grid": {"width": mask.width, "height": mask.height},
-            "model": {"kind": match model { ModelSpec::Hopkins(_) => "hopkins", ModelSpec::Kernels(_) => "kernels" }, "period_nm": period, "focus_kernels": kernels.focus.scales.len()},
+            "grid": {"width": grid.0, "height": grid.1},
+            "model": {"kind": match model { ModelSpec::Hopkins(_) => "hopkins", ModelSpec::Kernels(_) => "kernels" }, "period_nm": period, "focus_kernels": focus_kernels},
             "backend": {"kind": info.kind, "adapter": info.adapter},
             "metrics": {"l2_px": output.l2, "pvb_px": output.pvb, "epe": epe_report},
             "timing_ms": {"imaging": (imaging_ms * 10.0).round() / 10.0, "total": (started.elapsed().as_secs_f64() * 1e4).round() / 10.0},

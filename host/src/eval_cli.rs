@@ -1,0 +1,240 @@
+//! `reticle eval`: the `evaluate` worker op from the command line (seed 000 G3).
+//!
+//! The host does not link the engine, so the command starts a one-worker supervisor,
+//! runs the same `evaluate` op with the same arguments the MCP tool would send (validated
+//! against the same input schema, paths confined the same way: `RETICLE_ALLOWED_ROOTS`,
+//! else the working directory), and prints, for `--format=json`, the payload exactly as
+//! the MCP server puts it in `structuredContent` (a failed call prints the same
+//! `{"error": …}` object and exits 1). Progress goes to stderr; Ctrl-C kills the worker
+//! and exits 130.
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use reticle_protocol::{ErrorCode, ToolError, schemas};
+use serde_json::{Map, Value, json};
+
+use crate::confine::AllowedRoots;
+use crate::supervisor::{Supervisor, SupervisorConfig, WorkerStderr};
+use crate::tools::evaluate::{OP, deck_is_path, table};
+use crate::tools::schema_errors;
+use crate::tools::worker_job::run_with_replay;
+
+/// Output format of `reticle eval`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EvalFormat {
+    /// The report JSON, byte-identical to the MCP tool's `structuredContent`.
+    Json,
+    /// A table for people.
+    Table,
+}
+
+/// `reticle eval` options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct EvalArgs {
+    /// The layout (.glp, .gds, .oas).
+    pub layout: String,
+    /// Rule deck: a shipped name (iccad13_m1, nangate45_m1v1) or a deck JSON path.
+    #[arg(long, default_value = "iccad13_m1")]
+    pub deck: String,
+    /// layer/datatype to evaluate (default: the deck's only layer).
+    #[arg(long)]
+    pub layer: Option<String>,
+    /// Window `left,bottom,right,top` in µm (a square of the model period).
+    #[arg(
+        long = "box",
+        value_delimiter = ',',
+        num_args = 4,
+        allow_hyphen_values = true
+    )]
+    pub box_um: Option<Vec<f64>>,
+    /// Cell to flatten (default: the top cell).
+    #[arg(long)]
+    pub cell: Option<String>,
+    /// Pixel size in nm.
+    #[arg(long)]
+    pub pixel_nm: Option<f64>,
+    /// Report tile side in nm.
+    #[arg(long)]
+    pub tile_nm: Option<f64>,
+    /// aggregate (metrics and counts) or detailed (also violations[]).
+    #[arg(long, default_value = "aggregate", value_parser = ["aggregate", "detailed"])]
+    pub report_level: String,
+    /// Most violation records returned.
+    #[arg(long)]
+    pub max_violations: Option<u64>,
+    /// Past --max-violations: truncate or degrade_to_aggregate.
+    #[arg(long, value_parser = ["truncate", "degrade_to_aggregate"])]
+    pub on_exceeded: Option<String>,
+    /// json or table.
+    #[arg(long, value_enum, default_value = "json")]
+    pub format: EvalFormat,
+}
+
+impl EvalArgs {
+    /// The tool arguments the MCP client would send for the same request.
+    fn tool_arguments(&self) -> Map<String, Value> {
+        let mut args = Map::new();
+        args.insert("layout".into(), json!(self.layout));
+        args.insert("deck".into(), json!(self.deck));
+        if let Some(layer) = &self.layer {
+            args.insert("layer".into(), json!(layer));
+        }
+        if let Some(cell) = &self.cell {
+            args.insert("cell".into(), json!(cell));
+        }
+        if let Some(b) = &self.box_um {
+            args.insert("box_um".into(), json!(b));
+        }
+        if let Some(p) = self.pixel_nm {
+            args.insert("pixel_nm".into(), json!(p));
+        }
+        if let Some(t) = self.tile_nm {
+            args.insert("tile_nm".into(), json!(t));
+        }
+        args.insert("report_level".into(), json!(self.report_level));
+        let mut limits = Map::new();
+        if let Some(m) = self.max_violations {
+            limits.insert("max_violations".into(), json!(m));
+        }
+        if let Some(o) = &self.on_exceeded {
+            limits.insert("on_exceeded".into(), json!(o));
+        }
+        if !limits.is_empty() {
+            args.insert("limits".into(), Value::Object(limits));
+        }
+        args
+    }
+}
+
+/// Validates and resolves the arguments as the MCP tool does.
+fn prepare(args: Map<String, Value>, roots: &AllowedRoots) -> Result<String, ToolError> {
+    let files = schemas::tool_schemas("evaluate").ok_or_else(|| {
+        ToolError::new(ErrorCode::InternalError, "no evaluate schema compiled in")
+    })?;
+    let schema: Value = serde_json::from_str(files.input)
+        .map_err(|e| ToolError::new(ErrorCode::InternalError, e.to_string()))?;
+    let validator = jsonschema::validator_for(&schema)
+        .map_err(|e| ToolError::new(ErrorCode::InternalError, e.to_string()))?;
+    let value = Value::Object(args);
+    let errors = schema_errors(&validator, &value);
+    if !errors.is_empty() {
+        return Err(ToolError::new(
+            ErrorCode::InvalidInput,
+            "arguments do not match the evaluate input schema",
+        )
+        .with_details(json!({"errors": errors})));
+    }
+    let Value::Object(mut args) = value else {
+        unreachable!("built as an object")
+    };
+    let layout = args["layout"].as_str().unwrap_or_default().to_owned();
+    args.insert("layout".into(), json!(roots.resolve_read(&layout)?));
+    let deck = args["deck"].as_str().unwrap_or_default().to_owned();
+    if deck_is_path(&deck) {
+        args.insert("deck".into(), json!(roots.resolve_read(&deck)?));
+    }
+    Ok(Value::Object(args).to_string())
+}
+
+fn emit(format: EvalFormat, result: &Result<Value, ToolError>) -> ExitCode {
+    let mut stdout = std::io::stdout().lock();
+    match (format, result) {
+        (EvalFormat::Json, Ok(payload)) => {
+            let _ = writeln!(stdout, "{payload}");
+            ExitCode::SUCCESS
+        }
+        (EvalFormat::Json, Err(error)) => {
+            let _ = writeln!(stdout, "{}", error.to_structured());
+            ExitCode::from(1)
+        }
+        (EvalFormat::Table, Ok(payload)) => {
+            let _ = write!(stdout, "{}", table(payload));
+            ExitCode::SUCCESS
+        }
+        (EvalFormat::Table, Err(error)) => {
+            eprintln!("reticle eval: {}: {}", error.code, error.message);
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Runs `reticle eval`. Exit 0 with a report, 1 on a tool error, 2 when the worker
+/// cannot start, 130 after Ctrl-C.
+pub fn eval(opts: &EvalArgs) -> ExitCode {
+    let roots = AllowedRoots::from_env();
+    let args_json = match prepare(opts.tool_arguments(), &roots) {
+        Ok(a) => a,
+        Err(error) => return emit(opts.format, &Err(error)),
+    };
+    let allowed: Vec<String> = roots
+        .snapshot()
+        .0
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("reticle eval: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let format = opts.format;
+    runtime.block_on(async move {
+        let mut config = match SupervisorConfig::from_env() {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("reticle eval: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        config.workers = 1;
+        config.worker_stderr = WorkerStderr::Null;
+        let supervisor = match Supervisor::start(config).await {
+            Ok(s) => Arc::new(s),
+            Err(e) => {
+                eprintln!("reticle eval: cannot start a worker: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let tty = std::io::stderr().is_terminal();
+        let job_id = format!("eval-{}", std::process::id());
+        let work = run_with_replay(
+            &supervisor,
+            &job_id,
+            OP,
+            &args_json,
+            &allowed,
+            || {},
+            move |p| {
+                let filled = (p.done * 20).checked_div(p.total).unwrap_or(0) as usize;
+                let bar = format!("{}{}", "#".repeat(filled), " ".repeat(20 - filled.min(20)));
+                if tty {
+                    eprint!("\r[{bar}] {}/{} {:<24}", p.done, p.total, p.message);
+                    if p.done >= p.total {
+                        eprintln!();
+                    }
+                } else {
+                    eprintln!("eval: [{bar}] {}/{} {}", p.done, p.total, p.message);
+                }
+            },
+        );
+        let result = tokio::select! {
+            result = work => result,
+            _ = tokio::signal::ctrl_c() => {
+                // Dropping `work` kills the worker's process group (D12).
+                eprintln!("\nreticle eval: interrupted; worker stopped");
+                supervisor.shutdown().await;
+                return ExitCode::from(130);
+            }
+        };
+        supervisor.shutdown().await;
+        emit(format, &result)
+    })
+}

@@ -1,0 +1,180 @@
+//! `evaluate`: a layout window checked against a rule deck on a worker (seed 000):
+//! MRC on the drawn polygons, litho DRC on the printed contours, EPE and PV-band rules
+//! from the simulation, with aggregate metrics and, at `report_level: detailed`, the
+//! structured `violations[]`. A job, like `simulate`: returns `{job_id, status}` at
+//! once unless the call waits. `reticle eval` runs the same worker op (G3).
+
+use libmcp::ReplayContract;
+use serde_json::{Map, Value, json};
+
+use super::worker_job::{run_op, take_wait};
+use super::{Detail, TaskSupport, Tool, ToolContext, ToolDef, ToolResult};
+
+/// The worker op behind `evaluate` and `reticle eval`.
+pub const OP: &str = "evaluate";
+
+/// The capabilities matrix of seed 000 §3 (docs/DECISIONS.md D25), on the tool's
+/// `tools/list` entry under `_meta.capabilities`.
+#[must_use]
+pub fn capabilities() -> Value {
+    json!({
+        "schema_version": reticle_protocol::SCHEMA_VERSION,
+        "report_levels": ["aggregate", "detailed"],
+        "engine_paths": {
+            "mrc.standard": {"detailed": "single_pass"},
+            "drc.printed_contour": {"detailed": "single_pass"},
+            "epe.gauge": {"detailed": "single_pass"},
+            "pvband.3corner": {"detailed": "single_pass"},
+            "enclosure": {"detailed": "unsupported"},
+            "euv.stochastic": {"detailed": "unsupported"},
+        },
+        "max_violations_per_response": 100_000,
+        "limits": {
+            "max_violations_default": 10_000,
+            "on_exceeded": ["truncate", "degrade_to_aggregate"],
+            "signaled_via": "truncation.truncated: true, or degraded_to_aggregate: true on the response",
+        },
+        "backends": {
+            "cpu": {"imaging": true, "rule_checks": true},
+            "gpu": {"imaging": true, "rule_checks": false},
+        },
+        "optimize": {"available": false},
+        "coordinate_frames": ["input_layout_native"],
+    })
+}
+
+pub(super) fn tool() -> Tool {
+    Tool::new(ToolDef {
+        name: "evaluate",
+        title: "Evaluate against a rule deck",
+        description: "Checks a square window of a layout (.glp, .gds, .oas) against a rule deck \
+                      (a shipped deck name such as iccad13_m1, or a deck JSON path): mask rules \
+                      (MRC) on the drawn polygons, printed rules (litho DRC) on the simulated \
+                      printed contours at the nominal corner, EPE and PV-band rules from the \
+                      ICCAD-2013 corners. Always returns aggregate metrics (counts per rule and \
+                      severity, L2, PVB, EPE); report_level=detailed adds violations[] with \
+                      coordinates, deterministic violation_group_id, canonical/shadow records \
+                      and self-describing violation_id. Returns a job_id at once (poll it) \
+                      unless `wait` is true or the call carries a progressToken.",
+        replay: ReplayContract::Convergent,
+        read_only: true,
+        handler: run,
+        porcelain: Some(porcelain),
+    })
+    .with_meta(json!({"capabilities": capabilities()}))
+    .with_task_support(TaskSupport::Optional)
+}
+
+/// Whether a `deck` argument names a file (resolved through the allowed roots) rather
+/// than a shipped deck.
+#[must_use]
+pub fn deck_is_path(deck: &str) -> bool {
+    deck.contains('/') || deck.ends_with(".json")
+}
+
+async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
+    let wait = take_wait(&mut args);
+    let raw = args
+        .get("layout")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let path = ctx.state.roots.resolve_read(&raw)?;
+    args.insert("layout".into(), json!(path));
+    let deck = args
+        .get("deck")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    if deck_is_path(&deck) {
+        let path = ctx.state.roots.resolve_read(&deck)?;
+        args.insert("deck".into(), json!(path));
+    }
+    run_op(&ctx, "evaluate", OP, args, wait).await
+}
+
+/// One line per rule with violations, for people (porcelain and `reticle eval --format=table`).
+#[must_use]
+pub fn table(payload: &Value) -> String {
+    let m = &payload["metrics"];
+    let mut text = format!(
+        "{} on {} ({} {}): L2={} px PVB={} px EPE {}/{} (mean |EPE| {} nm, max {} nm) MRC pass {} DRC pass {}\n",
+        payload["deck"]["name"].as_str().unwrap_or("?"),
+        payload["layout"]["name"].as_str().unwrap_or("?"),
+        payload["layout"]["layer"].as_str().unwrap_or("?"),
+        payload["report_level"].as_str().unwrap_or("?"),
+        m["l2_px"],
+        m["pvb_px"],
+        m["epe"]["violations"],
+        m["epe"]["checkpoints"],
+        m["epe"]["mean_abs_nm"],
+        m["epe"]["max_abs_nm"],
+        m["mrc_pass_rate"],
+        m["drc_pass_rate"],
+    );
+    text.push_str(&format!(
+        "{:<14} {:<10} {:<8} {:<8} {:>8} {:>8}\n",
+        "rule", "kind", "target", "severity", "groups", "records"
+    ));
+    for rule in payload["counts"]["by_rule"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let groups = if rule["checked"] == true {
+            rule["groups"].to_string()
+        } else {
+            "skipped".to_owned()
+        };
+        text.push_str(&format!(
+            "{:<14} {:<10} {:<8} {:<8} {:>8} {:>8}\n",
+            rule["rule_id"].as_str().unwrap_or("?"),
+            rule["kind"].as_str().unwrap_or("?"),
+            rule["applies_to"].as_str().unwrap_or("?"),
+            rule["severity"].as_str().unwrap_or("?"),
+            groups,
+            rule["records"],
+        ));
+    }
+    for v in payload["violations"].as_array().into_iter().flatten() {
+        if v["dedup_strategy"] == "canonical" {
+            text.push_str(&format!(
+                "  {} {} at {} measured {} {} (group {})\n",
+                v["severity"].as_str().unwrap_or("?"),
+                v["rule_id"].as_str().unwrap_or("?"),
+                v["location_nm"],
+                v["measured"],
+                v["unit"].as_str().unwrap_or(""),
+                v["violation_group_id"].as_str().unwrap_or("?"),
+            ));
+        }
+    }
+    if payload["truncation"]["truncated"] == true {
+        text.push_str(&format!(
+            "violations truncated: {} of {} records\n",
+            payload["truncation"]["returned"], payload["truncation"]["total_records"]
+        ));
+    }
+    if payload["degraded_to_aggregate"] == true {
+        text.push_str("degraded to aggregate: ");
+        text.push_str(payload["degraded_reason"].as_str().unwrap_or(""));
+        text.push('\n');
+    }
+    text
+}
+
+fn porcelain(payload: &Value, _detail: Detail) -> String {
+    if payload.get("metrics").is_none() {
+        return format!(
+            "{} {} (poll it with poll(job_id))",
+            payload["job_id"].as_str().unwrap_or("?"),
+            payload["status"].as_str().unwrap_or("?")
+        );
+    }
+    format!(
+        "{} {}: {}",
+        payload["job_id"].as_str().unwrap_or("?"),
+        payload["status"].as_str().unwrap_or("?"),
+        table(payload)
+    )
+}
