@@ -289,8 +289,20 @@ fn engine_info_and_alloc_report_what_the_worker_holds() {
             "debug.alloc",
             "debug.crash",
             "debug.sleep",
+            "drc.markers",
+            "drc.run",
             "engine.info",
-            "simulate"
+            "evaluate",
+            "layout.analyze_waveguide",
+            "layout.describe_cell",
+            "layout.list_cells",
+            "layout.list_layers",
+            "layout.measure",
+            "layout.open",
+            "layout.query_region",
+            "layout.render",
+            "layout.set_view",
+            "simulate",
         ]
     );
     w.run(
