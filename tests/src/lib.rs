@@ -70,6 +70,22 @@ impl Host {
         Self::start_with(&[])
     }
 
+    /// Starts the host with extra environment variables and completes the 2025-11-25
+    /// `initialize` handshake (request plus `notifications/initialized`).
+    ///
+    /// # Panics
+    /// When it does not become ready within 20 s or does not answer `initialize`.
+    pub fn start_initialized(env: &[(&str, &str)]) -> Self {
+        let mut host = Self::start_with(env);
+        host.request(
+            serde_json::json!("init"),
+            "initialize",
+            serde_json::json!({"protocolVersion": "2025-11-25", "capabilities": {}}),
+        );
+        host.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        host
+    }
+
     /// Starts the host with extra environment variables.
     ///
     /// # Panics

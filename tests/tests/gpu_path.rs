@@ -11,17 +11,10 @@ use serde_json::{Value, json};
 
 fn start(backend: &str) -> Host {
     let roots = fixtures_dir();
-    let mut host = Host::start_with(&[
+    Host::start_initialized(&[
         ("RETICLE_ALLOWED_ROOTS", roots.to_str().unwrap()),
         ("RETICLE_BACKEND", backend),
-    ]);
-    host.request(
-        json!("init"),
-        "initialize",
-        json!({"protocolVersion": "2025-11-25", "capabilities": {}}),
-    );
-    host.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    host
+    ])
 }
 
 fn call(host: &mut Host, id: &str, name: &str, arguments: Value) -> Value {

@@ -15,18 +15,11 @@ use serde_json::{Value, json};
 const BOUND: Duration = Duration::from_secs(20);
 
 fn start(roots: &str, artifacts: &std::path::Path) -> Host {
-    let mut host = Host::start_with(&[
+    Host::start_initialized(&[
         ("RETICLE_ALLOWED_ROOTS", roots),
         ("RETICLE_BACKEND", "cpu"),
         ("KLAYOUT_MCP_ARTIFACT_ROOT", artifacts.to_str().unwrap()),
-    ]);
-    host.request(
-        json!("init"),
-        "initialize",
-        json!({"protocolVersion": "2025-11-25", "capabilities": {}}),
-    );
-    host.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    host
+    ])
 }
 
 fn call(host: &mut Host, id: &str, name: &str, arguments: Value) -> Value {
