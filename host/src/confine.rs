@@ -13,7 +13,7 @@ use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::json;
 
 /// Where the current roots came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RootsSource {
     /// The client's `roots/list`.
@@ -93,6 +93,23 @@ impl AllowedRoots {
             (roots, RootsSource::Client)
         };
         tracing::info!(roots = ?current.0, source = ?current.1, "allowed roots updated");
+    }
+
+    /// Puts back roots a reexec snapshot carried: the client's (a client does not send
+    /// `roots/list` again to a server it believes it already told). Other sources are
+    /// re-read from the configuration instead.
+    pub fn restore(&self, roots: Vec<PathBuf>, source: RootsSource) {
+        if source != RootsSource::Client {
+            return;
+        }
+        let roots = canonical_roots(roots);
+        if roots.is_empty() {
+            return;
+        }
+        *self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = (roots, source);
     }
 
     /// The roots in force and their source.

@@ -18,13 +18,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use reticle_protocol::{ErrorCode, SCHEMA_VERSION, ToolError};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
+use crate::events::EventLog;
+
 /// Where a job is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobStatus {
     /// Waiting for a worker.
@@ -47,7 +49,7 @@ impl JobStatus {
 }
 
 /// How far a job got.
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct JobProgress {
     /// Work done, in units of `total`.
     pub done: f64,
@@ -113,6 +115,7 @@ impl JobView {
 pub struct ProgressSink {
     tx: watch::Sender<JobView>,
     stats: Arc<JobStats>,
+    events: Option<Arc<EventLog>>,
 }
 
 impl ProgressSink {
@@ -145,6 +148,7 @@ impl ProgressSink {
             view.updated_at = SystemTime::now();
             if view.attempts > 1 {
                 self.stats.replays.fetch_add(1, Ordering::Relaxed);
+                record(&self.events, view, "replay");
             }
         });
     }
@@ -160,12 +164,77 @@ impl ProgressSink {
             if view.status == JobStatus::Queued {
                 view.status = JobStatus::Running;
                 view.updated_at = SystemTime::now();
+                record(&self.events, view, "running");
                 true
             } else {
                 false
             }
         });
     }
+}
+
+/// One `job` record in the event log.
+fn record(events: &Option<Arc<EventLog>>, view: &JobView, transition: &str) {
+    if let Some(events) = events {
+        events.record(
+            "job",
+            json!({
+                "job_id": view.job_id,
+                "tool": view.tool,
+                "transition": transition,
+                "status": view.status,
+                "attempts": view.attempts,
+                "error": view.error.as_ref().map(|e| e.code),
+            }),
+        );
+    }
+}
+
+/// A job as a reexec snapshot carries it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// The job id (kept: clients poll it).
+    pub job_id: String,
+    /// The tool that started it.
+    pub tool: String,
+    /// Status at the snapshot.
+    pub status: JobStatus,
+    /// Progress at the snapshot.
+    pub progress: JobProgress,
+    /// The result, when completed.
+    pub result: Option<Value>,
+    /// The error, when failed or cancelled.
+    pub error: Option<ToolError>,
+    /// Runs started so far.
+    pub attempts: u32,
+    /// Submission time, Unix ms.
+    pub created_unix_ms: u64,
+    /// Age at the snapshot.
+    pub age_ms: u64,
+    /// Time since it finished, at the snapshot.
+    pub finished_ago_ms: Option<u64>,
+    /// A TTL the caller asked for.
+    pub requested_ttl_ms: Option<u64>,
+    /// `render`/`detail` of the call.
+    pub presentation: Map<String, Value>,
+    /// Why it was cancelled.
+    pub cancel_reason: Option<String>,
+    /// How to run it again: `{"tool", "arguments"}` (unfinished jobs are re-run from
+    /// this after a reexec; the tool's replay contract decides whether they may be).
+    pub recipe: Option<Value>,
+}
+
+/// A job re-created after a reexec: the same id, history and attempts.
+#[derive(Debug, Clone)]
+pub struct RestoredJob {
+    /// The job id to keep.
+    pub job_id: String,
+    /// Runs before the reexec (the next run counts as a replay).
+    pub attempts: u32,
+    /// Original submission time.
+    pub created_unix_ms: u64,
+    /// Original age at the snapshot (for TTLs).
+    pub age_ms: u64,
 }
 
 struct JobEntry {
@@ -175,6 +244,8 @@ struct JobEntry {
     abort: Option<AbortHandle>,
     /// A TTL the caller asked for (a task's `ttl`), counted from submission.
     requested_ttl: Option<Duration>,
+    /// How to run the job again (see [`JobRecord::recipe`]).
+    recipe: Option<Value>,
 }
 
 /// How a job is submitted beyond its work.
@@ -185,6 +256,10 @@ pub struct JobOptions {
     pub ttl: Option<Duration>,
     /// `render`/`detail` of the call, kept for rendering the deferred result.
     pub presentation: Map<String, Value>,
+    /// How to run the job again after a host reexec: `{"tool", "arguments"}`.
+    pub recipe: Option<Value>,
+    /// Re-create a job from a reexec snapshot instead of a new one.
+    pub restore: Option<RestoredJob>,
 }
 
 /// Shortest TTL a task may ask for (a shorter one could expire before its first poll).
@@ -212,6 +287,7 @@ pub struct Jobs {
     entries: Mutex<HashMap<String, JobEntry>>,
     ttl: Duration,
     stats: Arc<JobStats>,
+    events: Option<Arc<EventLog>>,
 }
 
 impl std::fmt::Debug for Jobs {
@@ -233,6 +309,17 @@ impl Jobs {
             entries: Mutex::new(HashMap::new()),
             ttl,
             stats: Arc::default(),
+            events: None,
+        })
+    }
+
+    /// A table that also records every job transition in `events`.
+    pub fn with_events(ttl: Duration, events: Arc<EventLog>) -> Arc<Self> {
+        Arc::new(Self {
+            entries: Mutex::new(HashMap::new()),
+            ttl,
+            stats: Arc::default(),
+            events: Some(events),
         })
     }
 
@@ -257,11 +344,18 @@ impl Jobs {
         Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
     {
         self.prune();
+        let restore = options.restore;
         // 122 random bits from the OS generator: unguessable, as the tasks spec wants
         // of ids that are the only access control on a stdio server.
-        let job_id = format!("job_{}", uuid::Uuid::new_v4().simple());
+        let job_id = restore.as_ref().map_or_else(
+            || format!("job_{}", uuid::Uuid::new_v4().simple()),
+            |r| r.job_id.clone(),
+        );
         let requested_ttl = options.ttl.map(|t| t.clamp(MIN_TASK_TTL, MAX_TASK_TTL));
         let now = SystemTime::now();
+        let created_at = restore.as_ref().map_or(now, |r| {
+            SystemTime::UNIX_EPOCH + Duration::from_millis(r.created_unix_ms)
+        });
         let (tx, rx) = watch::channel(JobView {
             job_id: job_id.clone(),
             tool: tool.to_owned(),
@@ -270,17 +364,29 @@ impl Jobs {
             result: None,
             error: None,
             age_ms: 0,
-            attempts: 0,
-            created_at: now,
+            attempts: restore.as_ref().map_or(0, |r| r.attempts),
+            created_at,
             updated_at: now,
             retention: requested_ttl.unwrap_or(self.ttl),
             presentation: options.presentation,
             cancel_reason: None,
         });
-        self.stats.submitted.fetch_add(1, Ordering::Relaxed);
+        if restore.is_none() {
+            self.stats.submitted.fetch_add(1, Ordering::Relaxed);
+        }
+        record(
+            &self.events,
+            &tx.borrow(),
+            if restore.is_some() {
+                "restored"
+            } else {
+                "queued"
+            },
+        );
         let sink = ProgressSink {
             tx: tx.clone(),
             stats: Arc::clone(&self.stats),
+            events: self.events.clone(),
         };
         let future = work(sink);
         let mut entries = lock(&self.entries);
@@ -291,17 +397,124 @@ impl Jobs {
             let outcome = future.await;
             table.finish(&id, outcome);
         });
+        let submitted = restore
+            .as_ref()
+            .and_then(|r| Instant::now().checked_sub(Duration::from_millis(r.age_ms)))
+            .unwrap_or_else(Instant::now);
         entries.insert(
             job_id,
             JobEntry {
                 view: tx,
-                submitted: Instant::now(),
+                submitted,
                 finished: None,
                 abort: Some(handle.abort_handle()),
                 requested_ttl,
+                recipe: options.recipe,
             },
         );
         rx
+    }
+
+    /// Every job, for a reexec snapshot.
+    pub fn export(&self) -> Vec<JobRecord> {
+        let entries = lock(&self.entries);
+        let mut records: Vec<JobRecord> = entries
+            .values()
+            .map(|entry| {
+                let view = self.view_of(entry);
+                JobRecord {
+                    job_id: view.job_id,
+                    tool: view.tool,
+                    status: view.status,
+                    progress: view.progress,
+                    result: view.result,
+                    error: view.error,
+                    attempts: view.attempts,
+                    created_unix_ms: view
+                        .created_at
+                        .duration_since(SystemTime::UNIX_EPOCH)
+                        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0)),
+                    age_ms: view.age_ms,
+                    finished_ago_ms: entry
+                        .finished
+                        .map(|f| u64::try_from(f.elapsed().as_millis()).unwrap_or(u64::MAX)),
+                    requested_ttl_ms: entry
+                        .requested_ttl
+                        .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+                    presentation: view.presentation,
+                    cancel_reason: view.cancel_reason,
+                    recipe: entry.recipe.clone(),
+                }
+            })
+            .collect();
+        records.sort_by(|a, b| {
+            a.created_unix_ms
+                .cmp(&b.created_unix_ms)
+                .then(a.job_id.cmp(&b.job_id))
+        });
+        records
+    }
+
+    /// Puts a finished job from a reexec snapshot back in the table (unfinished ones are
+    /// re-submitted through their tool with [`JobOptions::restore`] instead).
+    pub fn import_finished(&self, record: JobRecord) {
+        let now = Instant::now();
+        let ago = |ms: u64| now.checked_sub(Duration::from_millis(ms)).unwrap_or(now);
+        let created_at = SystemTime::UNIX_EPOCH + Duration::from_millis(record.created_unix_ms);
+        let (tx, _) = watch::channel(JobView {
+            job_id: record.job_id.clone(),
+            tool: record.tool,
+            status: record.status,
+            progress: record.progress,
+            result: record.result,
+            error: record.error,
+            age_ms: record.age_ms,
+            attempts: record.attempts,
+            created_at,
+            updated_at: SystemTime::now(),
+            retention: self.ttl,
+            presentation: record.presentation,
+            cancel_reason: record.cancel_reason,
+        });
+        lock(&self.entries).insert(
+            record.job_id,
+            JobEntry {
+                view: tx,
+                submitted: ago(record.age_ms),
+                finished: Some(ago(record.finished_ago_ms.unwrap_or(0))),
+                abort: None,
+                requested_ttl: record.requested_ttl_ms.map(Duration::from_millis),
+                recipe: record.recipe,
+            },
+        );
+    }
+
+    /// Stops every unfinished job's task without marking it (a reexec: the snapshot
+    /// already holds the jobs, and the next image re-runs them). Their workers are
+    /// killed as their futures drop; waiters see no change.
+    pub fn detach_all(&self) {
+        let mut entries = lock(&self.entries);
+        for entry in entries.values_mut() {
+            if let Some(abort) = entry.abort.take() {
+                abort.abort();
+            }
+        }
+    }
+
+    /// Adds lifetime counters carried by a reexec snapshot.
+    pub fn restore_stats(&self, stats: &Value) {
+        let n = |k: &str| stats[k].as_u64().unwrap_or(0);
+        self.stats
+            .submitted
+            .store(n("submitted"), Ordering::Relaxed);
+        self.stats
+            .completed
+            .store(n("completed"), Ordering::Relaxed);
+        self.stats.failed.store(n("failed"), Ordering::Relaxed);
+        self.stats
+            .cancelled
+            .store(n("cancelled"), Ordering::Relaxed);
+        self.stats.replays.store(n("replays"), Ordering::Relaxed);
     }
 
     fn finish(&self, job_id: &str, outcome: Result<Value, ToolError>) {
@@ -331,6 +544,7 @@ impl Jobs {
                     view.error = Some(error);
                 }
             }
+            record(&self.events, view, "finished");
             true
         });
     }
@@ -425,6 +639,7 @@ impl Jobs {
                         ToolError::new(ErrorCode::Cancelled, format!("job cancelled: {reason}"))
                             .recoverable(true),
                     );
+                    record(&self.events, view, "cancelled");
                 });
                 tracing::info!(job_id, reason, "job cancelled");
             }

@@ -7,12 +7,15 @@
 pub mod assets;
 pub mod cli;
 pub mod confine;
+pub mod control;
 pub mod eval_cli;
+pub mod events;
 pub mod jobs;
 pub mod journal;
 pub mod logging;
 pub mod mcp;
 pub mod readiness;
+pub mod reexec;
 pub mod replay;
 pub mod serve;
 pub mod sessions;

@@ -11,7 +11,7 @@ use reticle_host::serve::{ServeOptions, serve};
 
 /// reticle: photomask verification for AI agents, over MCP.
 #[derive(Debug, Parser)]
-#[command(version, about, args_conflicts_with_subcommands = true)]
+#[command(name = "reticle", version, about, args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -40,6 +40,9 @@ enum Command {
     /// `reticle eval --report-level=detailed --format=json --deck iccad13_m1 LAYOUT`.
     /// JSON output is byte-identical to the tool's `structuredContent`; progress on stderr.
     Eval(reticle_host::eval_cli::EvalArgs),
+    /// Operate a running host over its control socket: `health`, `telemetry`,
+    /// `events --since 10m`, `rollout --worker-bin PATH`, `rollback`, `reexec [--bin PATH]`.
+    Ctl(reticle_host::control::CtlArgs),
     /// Engine benchmarks, run by the worker binary: `reticle bench litho [--gpu] [--json]`
     /// times one 2048×2048 3-corner ICCAD-2013 simulation and its ratio to the naive path.
     /// `reticle bench --help` lists the options.
@@ -56,7 +59,8 @@ struct ServeArgs {
     /// Ready file written while the server loop runs (`<pid> <ISO8601>`).
     #[arg(long, env = "MCP_READY_FILE", default_value = DEFAULT_READY_FILE)]
     ready_file: PathBuf,
-    /// Directory of the JSONL log file [default: $XDG_STATE_HOME/reticle].
+    /// Directory of the JSONL log (`reticle.jsonl`) and event log (`events.jsonl`)
+    /// [default: $XDG_STATE_HOME/reticle].
     #[arg(long, env = "RETICLE_LOG_DIR")]
     log_dir: Option<PathBuf>,
     /// Log to stderr only.
@@ -96,6 +100,7 @@ fn main() -> ExitCode {
         }) => return reticle_host::cli::validate(&path, schema.as_deref(), schemas_dir.as_deref()),
         Some(Command::Bench { args }) => return reticle_host::cli::bench(&args),
         Some(Command::Eval(args)) => return reticle_host::eval_cli::eval(&args),
+        Some(Command::Ctl(args)) => return reticle_host::control::ctl(&args),
         None => cli.serve,
     };
     let options = ServeOptions {

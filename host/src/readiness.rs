@@ -7,10 +7,11 @@ use std::path::{Path, PathBuf};
 /// Default location when `MCP_READY_FILE` is not set.
 pub const DEFAULT_READY_FILE: &str = "/tmp/mcp.ready";
 
-/// Removes the ready file when dropped (also on panic unwinding).
+/// Removes the ready file when dropped (also on panic unwinding), unless kept.
 #[derive(Debug)]
 pub struct ReadyFile {
     path: PathBuf,
+    keep: bool,
 }
 
 impl ReadyFile {
@@ -28,7 +29,13 @@ impl ReadyFile {
         tmp.persist(path).map_err(|e| e.error)?;
         Ok(Self {
             path: path.to_path_buf(),
+            keep: false,
         })
+    }
+
+    /// Leaves the file in place (a reexec: same pid, the next image rewrites it).
+    pub fn keep(mut self) {
+        self.keep = true;
     }
 
     /// Where the file is.
@@ -39,6 +46,9 @@ impl ReadyFile {
 
 impl Drop for ReadyFile {
     fn drop(&mut self) {
+        if self.keep {
+            return;
+        }
         // Only remove the file if it is still ours (another instance may have replaced it).
         let ours = std::fs::read_to_string(&self.path)
             .ok()

@@ -1,23 +1,27 @@
-//! `reticle serve`: wire logging, the protocol stream, the ready file and the
-//! server loop together, and take them down in order.
+//! `reticle serve`: wire logging, the event log, the protocol stream, the stdin pump,
+//! the ready file, the control socket and the server loop together, and take them
+//! down in order — or hand them to the next process image (`reticle ctl reexec`).
 
-use std::io::BufReader;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::assets::SchemaCatalog;
 use crate::confine::AllowedRoots;
+use crate::control::ControlSocket;
+use crate::events::{EventLog, EventLogConfig};
 use crate::logging;
 use crate::mcp::server::{Server, ShutdownPolicy, StopReason};
 use crate::readiness::ReadyFile;
+use crate::reexec::{self, ReexecSnapshot};
 use crate::state::HostState;
 use crate::tools::ToolRegistry;
-use crate::transport::frame::FrameReader;
+use crate::transport::stdin::StdinPump;
 use crate::transport::writer::{self, Writer};
-use crate::workers::WorkerPool;
+use crate::workers::{ReleaseChoice, WorkerPool};
 
 /// Frames read ahead of the dispatcher (each at most 1 MiB).
 const READ_AHEAD: usize = 8;
@@ -27,7 +31,8 @@ const READ_AHEAD: usize = 8;
 pub struct ServeOptions {
     /// Where the ready file goes.
     pub ready_file: PathBuf,
-    /// Directory of the JSONL log, or `None` for stderr only.
+    /// Directory of the JSONL logs (`reticle.jsonl`, `events.jsonl`), or `None` for
+    /// stderr only.
     pub log_dir: Option<PathBuf>,
     /// `tracing` filter.
     pub log_filter: String,
@@ -43,50 +48,90 @@ pub struct ServeOptions {
     pub start_workers: bool,
 }
 
-/// Runs the stdio server until EOF or a signal.
+/// Runs the stdio server until EOF or a signal. After an operator's reexec request it
+/// does not return: the process becomes the new image (or exits 1 if no image could
+/// be started).
 pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
     let logs = logging::init(
         &options.log_filter,
         options.log_dir.as_deref(),
         "reticle.jsonl",
     );
+    // A snapshot from the previous image, when this process is a reexec.
+    let restored = match reexec::load() {
+        Ok(snapshot) => snapshot,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot restore the reexec snapshot; starting a fresh session");
+            None
+        }
+    };
+    // The binary a reexec without --bin runs: this one, as named at start (if it is
+    // replaced on disk, the new file is what an operator means).
+    let host_exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("reticle"));
     let protocol = writer::claim_stdout()?;
+    let protocol_for_exec = protocol.try_clone()?;
     let (out, writer) = Writer::spawn(protocol);
     let schemas = SchemaCatalog::load_with_examples(
         options.schemas_dir.as_deref(),
         options.examples_dir.as_deref(),
     );
-    let state = Arc::new(HostState::new(
-        logs.file.clone(),
-        schemas,
-        AllowedRoots::from_env(),
-    ));
+    let events = Arc::new(match &options.log_dir {
+        Some(dir) => EventLog::open(
+            EventLogConfig::from_env(dir.clone()),
+            restored.as_ref().map_or(0, |r| r.events_seq),
+        ),
+        None => EventLog::disabled(),
+    });
+    let roots = AllowedRoots::from_env();
+    let state = Arc::new(match &restored {
+        Some(snapshot) => {
+            roots.restore(snapshot.roots.0.clone(), snapshot.roots.1);
+            HostState::restored(
+                snapshot.state.clone(),
+                logs.file.clone(),
+                Arc::clone(&events),
+                schemas,
+                roots,
+            )
+        }
+        None => HostState::new(logs.file.clone(), Arc::clone(&events), schemas, roots),
+    });
+    if let Some(snapshot) = &restored {
+        state.sessions.import(&snapshot.layout_sessions);
+    }
     let (frames_tx, frames_rx) = mpsc::channel(READ_AHEAD);
-    std::thread::Builder::new()
-        .name("stdin-reader".into())
-        .spawn(move || {
-            let mut reader =
-                FrameReader::new(BufReader::with_capacity(64 * 1024, std::io::stdin()));
-            loop {
-                match reader.next_frame() {
-                    Ok(Some(frame)) => {
-                        if frames_tx.blocking_send(frame).is_err() {
-                            return;
-                        }
-                    }
-                    Ok(None) => return,
-                    Err(e) => {
-                        tracing::error!(error = %e, "stdin read failed; treating as end of input");
-                        return;
-                    }
-                }
-            }
-        })?;
+    let (carried, pump_state) = restored
+        .as_ref()
+        .map_or_else(Default::default, |r| (r.frames.clone(), r.pump.clone()));
+    let pump = StdinPump::spawn(frames_tx, carried, pump_state)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("reticle-host")
         .build()?;
-    let reason = runtime.block_on(async move {
+    let hook_state = Arc::clone(&state);
+    let release = ReleaseChoice {
+        current: restored.as_ref().and_then(|r| r.worker_exe.clone()),
+        previous: restored
+            .as_ref()
+            .and_then(|r| r.previous_worker_exe.clone()),
+    };
+    let loop_state = Arc::clone(&state);
+    let loop_exe = host_exe.clone();
+    let end = runtime.block_on(async move {
+        let host_exe = loop_exe;
+        let state = loop_state;
+        let workers = WorkerPool::with_hook(
+            crate::supervisor::EventHook::new(move |event| hook_state.on_pool_event(event)),
+            release,
+        );
+        let server = Server::new(out, Arc::clone(&state), ToolRegistry::standard(), options.job_ttl, Arc::clone(&workers));
+        let pending = match &restored {
+            Some(snapshot) => {
+                server.restore(&snapshot.server).await;
+                snapshot.server.pending.clone()
+            }
+            None => Vec::new(),
+        };
         let ready = match ReadyFile::create(&options.ready_file) {
             Ok(ready) => Some(ready),
             Err(e) => {
@@ -94,19 +139,121 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
                 None
             }
         };
-        tracing::info!(pid = std::process::id(), log_file = ?state.log_file, "mcp:ready mode=stdio");
-        let workers = WorkerPool::new();
-        if options.start_workers {
+        let (commands_tx, commands_rx) = mpsc::channel(1);
+        let control = match ControlSocket::bind() {
+            Ok(socket) => Some(socket.serve(server.clone(), commands_tx, host_exe.clone())),
+            Err(e) => {
+                tracing::warn!(error = %e, "no control socket; `reticle ctl` cannot reach this host");
+                None
+            }
+        };
+        state.events.record(
+            if restored.is_some() { "reexec" } else { "host.start" },
+            json!({
+                "step": restored.as_ref().map(|_| "restored"),
+                "version": env!("CARGO_PKG_VERSION"),
+                "exe": host_exe,
+                "reexecs": state.reexecs(),
+                "control_socket": control.as_ref().map(|c| c.path().to_path_buf()),
+                "pending_requests": restored.as_ref().map(|r| r.server.pending.len()),
+            }),
+        );
+        tracing::info!(pid = std::process::id(), log_file = ?state.log_file, reexecs = state.reexecs(), "mcp:ready mode=stdio");
+        if options.start_workers || restored.as_ref().is_some_and(|r| !r.server.jobs.is_empty()) {
             workers.start_in_background();
         }
-        let server = Server::new(out, state, ToolRegistry::standard(), options.job_ttl, workers);
-        let reason = server.run(frames_rx, options.policy).await;
-        drop(ready);
-        reason
-    })?;
+        let end = server
+            .run(frames_rx, options.policy, commands_rx, Some(pump), pending)
+            .await;
+        drop(control);
+        match end {
+            Ok(end) if end.reason == StopReason::Reexec => {
+                // Same pid: the ready file stays, the next image rewrites it.
+                if let Some(ready) = ready {
+                    ready.keep();
+                }
+                Ok(Some((end, workers.release())))
+            }
+            Ok(end) => {
+                drop(ready);
+                workers.shutdown().await;
+                state
+                    .events
+                    .record("host.stop", json!({"reason": format!("{:?}", end.reason)}));
+                Err(end.reason)
+            }
+            Err(e) => {
+                drop(ready);
+                workers.shutdown().await;
+                tracing::error!(error = %e, "server loop failed");
+                Err(StopReason::Eof)
+            }
+        }
+    });
     runtime.shutdown_timeout(Duration::from_millis(200));
     // Every sender is gone now: the writer flushes what is queued and stops.
     writer.join();
-    tracing::info!(?reason, "reticle host exiting");
-    Ok(reason)
+    let (end, release) = match end {
+        Err(reason) => {
+            tracing::info!(?reason, "reticle host exiting");
+            events.sync();
+            return Ok(reason);
+        }
+        Ok(None) => return Ok(StopReason::Eof),
+        Ok(Some(handover)) => handover,
+    };
+    let (Some(server_snapshot), Some((frames, pump))) = (end.snapshot, end.input) else {
+        anyhow::bail!("reexec handover without a snapshot");
+    };
+    let bin = end.reexec_bin.unwrap_or_else(|| host_exe.clone());
+    let snapshot = ReexecSnapshot {
+        format: reexec::SNAPSHOT_FORMAT,
+        written_by: env!("CARGO_PKG_VERSION").to_owned(),
+        state: state.snapshot(),
+        events_seq: 0,
+        server: server_snapshot,
+        frames,
+        pump,
+        layout_sessions: state.sessions.export(),
+        roots: state.roots.snapshot(),
+        worker_exe: release.current,
+        previous_worker_exe: release.previous,
+    };
+    // The exec record goes in before the seq is taken, so the next image continues after it.
+    events.record(
+        "reexec",
+        json!({"step": "exec", "bin": bin, "pending_requests": snapshot.server.pending.len(),
+               "jobs": snapshot.server.jobs.len(), "carried_frames": snapshot.frames.len(),
+               "unread_bytes": snapshot.pump.unread.len()}),
+    );
+    let snapshot = ReexecSnapshot {
+        events_seq: events.seq(),
+        ..snapshot
+    };
+    events.sync();
+    let capsule = match reexec::write(&snapshot) {
+        Ok(capsule) => capsule,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot write the reexec snapshot; exiting");
+            anyhow::bail!("reexec snapshot: {e}");
+        }
+    };
+    tracing::info!(bin = %bin.display(), snapshot = %capsule.path().display(), "exec");
+    // The client's stdout goes back to fd 1 for the next image; logs flush first.
+    writer::restore_stdout(&protocol_for_exec)?;
+    drop(logs);
+    let error = reexec::exec(&bin, capsule.path());
+    // Only on failure: try the binary that is running now, with the same snapshot.
+    eprintln!(
+        "reticle: exec {} failed: {error}; retrying with {}",
+        bin.display(),
+        host_exe.display()
+    );
+    let error = reexec::exec(&host_exe, capsule.path());
+    eprintln!(
+        "reticle: exec {} failed too: {error}; the session is lost",
+        host_exe.display()
+    );
+    drop(capsule);
+    anyhow::bail!("reexec failed: {error}")
 }

@@ -286,6 +286,96 @@ impl Sessions {
         Ok(info)
     }
 
+    /// Every live session and the expired ids, for a reexec snapshot (artifact files stay
+    /// on disk; only the in-memory records travel).
+    pub fn export(&self) -> Value {
+        let inner = self.inner();
+        let live: Vec<Value> = inner
+            .live
+            .values()
+            .map(|s| {
+                json!({
+                    "id": s.info.id,
+                    "path": s.info.path,
+                    "format": s.info.format,
+                    "sha256": s.info.sha256,
+                    "top_cell": s.info.top_cell,
+                    "dir": s.info.dir,
+                    "view": s.info.view,
+                    "idle_ms": u64::try_from(s.last_used.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    "locators": s.locator_order.iter()
+                        .filter_map(|id| s.locators.get(id).map(|l| json!([id, l])))
+                        .collect::<Vec<_>>(),
+                    "drc_runs": s.drc_runs,
+                })
+            })
+            .collect();
+        json!({"live": live, "expired": inner.expired_order})
+    }
+
+    /// Restores what [`Self::export`] wrote. Records that do not parse are skipped with a
+    /// warning (their ids then answer `SESSION_NOT_FOUND`).
+    pub fn import(&self, exported: &Value) {
+        let mut inner = self.inner();
+        for id in exported["expired"].as_array().into_iter().flatten() {
+            if let Some(id) = id.as_str() {
+                inner.expired.insert(id.to_owned());
+                inner.expired_order.push_back(id.to_owned());
+            }
+        }
+        for record in exported["live"].as_array().into_iter().flatten() {
+            let text = |k: &str| record[k].as_str().map(str::to_owned);
+            let format = match record["format"].as_str() {
+                Some("gds") => "gds",
+                Some("oasis") => "oasis",
+                _ => {
+                    tracing::warn!(?record, "skipping a session record with an unknown format");
+                    continue;
+                }
+            };
+            let (Some(id), Some(path), Some(sha256), Some(top_cell), Some(dir)) = (
+                text("id"),
+                text("path"),
+                text("sha256"),
+                text("top_cell"),
+                text("dir"),
+            ) else {
+                tracing::warn!(?record, "skipping an incomplete session record");
+                continue;
+            };
+            let idle = Duration::from_millis(record["idle_ms"].as_u64().unwrap_or(0));
+            let mut session = Session {
+                info: SessionInfo {
+                    id: id.clone(),
+                    path: PathBuf::from(path),
+                    format,
+                    sha256,
+                    top_cell,
+                    dir: PathBuf::from(dir),
+                    view: record.get("view").filter(|v| !v.is_null()).cloned(),
+                },
+                last_used: Instant::now()
+                    .checked_sub(idle)
+                    .unwrap_or_else(Instant::now),
+                locators: BTreeMap::new(),
+                locator_order: VecDeque::new(),
+                drc_runs: record["drc_runs"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|r| r.as_str().map(str::to_owned))
+                    .collect(),
+            };
+            for pair in record["locators"].as_array().into_iter().flatten() {
+                if let Some(shape) = pair[0].as_str() {
+                    session.locators.insert(shape.to_owned(), pair[1].clone());
+                    session.locator_order.push_back(shape.to_owned());
+                }
+            }
+            inner.live.insert(id, session);
+        }
+    }
+
     fn missing(&self, inner: &Inner, id: &str) -> ToolError {
         if inner.expired.contains(id) {
             ToolError::new(

@@ -115,6 +115,18 @@ pub struct RequestMeta {
     pub tasks_extension: bool,
 }
 
+impl Default for RequestMeta {
+    /// A legacy-era request with nothing in its `_meta`.
+    fn default() -> Self {
+        Self {
+            era: Era::Legacy,
+            log_level: None,
+            progress_token: None,
+            tasks_extension: false,
+        }
+    }
+}
+
 impl RequestMeta {
     /// Whether results must carry `resultType` (and cache hints where they apply).
     pub fn is_modern(&self) -> bool {

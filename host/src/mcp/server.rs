@@ -6,8 +6,8 @@
 //! answered.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 use libmcp::ReplayContract;
 use reticle_protocol::ToolError;
@@ -20,8 +20,9 @@ use super::era::{
     self, LogLevel, META_SERVER_INFO, RequestMeta, RpcError, negotiate_legacy, request_meta,
 };
 use super::tasks::{self, LIST_PAGE, META_MODEL_IMMEDIATE_RESPONSE, TASKS_EXTENSION};
-use crate::jobs::{JobOptions, JobView, Jobs};
+use crate::jobs::{JobOptions, JobRecord, JobStatus, JobView, Jobs, RestoredJob};
 use crate::journal::{Journal, JournalHandle};
+use crate::reexec::{PendingRequest, ServerSnapshot, SessionSnapshot};
 use crate::state::{FrameCounters, HostState};
 use crate::tools::{TaskRequest, TaskSupport, ToolContext, ToolRegistry};
 use crate::transport::frame::{Frame, MAX_FRAME_BYTES};
@@ -43,7 +44,46 @@ pub enum StopReason {
     Eof,
     /// SIGTERM or SIGINT.
     Signal(&'static str),
+    /// An operator asked for a self-reexec (`reticle ctl reexec`).
+    Reexec,
 }
+
+/// An operator's request to the server loop (from the control socket).
+#[derive(Debug)]
+pub enum LoopCommand {
+    /// Hand the session over to a new process image of `bin`.
+    Reexec {
+        /// The host binary to exec.
+        bin: std::path::PathBuf,
+    },
+}
+
+/// What the loop hands back when it ends.
+#[derive(Debug)]
+pub struct RunEnd {
+    /// Why it ended.
+    pub reason: StopReason,
+    /// For a reexec: the session as the next image must continue it.
+    pub snapshot: Option<ServerSnapshot>,
+    /// For a reexec: frames read but not dispatched, and what the stdin pump had
+    /// read but not framed.
+    pub input: Option<(Vec<Frame>, crate::transport::stdin::PumpState)>,
+    /// For a reexec: the binary to exec.
+    pub reexec_bin: Option<std::path::PathBuf>,
+}
+
+/// A request being processed: enough to answer it after a reexec.
+struct InFlight {
+    abort: AbortHandle,
+    id: Value,
+    method: String,
+    params: Map<String, Value>,
+    /// The job the request started (a waiting `tools/call` waits on it).
+    job: Arc<OnceLock<String>>,
+}
+
+/// Longest wait, at a reexec, for requests that are not waiting on a job to finish.
+const REEXEC_DRAIN: Duration = Duration::from_secs(5);
 
 /// Timing of the two ways out.
 #[derive(Debug, Clone, Copy)]
@@ -84,7 +124,7 @@ pub struct Server {
     state: Arc<HostState>,
     tools: Arc<ToolRegistry>,
     session: Arc<Mutex<LegacySession>>,
-    in_flight: Arc<Mutex<HashMap<String, AbortHandle>>>,
+    in_flight: Arc<Mutex<HashMap<String, InFlight>>>,
     jobs: Arc<Jobs>,
     journal: Arc<Journal>,
     workers: Arc<WorkerPool>,
@@ -103,27 +143,57 @@ impl Server {
         job_ttl: Duration,
         workers: Arc<WorkerPool>,
     ) -> Self {
+        let events = Arc::clone(&state.events);
         Self {
             out,
             state,
             tools: Arc::new(tools),
             session: Arc::default(),
             in_flight: Arc::default(),
-            jobs: Jobs::new(job_ttl),
+            jobs: Jobs::with_events(job_ttl, events),
             journal: Journal::new(),
             workers,
         }
     }
 
-    /// Serves frames until stdin ends or a signal arrives, then drains per `policy`.
+    /// The job table (the control socket reads it).
+    pub fn jobs(&self) -> &Arc<Jobs> {
+        &self.jobs
+    }
+
+    /// The host state.
+    pub fn state(&self) -> &Arc<HostState> {
+        &self.state
+    }
+
+    /// The worker pool.
+    pub fn workers(&self) -> &Arc<WorkerPool> {
+        &self.workers
+    }
+
+    /// The replay journal.
+    pub fn journal(&self) -> &Arc<Journal> {
+        &self.journal
+    }
+
+    /// Serves frames until stdin ends, a signal arrives or an operator asks for a
+    /// reexec, then drains per `policy` (or hands the session over, for a reexec).
+    /// `pending` are requests a previous process image left unanswered.
     pub async fn run(
         self,
         mut frames: mpsc::Receiver<Frame>,
         policy: ShutdownPolicy,
-    ) -> std::io::Result<StopReason> {
+        mut commands: mpsc::Receiver<LoopCommand>,
+        pump: Option<crate::transport::stdin::StdinPump>,
+        pending: Vec<PendingRequest>,
+    ) -> std::io::Result<RunEnd> {
         let mut sigterm = signal(SignalKind::terminate())?;
         let mut sigint = signal(SignalKind::interrupt())?;
         let mut tasks = JoinSet::new();
+        for request in pending {
+            self.resume_request(request, &mut tasks).await;
+        }
+        let mut reexec_bin = None;
         let reason = loop {
             tokio::select! {
                 frame = frames.recv() => match frame {
@@ -132,12 +202,21 @@ impl Server {
                 },
                 _ = sigterm.recv() => break StopReason::Signal("SIGTERM"),
                 _ = sigint.recv() => break StopReason::Signal("SIGINT"),
+                Some(LoopCommand::Reexec { bin }) = commands.recv() => {
+                    reexec_bin = Some(bin);
+                    break StopReason::Reexec;
+                }
                 Some(joined) = tasks.join_next(), if !tasks.is_empty() => log_join(joined),
             }
         };
+        if reason == StopReason::Reexec {
+            let mut end = self.hand_over(frames, pump, tasks).await;
+            end.reexec_bin = reexec_bin;
+            return Ok(end);
+        }
         let grace = match reason {
             StopReason::Eof => policy.eof_grace,
-            StopReason::Signal(_) => policy.drain,
+            StopReason::Signal(_) | StopReason::Reexec => policy.drain,
         };
         tracing::info!(
             ?reason,
@@ -157,7 +236,349 @@ impl Server {
             );
             tasks.shutdown().await;
         }
-        Ok(reason)
+        Ok(RunEnd {
+            reason,
+            snapshot: None,
+            input: None,
+            reexec_bin: None,
+        })
+    }
+
+    /// The reexec handover: stop reading stdin (keeping what was read), let requests
+    /// that do not wait on a job finish (up to [`REEXEC_DRAIN`]), snapshot the session,
+    /// then stop every request task, job and worker without answering or marking
+    /// anything: the next image answers the pending requests and re-runs the jobs.
+    async fn hand_over(
+        &self,
+        mut frames: mpsc::Receiver<Frame>,
+        pump: Option<crate::transport::stdin::StdinPump>,
+        mut tasks: JoinSet<()>,
+    ) -> RunEnd {
+        use crate::transport::stdin::{PumpEnd, PumpState};
+        let pump_state = match pump {
+            Some(pump) => match tokio::task::spawn_blocking(move || pump.stop()).await {
+                Ok(PumpEnd::Stopped(state)) => state,
+                Ok(PumpEnd::Eof) | Err(_) => PumpState::default(),
+            },
+            None => PumpState::default(),
+        };
+        // The pump has stopped: what is in the channel is everything read and framed.
+        let mut carried = Vec::new();
+        while let Ok(frame) = frames.try_recv() {
+            carried.push(frame);
+        }
+        let deadline = Instant::now() + REEXEC_DRAIN;
+        loop {
+            while let Some(joined) = tasks.try_join_next() {
+                log_join(joined);
+            }
+            let busy = lock(&self.in_flight)
+                .values()
+                .filter(|r| r.job.get().is_none())
+                .count();
+            if busy == 0 || Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let snapshot = self.snapshot();
+        // From here on nothing may answer or change: the snapshot is the truth.
+        self.jobs.detach_all();
+        let entries: Vec<InFlight> = lock(&self.in_flight).drain().map(|(_, r)| r).collect();
+        for entry in &entries {
+            entry.abort.abort();
+        }
+        tasks.shutdown().await;
+        self.workers.shutdown().await;
+        tracing::info!(
+            carried_frames = carried.len(),
+            unread_bytes = pump_state.unread.len(),
+            pending = snapshot.pending.len(),
+            jobs = snapshot.jobs.len(),
+            "session handed over for reexec"
+        );
+        RunEnd {
+            reason: StopReason::Reexec,
+            snapshot: Some(snapshot),
+            input: Some((carried, pump_state)),
+            reexec_bin: None,
+        }
+    }
+
+    /// The session as the next process image needs it.
+    fn snapshot(&self) -> ServerSnapshot {
+        let session = {
+            let s = lock(&self.session);
+            SessionSnapshot {
+                version: s.version.map(str::to_owned),
+                initialized: s.initialized,
+                log_level: s.log_level.map(|l| l.as_str().to_owned()),
+                client_roots: s.client_roots,
+                requests_sent: s.requests_sent,
+            }
+        };
+        let pending = lock(&self.in_flight)
+            .values()
+            .map(|r| match r.job.get() {
+                Some(job_id) => PendingRequest::AwaitJob {
+                    id: r.id.clone(),
+                    job_id: job_id.clone(),
+                    params: r.params.clone(),
+                },
+                None => {
+                    let contract = match (
+                        r.method.as_str(),
+                        r.params.get("name").and_then(Value::as_str),
+                    ) {
+                        ("tools/call", Some(name)) => self
+                            .tools
+                            .get(name)
+                            .map_or(ReplayContract::Convergent, |t| t.replay()),
+                        _ => ReplayContract::Convergent,
+                    };
+                    if contract == ReplayContract::Convergent {
+                        PendingRequest::Redispatch {
+                            id: r.id.clone(),
+                            method: r.method.clone(),
+                            params: r.params.clone(),
+                        }
+                    } else {
+                        PendingRequest::Fail {
+                            id: r.id.clone(),
+                            method: r.method.clone(),
+                            params: r.params.clone(),
+                        }
+                    }
+                }
+            })
+            .collect();
+        ServerSnapshot {
+            session,
+            jobs: self.jobs.export(),
+            job_stats: self.jobs.stats(),
+            pending,
+        }
+    }
+
+    /// Continues a session from a reexec snapshot: the negotiated session, the finished
+    /// jobs; unfinished jobs are re-run (Convergent tools; others fail with an
+    /// ambiguous-outcome error, like a worker death would).
+    pub async fn restore(&self, snapshot: &ServerSnapshot) {
+        {
+            let mut s = lock(&self.session);
+            s.version = snapshot.session.version.as_deref().and_then(|v| {
+                era::LEGACY_VERSIONS
+                    .iter()
+                    .find(|known| **known == v)
+                    .copied()
+            });
+            s.initialized = snapshot.session.initialized;
+            s.log_level = snapshot
+                .session
+                .log_level
+                .as_deref()
+                .and_then(LogLevel::parse);
+            s.client_roots = snapshot.session.client_roots;
+            s.requests_sent = snapshot.session.requests_sent;
+        }
+        self.jobs.restore_stats(&snapshot.job_stats);
+        for record in &snapshot.jobs {
+            if record.status.is_terminal() {
+                self.jobs.import_finished(record.clone());
+            } else {
+                self.rerun_job(record).await;
+            }
+        }
+    }
+
+    /// Re-creates an unfinished job from its recipe under its old id.
+    async fn rerun_job(&self, record: &JobRecord) {
+        let restore = RestoredJob {
+            job_id: record.job_id.clone(),
+            attempts: record.attempts,
+            created_unix_ms: record.created_unix_ms,
+            age_ms: record.age_ms,
+        };
+        let recipe = record.recipe.as_ref();
+        let tool = recipe
+            .and_then(|r| r["tool"].as_str())
+            .and_then(|name| self.tools.get(name));
+        let arguments = recipe.and_then(|r| r["arguments"].as_object()).cloned();
+        let (Some(tool), Some(arguments)) = (tool, arguments) else {
+            self.fail_restored_job(
+                record,
+                restore,
+                "the job's recipe did not survive the reexec",
+            );
+            return;
+        };
+        if tool.replay() != ReplayContract::Convergent {
+            self.fail_restored_job(
+                record,
+                restore,
+                "the job may have taken effect before the reexec and its tool is not replayable",
+            );
+            return;
+        }
+        let ctx = ToolContext {
+            state: Arc::clone(&self.state),
+            meta: Arc::new(RequestMeta::default()),
+            jobs: Arc::clone(&self.jobs),
+            out: self.out.clone(),
+            workers: Arc::clone(&self.workers),
+            journal: self
+                .journal
+                .open(&format!("tools/call:{}", tool.name()), tool.replay()),
+            task: None,
+            presentation: Map::new(),
+            arguments: Map::new(),
+            job_cell: Arc::default(),
+            restore: Some(restore.clone()),
+        };
+        let result = self.tools.call(tool, ctx, arguments).await;
+        if result["isError"] == Value::Bool(true) && self.jobs.poll(&record.job_id).is_err() {
+            // The tool refused before starting the job (a file that vanished, say):
+            // keep the id answering, with that error.
+            let error = serde_json::from_value(result["structuredContent"]["error"].clone())
+                .unwrap_or_else(|_| {
+                    ToolError::new(reticle_protocol::ErrorCode::InternalError, "restore failed")
+                });
+            let options = JobOptions {
+                restore: Some(restore),
+                presentation: record.presentation.clone(),
+                ..JobOptions::default()
+            };
+            self.jobs
+                .submit_with(&record.tool, options, |_| async move { Err(error) });
+        }
+    }
+
+    fn fail_restored_job(&self, record: &JobRecord, restore: RestoredJob, why: &str) {
+        let error = ToolError::new(
+            reticle_protocol::ErrorCode::WorkerFault,
+            format!(
+                "job {} was interrupted by a host reexec: {why}",
+                record.job_id
+            ),
+        )
+        .with_fault(libmcp::FaultClass::AmbiguousOutcome, None)
+        .recoverable(false)
+        .with_hint("check whether the job's effect happened before calling again");
+        let options = JobOptions {
+            restore: Some(restore),
+            presentation: record.presentation.clone(),
+            ..JobOptions::default()
+        };
+        self.jobs
+            .submit_with(&record.tool, options, |_| async move { Err(error) });
+    }
+
+    /// Answers a request a previous image left pending.
+    async fn resume_request(&self, request: PendingRequest, tasks: &mut JoinSet<()>) {
+        match request {
+            PendingRequest::Redispatch { id, method, params } => {
+                tracing::info!(request_id = %id, method, "re-dispatching a request after reexec");
+                self.spawn_request(id, method, params, tasks).await;
+            }
+            PendingRequest::Fail { id, method, params } => {
+                let message = format!(
+                    "{method} was interrupted by a host reexec and is not replayable; its outcome is unknown"
+                );
+                let response = if method == "tools/call" {
+                    let error = ToolError::new(reticle_protocol::ErrorCode::WorkerFault, message)
+                        .with_fault(libmcp::FaultClass::AmbiguousOutcome, None)
+                        .recoverable(false)
+                        .with_hint("check whether the call took effect before calling again");
+                    let mut result = crate::tools::error_result(&error);
+                    if request_meta(&params).is_ok_and(|m| m.is_modern()) {
+                        result["resultType"] = json!("complete");
+                    }
+                    jsonrpc::result(&id, result)
+                } else {
+                    jsonrpc::error(&id, jsonrpc::INTERNAL_ERROR, &message, None)
+                };
+                self.out.send(&response).await;
+            }
+            PendingRequest::AwaitJob { id, job_id, params } => {
+                let server = self.clone();
+                let key = id.to_string();
+                let job_cell = Arc::new(OnceLock::new());
+                let _ = job_cell.set(job_id.clone());
+                let task_key = key.clone();
+                let method = "tools/call".to_owned();
+                let mut in_flight = lock(&self.in_flight);
+                let handle = tasks.spawn(async move {
+                    let response = server.await_job(&id, &job_id, &params).await;
+                    lock(&server.in_flight).remove(&task_key);
+                    server.out.send(&response).await;
+                });
+                in_flight.insert(
+                    key,
+                    InFlight {
+                        abort: handle,
+                        id: Value::Null,
+                        method,
+                        params: Map::new(),
+                        job: job_cell,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Waits for a restored job on behalf of the call that started it, with its
+    /// progress notifications, and returns that call's response.
+    async fn await_job(&self, id: &Value, job_id: &str, params: &Map<String, Value>) -> Value {
+        let meta = request_meta(params).unwrap_or_default();
+        let record = self.state.begin(
+            &format!(
+                "tools/call:{}",
+                params.get("name").and_then(Value::as_str).unwrap_or("?")
+            ),
+            id,
+        );
+        let Ok(rx) = self.jobs.subscribe(job_id) else {
+            record.error("JOB_NOT_FOUND");
+            let error = ToolError::new(
+                reticle_protocol::ErrorCode::JobNotFound,
+                format!("job {job_id} did not survive the reexec"),
+            );
+            return jsonrpc::result(id, crate::tools::error_result(&error));
+        };
+        let token = meta.progress_token.clone();
+        let out = self.out.clone();
+        let mut last = f64::NEG_INFINITY;
+        let view =
+            crate::jobs::wait(&self.jobs, rx, |view| {
+                let note = token.as_ref().filter(|_| view.progress.done > last).map(|token| {
+                last = view.progress.done;
+                let mut params = json!({"progressToken": token, "progress": view.progress.done});
+                if let Some(total) = view.progress.total {
+                    params["total"] = json!(total);
+                }
+                if let Some(message) = &view.progress.message {
+                    params["message"] = json!(message);
+                }
+                json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+            });
+                let out = out.clone();
+                async move {
+                    if let Some(note) = note {
+                        out.send(&note).await;
+                    }
+                }
+            })
+            .await;
+        let mut result = self.tools.deferred_result(&view);
+        if view.status == JobStatus::Completed {
+            record.success();
+        } else {
+            record.error(view.error.as_ref().map_or("?", |e| e.code.as_str()));
+        }
+        if meta.is_modern() {
+            result["resultType"] = json!("complete");
+        }
+        jsonrpc::result(id, result)
     }
 
     async fn on_frame(&self, frame: Frame, tasks: &mut JoinSet<()>) {
@@ -252,7 +673,7 @@ impl Server {
                 let handle = lock(&self.in_flight).remove(&id.to_string());
                 match handle {
                     Some(handle) => {
-                        handle.abort();
+                        handle.abort.abort();
                         tracing::info!(request_id = %id, reason = ?params.get("reason"), "request cancelled by client");
                     }
                     None => tracing::debug!(request_id = %id, "cancel for a request not in flight"),
@@ -280,6 +701,11 @@ impl Server {
         }
         let server = self.clone();
         let task_key = key.clone();
+        let job = Arc::new(OnceLock::new());
+        let entry_id = id.clone();
+        let entry_method = method.clone();
+        let entry_params = params.clone();
+        let job_cell = Arc::clone(&job);
         // Hold the map lock across spawn so the task cannot remove its entry before it exists.
         let mut in_flight = lock(&self.in_flight);
         let handle = tasks.spawn(async move {
@@ -289,7 +715,9 @@ impl Server {
             let worker = server.clone();
             let request_id = id.clone();
             let inner = AbortOnDrop(tokio::spawn(async move {
-                worker.handle_request(&request_id, &method, params).await
+                worker
+                    .handle_request(&request_id, &method, params, job_cell)
+                    .await
             }));
             let response = match inner.join().await {
                 Ok(response) => response,
@@ -302,10 +730,25 @@ impl Server {
             lock(&server.in_flight).remove(&task_key);
             server.out.send(&response).await;
         });
-        in_flight.insert(key, handle);
+        in_flight.insert(
+            key,
+            InFlight {
+                abort: handle,
+                id: entry_id,
+                method: entry_method,
+                params: entry_params,
+                job,
+            },
+        );
     }
 
-    async fn handle_request(&self, id: &Value, method: &str, params: Map<String, Value>) -> Value {
+    async fn handle_request(
+        &self,
+        id: &Value,
+        method: &str,
+        params: Map<String, Value>,
+        job_cell: Arc<OnceLock<String>>,
+    ) -> Value {
         let meta = match request_meta(&params) {
             Ok(meta) => Arc::new(meta),
             Err(e) => return jsonrpc::error(id, e.code, &e.message, e.data),
@@ -315,7 +758,7 @@ impl Server {
             _ => method.to_owned(),
         };
         let state = Arc::clone(&self.state);
-        let record = state.begin(&ledger_key);
+        let record = state.begin(&ledger_key, id);
         // Every public request is journaled with its replay contract: a tool's own,
         // Convergent for protocol methods (reads, or idempotent like tasks/cancel).
         let contract = match (method, params.get("name").and_then(Value::as_str)) {
@@ -336,7 +779,7 @@ impl Server {
             "server/discover" => Ok(self.discover()),
             "tools/list" => self.tools_list(&params, &meta),
             "tools/call" => {
-                self.tools_call(params, Arc::clone(&meta), journal.clone())
+                self.tools_call(params, Arc::clone(&meta), journal.clone(), job_cell)
                     .await
             }
             "logging/setLevel" if !meta.is_modern() => self.set_level(&params),
@@ -470,6 +913,7 @@ impl Server {
         mut params: Map<String, Value>,
         meta: Arc<RequestMeta>,
         journal: JournalHandle,
+        job_cell: Arc<OnceLock<String>>,
     ) -> Result<Value, RpcError> {
         let name = match params.remove("name") {
             Some(Value::String(name)) => name,
@@ -500,6 +944,9 @@ impl Server {
             journal: journal.clone(),
             task: task.clone(),
             presentation: Map::new(),
+            arguments: Map::new(),
+            job_cell,
+            restore: None,
         };
         if !tool.is_job() {
             journal.dispatched();
@@ -596,7 +1043,7 @@ impl Server {
                         });
                 let options = JobOptions {
                     ttl: task.ttl,
-                    presentation: Map::new(),
+                    ..JobOptions::default()
                 };
                 let rx = self
                     .jobs

@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::SupervisorError;
+use super::{EventHook, SupervisorError};
 
 /// Environment variable: number of warm workers (default 1).
 pub const WORKERS_ENV: &str = "RETICLE_WORKERS";
@@ -65,6 +65,11 @@ pub struct SupervisorConfig {
     /// A worker whose resident memory exceeds this (checked at every heartbeat) is
     /// killed; its job fails with a resource fault (not replayed). `None`: no limit.
     pub memory_limit_bytes: Option<u64>,
+    /// The binary of the release before `worker_exe`, for [`super::Supervisor::rollback`]
+    /// (carried across a host reexec).
+    pub previous_worker_exe: Option<PathBuf>,
+    /// Told about worker starts, faults, restarts and rollout steps.
+    pub events: EventHook,
 }
 
 impl Default for SupervisorConfig {
@@ -86,6 +91,8 @@ impl Default for SupervisorConfig {
             queue_capacity: 1024,
             job_timeout: Some(Duration::from_secs(600)),
             memory_limit_bytes: Some(8 << 30),
+            previous_worker_exe: None,
+            events: EventHook::default(),
         }
     }
 }

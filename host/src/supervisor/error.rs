@@ -62,6 +62,32 @@ impl DeathCause {
     pub fn replayable(&self) -> bool {
         !matches!(self, Self::OverLimit { .. })
     }
+
+    /// libmcp's fault class of this death (D17: heartbeat → timeout, broken wire →
+    /// protocol, lost socket → transport, exit → process, over a limit → resource).
+    #[must_use]
+    pub fn fault_class(&self) -> FaultClass {
+        match self {
+            Self::HeartbeatTimeout { .. } => FaultClass::Timeout,
+            Self::Protocol { .. } => FaultClass::Protocol,
+            Self::ConnectionLost => FaultClass::Transport,
+            Self::Exited { .. } | Self::Fault { .. } => FaultClass::Process,
+            Self::OverLimit { .. } => FaultClass::Resource,
+        }
+    }
+
+    /// A short snake_case code for the cause (fault codes, event records).
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Exited { .. } => "worker_exited",
+            Self::ConnectionLost => "worker_connection_lost",
+            Self::HeartbeatTimeout { .. } => "worker_heartbeat_timeout",
+            Self::Protocol { .. } => "worker_protocol",
+            Self::Fault { .. } => "worker_fault",
+            Self::OverLimit { .. } => "worker_over_limit",
+        }
+    }
 }
 
 impl fmt::Display for DeathCause {
@@ -181,6 +207,14 @@ pub enum SupervisorError {
     /// The supervisor is shutting down and takes no more jobs.
     #[error("the worker supervisor is shutting down")]
     ShuttingDown,
+    /// A rollout could not be done; the workers that served before still serve.
+    #[error("rollout of {exe} failed: {message}")]
+    Rollout {
+        /// The binary that was to be rolled out.
+        exe: String,
+        /// Why.
+        message: String,
+    },
 }
 
 impl SupervisorError {
@@ -209,14 +243,7 @@ impl SupervisorError {
                     }
                 }),
             Self::WorkerDied { job_id, cause, .. } => {
-                let class = match cause {
-                    DeathCause::HeartbeatTimeout { .. } => FaultClass::Timeout,
-                    DeathCause::Protocol { .. } => FaultClass::Protocol,
-                    DeathCause::ConnectionLost => FaultClass::Transport,
-                    DeathCause::Exited { .. } | DeathCause::Fault { .. } => FaultClass::Process,
-                    // Handled by the arm above; kept total so a new cause cannot slip by.
-                    DeathCause::OverLimit { .. } => FaultClass::Resource,
-                };
+                let class = cause.fault_class();
                 ToolError::new(ErrorCode::WorkerFault, message)
                     .with_details(serde_json::json!({ "job_id": job_id, "cause": cause }))
                     .with_fault(class, Some(500))
@@ -239,6 +266,11 @@ impl SupervisorError {
                 .with_fault(FaultClass::Process, None)
                 .recoverable(false)
                 .with_hint("the server is stopping; call again once it is back"),
+            Self::Rollout { exe, .. } => ToolError::new(ErrorCode::WorkerFault, message)
+                .with_details(serde_json::json!({ "exe": exe }))
+                .with_fault(FaultClass::Rollout, None)
+                .recoverable(false)
+                .with_hint("the previous workers keep serving; fix the new worker binary and roll out again"),
             Self::Config(_) => ToolError::new(ErrorCode::InternalError, message)
                 .with_fault(FaultClass::Invariant, None)
                 .with_hint("the worker configuration is invalid; an operator must fix it"),

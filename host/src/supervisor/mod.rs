@@ -48,9 +48,20 @@
 //!
 //! `PR_SET_PDEATHSIG` in the worker plus the parent-pid check make workers die with
 //! the host even when the host is SIGKILLed.
+//!
+//! # Blue/green rollout
+//! Slots are not fixed: [`Supervisor::rollout`] starts a second set of slots ("green")
+//! from a new worker binary in standby (they handshake but take no job), and only when
+//! every green worker said a good hello does it route the queue to them and retire the
+//! old slots ("blue"): a retiring slot takes no new job, finishes the one it runs, and
+//! stops. If any green worker fails its start, green is stopped, blue keeps serving,
+//! and the rollout fails with [`SupervisorError::Rollout`] (a rollout fault in health).
+//! [`Supervisor::rollback`] rolls out the previous binary the same way. Every step is
+//! reported to the configured [`EventHook`].
 
 mod config;
 mod error;
+mod notify;
 mod process;
 mod runtime_dir;
 mod slot;
@@ -58,6 +69,8 @@ mod snapshot;
 mod wire;
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -69,8 +82,11 @@ pub use config::{
     WorkerStderr, default_worker_exe,
 };
 pub use error::{CancelKind, DeathCause, ResourceLimit, SupervisorError};
+pub use notify::{EventHook, SupervisorEvent};
 pub use reticle_protocol::wire::{JobContext, JobLimits, JobOutcome, RunRequest};
-pub use snapshot::{PoolSnapshot, WorkerSnapshot, WorkerState};
+pub use snapshot::{
+    PoolSnapshot, RolloutRecord, RolloutSnapshot, SlotMode, WorkerSnapshot, WorkerState,
+};
 
 use process::{LiveGroups, Spawner};
 use slot::{Slot, SlotCommand};
@@ -119,12 +135,8 @@ enum JobEntry {
     Queued {
         dequeue: Option<oneshot::Sender<()>>,
     },
-    /// Sent to the worker of `slot` at `generation`.
-    Running {
-        slot: usize,
-        #[allow(dead_code)]
-        generation: u64,
-    },
+    /// Sent to the worker of the slot with id `slot`.
+    Running { slot: usize },
     /// Removed from the queue by a cancel; the slot that dequeues it skips it.
     Cancelled,
 }
@@ -136,11 +148,28 @@ struct QueuedJob {
     reply: oneshot::Sender<Result<JobOutcome, SupervisorError>>,
 }
 
-/// A slot's status (read by `snapshot`) and command channel.
+/// One slot as the API sees it: identity, binary, status, command channel, mode.
 struct SlotShared {
+    /// Unique for the supervisor's life (slots come and go with rollouts).
+    id: usize,
+    /// The worker binary this slot runs (fixed for the slot's life).
+    exe: PathBuf,
+    /// Which release the slot belongs to (0: the first; +1 per rollout attempt).
+    release: u64,
     status: Mutex<WorkerSnapshot>,
     last_heard: Mutex<Option<Instant>>,
     commands: mpsc::Sender<SlotCommand>,
+    mode: watch::Sender<SlotMode>,
+}
+
+/// What the pool runs and how its last rollout went.
+#[derive(Debug, Clone)]
+struct Release {
+    current_exe: PathBuf,
+    previous_exe: Option<PathBuf>,
+    number: u64,
+    rolling_out: bool,
+    last: Option<RolloutRecord>,
 }
 
 /// State shared by the API and the slot tasks.
@@ -148,7 +177,11 @@ struct Inner {
     config: Arc<SupervisorConfig>,
     spawner: Spawner,
     live_groups: LiveGroups,
-    slots: Vec<SlotShared>,
+    slots: Mutex<Vec<Arc<SlotShared>>>,
+    next_slot_id: AtomicUsize,
+    tasks: Mutex<HashMap<usize, JoinHandle<()>>>,
+    release: Mutex<Release>,
+    rollout_lock: tokio::sync::Mutex<()>,
     jobs: Mutex<HashMap<String, JobEntry>>,
     queue_tx: mpsc::Sender<QueuedJob>,
     queue_rx: tokio::sync::Mutex<mpsc::Receiver<QueuedJob>>,
@@ -165,12 +198,88 @@ impl Inner {
     fn jobs(&self) -> std::sync::MutexGuard<'_, HashMap<String, JobEntry>> {
         self.jobs.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    fn slots(&self) -> std::sync::MutexGuard<'_, Vec<Arc<SlotShared>>> {
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn slot(&self, id: usize) -> Option<Arc<SlotShared>> {
+        self.slots().iter().find(|s| s.id == id).cloned()
+    }
+
+    fn release(&self) -> std::sync::MutexGuard<'_, Release> {
+        self.release.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Reports `event` to the configured hook.
+    fn emit(&self, event: SupervisorEvent) {
+        self.config.events.emit(&event);
+    }
+
+    /// Creates a slot running `exe` in `mode`, spawns its task, and returns the
+    /// receiver of its first start's outcome.
+    fn add_slot(
+        self: &Arc<Self>,
+        exe: &Path,
+        release: u64,
+        mode: SlotMode,
+    ) -> (usize, oneshot::Receiver<Result<(), SupervisorError>>) {
+        let id = self.next_slot_id.fetch_add(1, Ordering::Relaxed);
+        let (commands, commands_rx) = mpsc::channel(16);
+        let (mode_tx, mode_rx) = watch::channel(mode);
+        let shared = Arc::new(SlotShared {
+            id,
+            exe: exe.to_path_buf(),
+            release,
+            status: Mutex::new(WorkerSnapshot::starting(id, exe, release, mode)),
+            last_heard: Mutex::new(None),
+            commands,
+            mode: mode_tx,
+        });
+        self.slots().push(Arc::clone(&shared));
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let slot = Slot::new(
+            shared,
+            Arc::clone(self),
+            commands_rx,
+            self.shutdown.subscribe(),
+            mode_rx,
+        );
+        let task = tokio::spawn(slot.run(ready_tx));
+        self.tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, task);
+        (id, ready_rx)
+    }
+
+    fn set_mode(&self, ids: &[usize], mode: SlotMode) {
+        for slot in self.slots().iter().filter(|s| ids.contains(&s.id)) {
+            slot.mode.send_replace(mode);
+            slot.status
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .mode = mode;
+        }
+    }
+
+    /// Waits for the tasks of `ids` to end, then forgets those slots.
+    async fn retire(&self, ids: &[usize]) {
+        self.set_mode(ids, SlotMode::Retiring);
+        let tasks: Vec<JoinHandle<()>> = {
+            let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+            ids.iter().filter_map(|id| tasks.remove(id)).collect()
+        };
+        for task in tasks {
+            let _ = task.await;
+        }
+        self.slots().retain(|s| !ids.contains(&s.id));
+    }
 }
 
 /// The pool of workers. See the [module documentation](self).
 pub struct Supervisor {
     inner: Arc<Inner>,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Supervisor {
@@ -182,58 +291,32 @@ impl Supervisor {
         let spawner = Spawner::start()?;
         let (queue_tx, queue_rx) = mpsc::channel(config.queue_capacity);
         let (shutdown, _) = watch::channel(false);
-        let mut slots = Vec::with_capacity(config.workers);
-        let mut receivers = Vec::with_capacity(config.workers);
-        for index in 0..config.workers {
-            let (commands, rx) = mpsc::channel(16);
-            slots.push(SlotShared {
-                status: Mutex::new(WorkerSnapshot {
-                    slot: index,
-                    pid: None,
-                    state: WorkerState::Starting,
-                    generation: 0,
-                    jobs_run: 0,
-                    jobs_completed: 0,
-                    device_bytes: 0,
-                    last_heartbeat_age_ms: None,
-                    restarts: 0,
-                    current_job: None,
-                    backend: None,
-                    last_death: None,
-                }),
-                last_heard: Mutex::new(None),
-                commands,
-            });
-            receivers.push(rx);
-        }
         let inner = Arc::new(Inner {
+            release: Mutex::new(Release {
+                current_exe: config.worker_exe.clone(),
+                previous_exe: config.previous_worker_exe.clone(),
+                number: 0,
+                rolling_out: false,
+                last: None,
+            }),
             config,
             spawner,
             live_groups: LiveGroups::default(),
-            slots,
+            slots: Mutex::new(Vec::new()),
+            next_slot_id: AtomicUsize::new(0),
+            tasks: Mutex::new(HashMap::new()),
+            rollout_lock: tokio::sync::Mutex::new(()),
             jobs: Mutex::new(HashMap::new()),
             queue_tx,
             queue_rx: tokio::sync::Mutex::new(queue_rx),
             shutdown,
         });
-        let mut tasks = Vec::new();
-        let mut readies = Vec::new();
-        for (index, commands) in receivers.into_iter().enumerate() {
-            let (ready_tx, ready_rx) = oneshot::channel();
-            let slot = Slot::new(
-                index,
-                Arc::clone(&inner),
-                commands,
-                inner.shutdown.subscribe(),
-            );
-            tasks.push(tokio::spawn(slot.run(ready_tx)));
-            readies.push(ready_rx);
-        }
+        let exe = inner.config.worker_exe.clone();
+        let readies: Vec<_> = (0..inner.config.workers)
+            .map(|_| inner.add_slot(&exe, 0, SlotMode::Active).1)
+            .collect();
         // On an early return the supervisor is dropped, which kills what did start.
-        let supervisor = Self {
-            inner,
-            tasks: Mutex::new(tasks),
-        };
+        let supervisor = Self { inner };
         for ready in readies {
             match ready.await {
                 Ok(Ok(())) => {}
@@ -321,9 +404,11 @@ impl Supervisor {
             Located::Dequeued => return Ok(KillOutcome::Dequeued),
             Located::Running(slot) => slot,
         };
+        let Some(slot) = self.inner.slot(slot) else {
+            return Ok(KillOutcome::AlreadyFinished);
+        };
         let (done, done_rx) = oneshot::channel();
-        self.inner.slots[slot]
-            .commands
+        slot.commands
             .send(SlotCommand::Kill {
                 job_id: job_id.to_owned(),
                 done,
@@ -341,8 +426,12 @@ impl Supervisor {
             Located::Dequeued => return Ok(CancelOutcome::Dequeued),
             Located::Running(slot) => slot,
         };
-        self.inner.slots[slot]
-            .commands
+        let Some(slot) = self.inner.slot(slot) else {
+            return Err(SupervisorError::JobNotFound {
+                job_id: job_id.to_owned(),
+            });
+        };
+        slot.commands
             .send(SlotCommand::Cancel {
                 job_id: job_id.to_owned(),
             })
@@ -358,7 +447,7 @@ impl Supervisor {
         };
         let entry = jobs.get_mut(job_id).ok_or_else(not_found)?;
         match entry {
-            JobEntry::Running { slot, .. } => Ok(Located::Running(*slot)),
+            JobEntry::Running { slot } => Ok(Located::Running(*slot)),
             JobEntry::Cancelled => Err(not_found()),
             JobEntry::Queued { dequeue } => {
                 if let Some(tx) = dequeue.take() {
@@ -373,9 +462,8 @@ impl Supervisor {
     /// The pool now: per worker pid, state, generation, counters, heartbeat age.
     #[must_use]
     pub fn snapshot(&self) -> PoolSnapshot {
-        let workers = self
-            .inner
-            .slots
+        let slots = self.inner.slots().clone();
+        let workers = slots
             .iter()
             .map(|slot| {
                 let mut s = slot
@@ -402,11 +490,183 @@ impl Supervisor {
             .values()
             .filter(|e| matches!(e, JobEntry::Running { .. }))
             .count();
+        drop(jobs);
         PoolSnapshot {
             workers,
             queued_jobs,
             running_jobs,
+            rollout: self.rollout_snapshot(),
         }
+    }
+
+    /// The pool's release: current and previous binaries and the last rollout.
+    #[must_use]
+    pub fn rollout_snapshot(&self) -> RolloutSnapshot {
+        let release = self.inner.release().clone();
+        RolloutSnapshot {
+            state: if release.rolling_out {
+                "reloading"
+            } else {
+                "stable"
+            },
+            current_exe: release.current_exe.display().to_string(),
+            previous_exe: release.previous_exe.map(|p| p.display().to_string()),
+            release: release.number,
+            last: release.last,
+        }
+    }
+
+    /// Replaces every worker with one running `exe`, blue/green: green workers start
+    /// in standby; once every one of them completed its handshake, new jobs go to
+    /// green and the old workers finish their jobs and stop. If a green worker fails
+    /// to start, green is stopped, the old workers keep serving, and the error says
+    /// why (the rollout fault is also kept in [`Self::rollout_snapshot`]).
+    ///
+    /// # Errors
+    /// [`SupervisorError::Rollout`] when a rollout is already running, `exe` is not an
+    /// executable file, or a green worker failed its start; `ShuttingDown`.
+    pub async fn rollout(&self, exe: &Path) -> Result<RolloutRecord, SupervisorError> {
+        let inner = &self.inner;
+        let _exclusive = inner
+            .rollout_lock
+            .try_lock()
+            .map_err(|_| rollout_error(exe, "another rollout is in progress"))?;
+        if *inner.shutdown.borrow() {
+            return Err(SupervisorError::ShuttingDown);
+        }
+        let started = Instant::now();
+        let release = {
+            let mut release = inner.release();
+            release.number += 1;
+            release.rolling_out = true;
+            release.number
+        };
+        inner.emit(SupervisorEvent::Rollout {
+            step: "start",
+            exe: exe.display().to_string(),
+            release,
+            detail: None,
+        });
+        let blue: Vec<usize> = inner
+            .slots()
+            .iter()
+            .filter(|s| *s.mode.borrow() == SlotMode::Active)
+            .map(|s| s.id)
+            .collect();
+        let outcome = match check_executable(exe) {
+            Err(message) => Err(message),
+            Ok(()) => {
+                let green: Vec<_> = (0..inner.config.workers)
+                    .map(|_| inner.add_slot(exe, release, SlotMode::Standby))
+                    .collect();
+                let ids: Vec<usize> = green.iter().map(|(id, _)| *id).collect();
+                let mut failure = None;
+                for (_, ready) in green {
+                    let result = ready.await.unwrap_or_else(|_| {
+                        Err(SupervisorError::Handshake(
+                            "the slot ended during start".into(),
+                        ))
+                    });
+                    if let Err(e) = result {
+                        failure.get_or_insert(e.to_string());
+                    }
+                }
+                match failure {
+                    Some(message) => {
+                        // Green never took a job (standby): stopping it loses nothing.
+                        inner.retire(&ids).await;
+                        Err(message)
+                    }
+                    None => Ok(ids),
+                }
+            }
+        };
+        let record = match outcome {
+            Err(message) => {
+                let record = RolloutRecord {
+                    ok: false,
+                    exe: exe.display().to_string(),
+                    release,
+                    finished_unix_ms: unix_ms(),
+                    duration_ms: millis(started.elapsed()),
+                    message: format!(
+                        "rollout to {} failed; still serving the previous workers: {message}",
+                        exe.display()
+                    ),
+                };
+                let mut state = inner.release();
+                state.rolling_out = false;
+                state.last = Some(record.clone());
+                drop(state);
+                inner.emit(SupervisorEvent::Rollout {
+                    step: "failed",
+                    exe: exe.display().to_string(),
+                    release,
+                    detail: Some(record.message.clone()),
+                });
+                return Err(SupervisorError::Rollout {
+                    exe: exe.display().to_string(),
+                    message: record.message,
+                });
+            }
+            Ok(green) => {
+                inner.set_mode(&green, SlotMode::Active);
+                inner.emit(SupervisorEvent::Rollout {
+                    step: "green_active",
+                    exe: exe.display().to_string(),
+                    release,
+                    detail: Some(format!(
+                        "{} green workers take new jobs; {} blue workers finish theirs",
+                        green.len(),
+                        blue.len()
+                    )),
+                });
+                inner.retire(&blue).await;
+                inner.emit(SupervisorEvent::Rollout {
+                    step: "blue_retired",
+                    exe: exe.display().to_string(),
+                    release,
+                    detail: None,
+                });
+                RolloutRecord {
+                    ok: true,
+                    exe: exe.display().to_string(),
+                    release,
+                    finished_unix_ms: unix_ms(),
+                    duration_ms: millis(started.elapsed()),
+                    message: format!("now serving {}", exe.display()),
+                }
+            }
+        };
+        let mut state = inner.release();
+        let previous = std::mem::replace(&mut state.current_exe, exe.to_path_buf());
+        state.previous_exe = Some(previous);
+        state.rolling_out = false;
+        state.last = Some(record.clone());
+        drop(state);
+        inner.emit(SupervisorEvent::Rollout {
+            step: "done",
+            exe: exe.display().to_string(),
+            release,
+            detail: None,
+        });
+        Ok(record)
+    }
+
+    /// Rolls back to the binary before the last successful rollout (blue/green, as
+    /// [`Self::rollout`]).
+    ///
+    /// # Errors
+    /// [`SupervisorError::Rollout`] when there is nothing to roll back to, or as
+    /// [`Self::rollout`].
+    pub async fn rollback(&self) -> Result<RolloutRecord, SupervisorError> {
+        let (current, previous) = {
+            let release = self.inner.release();
+            (release.current_exe.clone(), release.previous_exe.clone())
+        };
+        let previous = previous
+            .ok_or_else(|| rollout_error(&current, "no previous worker binary to roll back to"))?;
+        self.rollout(&previous).await
     }
 
     /// Stops the pool: each worker is told to shut down and given the configured
@@ -414,8 +674,14 @@ impl Supervisor {
     /// the runtime directories are removed. Queued jobs fail with `ShuttingDown`.
     pub async fn shutdown(&self) {
         self.inner.shutdown.send_replace(true);
-        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(PoisonError::into_inner));
-        for task in tasks {
+        let tasks = std::mem::take(
+            &mut *self
+                .inner
+                .tasks
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for (_, task) in tasks {
             let _ = task.await;
         }
         let mut queue = self.inner.queue_rx.lock().await;
@@ -433,11 +699,12 @@ impl Drop for Supervisor {
     fn drop(&mut self) {
         self.inner.shutdown.send_replace(true);
         process::kill_all(&self.inner.live_groups);
-        for task in self
+        for (_, task) in self
+            .inner
             .tasks
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .drain(..)
+            .drain()
         {
             task.abort();
         }
@@ -463,14 +730,43 @@ impl Drop for JobGuard<'_> {
     fn drop(&mut self) {
         let entry = self.inner.jobs().remove(self.job_id);
         if !self.finished
-            && let Some(JobEntry::Running { slot, .. }) = entry
+            && let Some(JobEntry::Running { slot }) = entry
+            && let Some(slot) = self.inner.slot(slot)
         {
             // Nobody awaits the answer: the slot reaps and replaces the worker itself.
             let (done, _) = oneshot::channel();
-            let _ = self.inner.slots[slot].commands.try_send(SlotCommand::Kill {
+            let _ = slot.commands.try_send(SlotCommand::Kill {
                 job_id: self.job_id.to_owned(),
                 done,
             });
         }
     }
+}
+
+fn rollout_error(exe: &Path, message: &str) -> SupervisorError {
+    SupervisorError::Rollout {
+        exe: exe.display().to_string(),
+        message: message.to_owned(),
+    }
+}
+
+/// A rollout target must be a regular executable file (checked before any worker of the
+/// old release is touched).
+fn check_executable(exe: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(exe).map_err(|e| format!("{}: {e}", exe.display()))?;
+    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+        return Err(format!("{} is not an executable file", exe.display()));
+    }
+    Ok(())
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, millis)
 }

@@ -208,6 +208,7 @@ fn exit_cause(status: ExitStatus) -> DeathCause {
 /// Spawns generation `generation` of slot `slot` and completes the handshake.
 pub async fn start_worker(
     config: &SupervisorConfig,
+    exe: &std::path::Path,
     spawner: &Spawner,
     groups: &LiveGroups,
     dir: &RuntimeDir,
@@ -222,7 +223,7 @@ pub async fn start_worker(
         message: format!("bind: {e}"),
     })?;
 
-    let mut command = Command::new(&config.worker_exe);
+    let mut command = Command::new(exe);
     command
         .args(&config.worker_args)
         .envs(config.worker_env.iter().map(|(k, v)| (k, v)))
@@ -242,12 +243,12 @@ pub async fn start_worker(
         .spawn(command)
         .await
         .map_err(|e| SupervisorError::Spawn {
-            exe: config.worker_exe.display().to_string(),
+            exe: exe.display().to_string(),
             message: e.to_string(),
         })?;
     let Some(pid) = child.id() else {
         return Err(SupervisorError::Spawn {
-            exe: config.worker_exe.display().to_string(),
+            exe: exe.display().to_string(),
             message: "exited before it could be tracked".to_owned(),
         });
     };

@@ -9,12 +9,13 @@ use reticle_protocol::wire::{HostMessage, JobOutcome, WorkerMessage};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::MissedTickBehavior;
 
+use super::WorkerSnapshot;
 use super::process::{LiveWorker, start_worker};
 use super::runtime_dir::RuntimeDir;
-use super::snapshot::WorkerState;
+use super::snapshot::{SlotMode, WorkerState};
 use super::wire::{ConnEvent, write_message};
 use super::{CancelKind, DeathCause, Inner, JobEntry, KillOutcome, Progress, QueuedJob};
-use super::{ResourceLimit, SupervisorConfig, SupervisorError, WorkerSnapshot};
+use super::{ResourceLimit, SlotShared, SupervisorConfig, SupervisorError, SupervisorEvent};
 
 /// Resolves once shutdown is requested (the watch guard never lives across an await).
 async fn wait_shutdown(shutdown: &mut watch::Receiver<bool>) {
@@ -54,38 +55,46 @@ enum ServeEnd {
     Died(DeathCause),
     /// The supervisor is shutting down.
     Shutdown,
+    /// The slot was retired (rollout) and its worker stopped gracefully.
+    Retired,
 }
 
 /// The task behind one slot.
 pub struct Slot {
+    shared: Arc<SlotShared>,
     index: usize,
     inner: Arc<Inner>,
     commands: mpsc::Receiver<SlotCommand>,
     shutdown: watch::Receiver<bool>,
+    mode: watch::Receiver<SlotMode>,
     generation: u64,
     failures: u32,
 }
 
 impl Slot {
-    /// A slot that will take commands from `commands`.
+    /// The task of slot `shared`, taking commands from `commands` and its mode from `mode`.
     pub fn new(
-        index: usize,
+        shared: Arc<SlotShared>,
         inner: Arc<Inner>,
         commands: mpsc::Receiver<SlotCommand>,
         shutdown: watch::Receiver<bool>,
+        mode: watch::Receiver<SlotMode>,
     ) -> Self {
         Self {
-            index,
+            index: shared.id,
+            shared,
             inner,
             commands,
             shutdown,
+            mode,
             generation: 0,
             failures: 0,
         }
     }
 
     fn update(&self, f: impl FnOnce(&mut WorkerSnapshot)) {
-        let mut status = self.inner.slots[self.index]
+        let mut status = self
+            .shared
             .status
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
@@ -94,7 +103,8 @@ impl Slot {
 
     /// Records that the worker just sent a frame.
     fn heard(&self) {
-        *self.inner.slots[self.index]
+        *self
+            .shared
             .last_heard
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
@@ -102,6 +112,14 @@ impl Slot {
 
     fn shutting_down(&self) -> bool {
         *self.shutdown.borrow()
+    }
+
+    fn retiring(&self) -> bool {
+        *self.mode.borrow() == SlotMode::Retiring
+    }
+
+    fn takes_jobs(&self) -> bool {
+        *self.mode.borrow() == SlotMode::Active
     }
 
     /// Runs the slot until shutdown. `ready` gets the outcome of the first start;
@@ -116,11 +134,20 @@ impl Slot {
                 }
             };
         let mut ready = Some(ready);
+        let mut after: Option<(&'static str, u64)> = None;
         loop {
-            if self.shutting_down() {
+            if self.shutting_down() || self.retiring() {
                 break;
             }
             self.generation += 1;
+            if let Some((after, delay_ms)) = after.take() {
+                self.inner.emit(SupervisorEvent::WorkerRestart {
+                    slot: self.index,
+                    generation: self.generation,
+                    delay_ms,
+                    after,
+                });
+            }
             let generation = self.generation;
             self.update(|s| {
                 s.state = WorkerState::Starting;
@@ -130,6 +157,7 @@ impl Slot {
             });
             let started = start_worker(
                 &self.inner.config,
+                &self.shared.exe,
                 &self.inner.spawner,
                 &self.inner.live_groups,
                 &dir,
@@ -150,9 +178,11 @@ impl Slot {
                     }
                     tracing::warn!(slot = self.index, generation, error = %e, "worker start failed");
                     self.failures += 1;
+                    let delay = self.inner.config.backoff(self.failures);
                     if !self.backoff().await {
                         break;
                     }
+                    after = Some(("start_failed", millis(delay)));
                     continue;
                 }
             };
@@ -160,10 +190,20 @@ impl Slot {
                 s.state = WorkerState::Idle;
                 s.pid = Some(worker.pid);
                 s.backend = Some(worker.hello.backend.clone());
+                s.worker_version = Some(worker.hello.worker_version.clone());
                 s.jobs_run = 0;
                 s.device_bytes = 0;
             });
             self.heard();
+            self.inner.emit(SupervisorEvent::WorkerReady {
+                slot: self.index,
+                pid: worker.pid,
+                generation,
+                exe: self.shared.exe.display().to_string(),
+                version: worker.hello.worker_version.clone(),
+                backend: worker.hello.backend.clone(),
+                release: self.shared.release,
+            });
             // Only now: `start` returning means the snapshot already shows the worker.
             if let Some(ready) = ready.take() {
                 let _ = ready.send(Ok(()));
@@ -173,8 +213,19 @@ impl Slot {
             drop(worker);
             match end {
                 ServeEnd::Shutdown => break,
+                ServeEnd::Retired => {
+                    self.inner.emit(SupervisorEvent::WorkerRetired {
+                        slot: self.index,
+                        release: self.shared.release,
+                    });
+                    break;
+                }
                 ServeEnd::Killed => {
+                    if self.retiring() {
+                        break;
+                    }
                     self.update(|s| s.restarts += 1);
+                    after = Some(("killed", 0));
                 }
                 ServeEnd::Died(cause) => {
                     tracing::warn!(slot = self.index, generation, %cause, "worker died");
@@ -182,13 +233,16 @@ impl Slot {
                         self.failures = 0;
                     }
                     self.failures += 1;
-                    self.update(|s| {
-                        s.restarts += 1;
-                        s.last_death = Some(cause);
-                    });
+                    self.update(|s| s.last_death = Some(cause));
+                    if self.retiring() {
+                        break;
+                    }
+                    self.update(|s| s.restarts += 1);
+                    let delay = self.inner.config.backoff(self.failures);
                     if !self.backoff().await {
                         break;
                     }
+                    after = Some(("fault", millis(delay)));
                 }
             }
         }
@@ -200,7 +254,7 @@ impl Slot {
         drop(dir);
     }
 
-    /// Waits the backoff delay, marked dead; `false` if shutdown came first.
+    /// Waits the backoff delay, marked dead; `false` if shutdown or retirement came first.
     async fn backoff(&mut self) -> bool {
         let delay = self.inner.config.backoff(self.failures);
         self.update(|s| {
@@ -209,9 +263,11 @@ impl Slot {
             s.current_job = None;
         });
         let mut shutdown = self.shutdown.clone();
+        let mut mode = self.mode.clone();
         tokio::select! {
-            () = tokio::time::sleep(delay) => true,
+            () = tokio::time::sleep(delay) => !self.retiring(),
             _ = wait_shutdown(&mut shutdown) => false,
+            _ = mode.wait_for(|m| *m == SlotMode::Retiring) => false,
         }
     }
 
@@ -225,9 +281,16 @@ impl Slot {
         let mut active: Option<ActiveJob> = None;
         let mut fault: Option<String> = None;
         let mut shutdown = self.shutdown.clone();
+        let mut mode = self.mode.clone();
         let inner = Arc::clone(&self.inner);
         loop {
             let idle = active.is_none();
+            if idle && self.retiring() {
+                // Blue after a rollout: its last job is done; stop without a fault.
+                self.graceful_stop(worker, None).await;
+                return ServeEnd::Retired;
+            }
+            let takes_jobs = idle && self.takes_jobs();
             tokio::select! {
                 biased;
                 event = worker.events.recv() => {
@@ -265,6 +328,8 @@ impl Slot {
                     self.graceful_stop(worker, active).await;
                     return ServeEnd::Shutdown;
                 }
+                // A mode change (standby → active, active → retiring): re-check at the top.
+                Ok(()) = mode.changed() => {}
                 _ = ticker.tick() => {
                     if let Some(cause) = over_limit(&config, worker.pid, active.as_ref()) {
                         tracing::warn!(pid = worker.pid, %cause, "stopping a worker over its limit");
@@ -285,7 +350,7 @@ impl Slot {
                         return self.died(worker, active, DeathCause::Protocol { message }).await;
                     }
                 }
-                job = inner.next_job(), if idle => {
+                job = inner.next_job(), if takes_jobs => {
                     let Some(job) = job else { continue };
                     let Some(job) = self.claim(job) else { continue };
                     let job_id = job.request.job_id.clone();
@@ -314,10 +379,7 @@ impl Slot {
             .unwrap_or_else(PoisonError::into_inner);
         match jobs.get_mut(&job.request.job_id) {
             Some(entry @ JobEntry::Queued { .. }) => {
-                *entry = JobEntry::Running {
-                    slot: self.index,
-                    generation: self.generation,
-                };
+                *entry = JobEntry::Running { slot: self.index };
                 Some(job)
             }
             _ => None,
@@ -482,6 +544,12 @@ impl Slot {
         cause: DeathCause,
     ) -> ServeEnd {
         worker.kill_and_reap().await;
+        self.inner.emit(SupervisorEvent::WorkerFault {
+            slot: self.index,
+            pid: worker.pid,
+            cause: cause.clone(),
+            job_id: active.as_ref().map(|a| a.job.request.job_id.clone()),
+        });
         if let Some(a) = active {
             let _ = a.job.reply.send(Err(SupervisorError::WorkerDied {
                 job_id: a.job.request.job_id.clone(),
@@ -568,4 +636,8 @@ fn resident_bytes(pid: u32) -> Option<u64> {
         .and_then(|p| u64::try_from(p).ok())
         .unwrap_or(4096);
     Some(pages.saturating_mul(page))
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -5,15 +5,20 @@ use reticle_protocol::SCHEMA_VERSION;
 use serde_json::{Map, Value, json};
 
 use super::{Detail, Tool, ToolContext, ToolDef, ToolResult};
+use crate::jobs::Jobs;
 use crate::mcp::era::supported_versions;
+use crate::state::HostState;
+use crate::workers::WorkerPool;
 
 pub(super) fn tool() -> Tool {
     Tool::new(ToolDef {
         name: "health",
         title: "Host health",
         description: "Liveness and state of the reticle host: lifecycle, worker generation, \
-                      restarts, last fault, uptime and process basics. Cheap; call it first \
-                      when something looks wrong.",
+                      restarts, rollout state, last fault, uptime, process basics, and per \
+                      worker its pid, binary and version, backend and adapter, GPU bytes and \
+                      jobs run, plus the queue depth. Cheap; call it first when something \
+                      looks wrong.",
         replay: ReplayContract::Convergent,
         read_only: true,
         handler: run,
@@ -22,13 +27,25 @@ pub(super) fn tool() -> Tool {
 }
 
 async fn run(ctx: ToolContext, _args: Map<String, Value>) -> ToolResult {
-    let host = ctx.state.health();
-    let status = if host.consecutive_failures > 0 {
+    Ok(payload(&ctx.state, &ctx.workers, &ctx.jobs))
+}
+
+/// The health payload (the tool's and `reticle ctl health`'s).
+pub fn payload(state: &HostState, workers: &WorkerPool, jobs: &Jobs) -> Value {
+    let host = state.health(workers);
+    let pool = workers.snapshot();
+    let rollout_failed = pool
+        .as_ref()
+        .and_then(|p| p.rollout.last.as_ref())
+        .is_some_and(|last| !last.ok);
+    let status = if host.consecutive_failures > 0 || rollout_failed {
         "degraded"
+    } else if pool.is_none() {
+        "starting"
     } else {
         "ok"
     };
-    Ok(json!({
+    json!({
         "schema_version": SCHEMA_VERSION,
         "status": status,
         "server": {
@@ -36,19 +53,25 @@ async fn run(ctx: ToolContext, _args: Map<String, Value>) -> ToolResult {
             "version": env!("CARGO_PKG_VERSION"),
             "pid": std::process::id(),
             "protocol_versions": supported_versions(),
+            "reexecs": state.reexecs(),
         },
         "host": host,
         "allowed_roots": {
-            "roots": ctx.state.roots.snapshot().0,
-            "source": ctx.state.roots.snapshot().1,
+            "roots": state.roots.snapshot().0,
+            "source": state.roots.snapshot().1,
         },
-        "process": ctx.state.process_snapshot(),
-        "workers": ctx.workers.snapshot(),
-        "jobs": ctx.jobs.counts(),
-    }))
+        "process": state.process_snapshot(),
+        "workers": pool,
+        "jobs": jobs.counts(),
+        "events": {
+            "path": state.events.path(),
+            "seq": state.events.seq(),
+        },
+    })
 }
 
-fn porcelain(payload: &Value, detail: Detail) -> String {
+/// The text form of the payload.
+pub fn porcelain(payload: &Value, detail: Detail) -> String {
     let host = &payload["host"];
     let mut text = format!(
         "reticle {} {}: state={} worker={} generation={} restarts={} uptime={}s",
@@ -61,7 +84,48 @@ fn porcelain(payload: &Value, detail: Detail) -> String {
         host["uptime_ms"].as_u64().unwrap_or(0) / 1000,
     );
     if let Some(fault) = host.get("last_fault") {
-        text.push_str(&format!("\nlast fault: {fault}"));
+        text.push_str(&format!(
+            "\nlast fault: {} {}: {}",
+            fault["class"].as_str().unwrap_or("?"),
+            fault["code"].as_str().unwrap_or("?"),
+            fault["detail"].as_str().unwrap_or("?")
+        ));
+    }
+    let pool = &payload["workers"];
+    if let Some(workers) = pool["workers"].as_array() {
+        text.push_str(&format!(
+            "\nqueue={} running={} rollout={} release={}",
+            pool["queued_jobs"],
+            pool["running_jobs"],
+            pool["rollout"]["state"].as_str().unwrap_or("?"),
+            pool["rollout"]["release"]
+        ));
+        if let Some(last) = pool["rollout"]["last"].as_object() {
+            text.push_str(&format!(
+                "\nlast rollout: {} {}",
+                if last["ok"] == true { "ok" } else { "FAILED" },
+                last["message"].as_str().unwrap_or("")
+            ));
+        }
+        for w in workers {
+            text.push_str(&format!(
+                "\nworker slot={} pid={} {} {} backend={}:{} gpu_bytes={} jobs={} v{}",
+                w["slot"],
+                w["pid"],
+                w["state"].as_str().unwrap_or("?"),
+                w["mode"].as_str().unwrap_or("?"),
+                w["backend"]["kind"].as_str().unwrap_or("?"),
+                w["backend"]["adapter"].as_str().unwrap_or("?"),
+                w["device_bytes"],
+                w["jobs_completed"],
+                w["worker_version"].as_str().unwrap_or("?"),
+            ));
+            if detail == Detail::Full {
+                text.push_str(&format!(" exe={}", w["exe"].as_str().unwrap_or("?")));
+            }
+        }
+    } else {
+        text.push_str("\nworkers: not started");
     }
     if detail == Detail::Full {
         let p = &payload["process"];

@@ -32,6 +32,9 @@ use crate::state::HostState;
 use crate::transport::writer::Outbound;
 use crate::workers::WorkerPool;
 
+pub use health::{payload as health_payload, porcelain as health_porcelain};
+pub use telemetry::{payload as telemetry_payload, porcelain as telemetry_porcelain};
+
 /// What a handler returns.
 pub type ToolResult = Result<Value, ToolError>;
 type BoxFuture = Pin<Box<dyn Future<Output = ToolResult> + Send>>;
@@ -58,6 +61,15 @@ pub struct ToolContext {
     pub task: Option<TaskRequest>,
     /// The call's `render`/`detail` arguments (set by [`ToolRegistry::call`]).
     pub presentation: Map<String, Value>,
+    /// The call's validated arguments (set by [`ToolRegistry::call`]): a job keeps them
+    /// as its recipe, so a host reexec can run it again.
+    pub arguments: Map<String, Value>,
+    /// The id of the job this call started, once it did (the server reads it to
+    /// re-attach a waiting call to its job after a reexec).
+    pub job_cell: Arc<OnceLock<String>>,
+    /// Set when the call re-creates a job from a reexec snapshot: the job keeps its id
+    /// and history, and the call returns at once.
+    pub restore: Option<crate::jobs::RestoredJob>,
 }
 
 /// A call the client (2025-11-25 `params.task`) or the server (2026-07-28 tasks
@@ -82,13 +94,17 @@ impl ToolContext {
         let options = JobOptions {
             ttl: self.task.as_ref().and_then(|t| t.ttl),
             presentation: self.presentation.clone(),
+            recipe: Some(json!({"tool": tool, "arguments": self.arguments})),
+            restore: self.restore.clone(),
         };
         let rx = self.jobs.submit_with(tool, options, work);
+        let job_id = rx.borrow().job_id.clone();
         if let Some(task) = &self.task {
-            let _ = task.job_id.set(rx.borrow().job_id.clone());
+            let _ = task.job_id.set(job_id.clone());
         }
+        let _ = self.job_cell.set(job_id);
         let token = self.meta.progress_token.clone();
-        if self.task.is_some() || (token.is_none() && !wait) {
+        if self.task.is_some() || self.restore.is_some() || (token.is_none() && !wait) {
             let view = rx.borrow().clone();
             return Ok(json!({
                 "schema_version": reticle_protocol::SCHEMA_VERSION,
@@ -397,6 +413,7 @@ impl ToolRegistry {
             unreachable!("constructed as an object above")
         };
         let render = RenderChoice::from_args(&arguments);
+        ctx.arguments = arguments.clone();
         ctx.presentation = ["render", "detail"]
             .into_iter()
             .filter_map(|k| arguments.get(k).map(|v| (k.to_owned(), v.clone())))

@@ -5,16 +5,21 @@ use reticle_protocol::SCHEMA_VERSION;
 use serde_json::{Map, Value, json};
 
 use super::{Detail, Tool, ToolContext, ToolDef, ToolResult};
+use crate::jobs::Jobs;
+use crate::journal::Journal;
+use crate::state::HostState;
+use crate::workers::WorkerPool;
 
 pub(super) fn tool() -> Tool {
     Tool::new(ToolDef {
         name: "telemetry",
         title: "Host telemetry",
-        description: "Counters and latencies per method and tool since the host started, \
-                      transport rejections (oversize, unparseable, invalid frames), jobs, the \
-                      replay journal (requests by execution knowledge and replay contract, \
-                      replays, probes, refusals), process basics, and the path of the JSONL \
-                      log for post-incident reading.",
+        description: "Request, success, error and retry counts and per-method aggregates \
+                      (count, errors, p50/p95/max latency) since the host started, the last \
+                      method error, the most recent fault that restarted a worker, worker \
+                      restarts, transport rejections, jobs, the replay journal, process \
+                      basics, and where the JSONL event log is (its `seq` now) for \
+                      post-incident reading.",
         replay: ReplayContract::Convergent,
         read_only: true,
         handler: run,
@@ -23,28 +28,61 @@ pub(super) fn tool() -> Tool {
 }
 
 async fn run(ctx: ToolContext, _args: Map<String, Value>) -> ToolResult {
-    Ok(json!({
-        "schema_version": SCHEMA_VERSION,
-        "telemetry": ctx.state.telemetry(),
-        "frames": ctx.state.frames_snapshot(),
-        "jobs": ctx.jobs.stats(),
-        "journal": ctx.journal.journal().counts(),
-        "process": ctx.state.process_snapshot(),
-        "log_file": ctx.state.log_file.as_ref().map(|p| p.display().to_string()),
-    }))
+    Ok(payload(
+        &ctx.state,
+        &ctx.workers,
+        &ctx.jobs,
+        ctx.journal.journal(),
+    ))
 }
 
-fn porcelain(payload: &Value, detail: Detail) -> String {
-    let t = &payload["telemetry"];
-    let totals = &t["totals"];
+/// The telemetry payload (the tool's and `reticle ctl telemetry`'s).
+pub fn payload(state: &HostState, workers: &WorkerPool, jobs: &Jobs, journal: &Journal) -> Value {
+    let telemetry = state.telemetry(workers);
+    let job_stats = jobs.stats();
+    let totals = &telemetry.totals;
+    json!({
+        "schema_version": SCHEMA_VERSION,
+        "totals": {
+            "requests": totals.request_count(),
+            "successes": totals.success_count(),
+            "errors": totals.error_count(),
+            "in_flight": state.in_flight(),
+            "retries": job_stats["replays"],
+            "restarts": state.restarts(),
+        },
+        "methods": state.method_aggregates(),
+        "last_method_error": state.last_method_error(),
+        "restart_fault": state.restart_fault(),
+        "telemetry": telemetry,
+        "frames": state.frames_snapshot(),
+        "jobs": job_stats,
+        "journal": journal.counts(),
+        "process": state.process_snapshot(),
+        "log_file": state.log_file.as_ref().map(|p| p.display().to_string()),
+        "events": {
+            "path": state.events.path(),
+            "seq": state.events.seq(),
+            "max_bytes": state.events.config().map(|c| c.max_bytes),
+            "keep": state.events.config().map(|c| c.keep),
+        },
+    })
+}
+
+/// The text form of the payload.
+pub fn porcelain(payload: &Value, detail: Detail) -> String {
+    let totals = &payload["totals"];
     let f = &payload["frames"];
     let jobs = &payload["jobs"];
     let journal = &payload["journal"];
     let mut text = format!(
-        "requests={} ok={} errors={} | lines={} oversize={} parse_errors={} invalid={} | jobs={} completed={} failed={} cancelled={} replays={} | journal open={} outcome_unknown={} ambiguous={} exhausted={}",
-        totals["request_count"],
-        totals["success_count"],
-        totals["error_count"],
+        "requests={} ok={} errors={} retries={} restarts={} in_flight={} | lines={} oversize={} parse_errors={} invalid={} | jobs={} completed={} failed={} cancelled={} | journal open={} outcome_unknown={} ambiguous={} exhausted={}",
+        totals["requests"],
+        totals["successes"],
+        totals["errors"],
+        totals["retries"],
+        totals["restarts"],
+        totals["in_flight"],
         f["lines_read"],
         f["oversize_rejected"],
         f["parse_errors"],
@@ -53,17 +91,31 @@ fn porcelain(payload: &Value, detail: Detail) -> String {
         jobs["completed"],
         jobs["failed"],
         jobs["cancelled"],
-        jobs["replays"],
         journal["open"],
         journal["open_by_knowledge"]["outcome_unknown"],
         journal["rejected_ambiguous"],
         journal["replay_exhausted"],
     );
-    let mut methods: Vec<&Value> = t["methods"]
+    if let Some(e) = payload["last_method_error"].as_object() {
+        text.push_str(&format!(
+            "\nlast error: {} {} at {}",
+            e["method"].as_str().unwrap_or("?"),
+            e["error"].as_str().unwrap_or("?"),
+            e["at"].as_str().unwrap_or("?")
+        ));
+    }
+    if let Some(fault) = payload["restart_fault"].as_object() {
+        text.push_str(&format!(
+            "\nrestart fault: {} at {}",
+            fault["detail"].as_str().unwrap_or("?"),
+            fault["at"].as_str().unwrap_or("?")
+        ));
+    }
+    let mut methods: Vec<&Value> = payload["methods"]
         .as_array()
         .map(|m| m.iter().collect())
         .unwrap_or_default();
-    methods.sort_by_key(|m| std::cmp::Reverse(m["request_count"].as_u64().unwrap_or(0)));
+    methods.sort_by_key(|m| std::cmp::Reverse(m["count"].as_u64().unwrap_or(0)));
     let shown = if detail == Detail::Full {
         methods.len()
     } else {
@@ -71,16 +123,23 @@ fn porcelain(payload: &Value, detail: Detail) -> String {
     };
     for m in &methods[..shown] {
         text.push_str(&format!(
-            "\n{} n={} err={} avg={}ms max={}ms",
+            "\n{} n={} err={} p50={}ms p95={}ms max={}ms",
             m["method"].as_str().unwrap_or("?"),
-            m["request_count"],
-            m["error_count"],
-            m["avg_latency_ms"],
-            m["max_latency_ms"],
+            m["count"],
+            m["errors"],
+            m["p50_ms"],
+            m["p95_ms"],
+            m["max_ms"],
         ));
     }
     if shown < methods.len() {
         text.push_str(&format!("\n… {} more (detail=full)", methods.len() - shown));
+    }
+    if let Some(path) = payload["events"]["path"].as_str() {
+        text.push_str(&format!(
+            "\nevents: {path} (seq {})",
+            payload["events"]["seq"]
+        ));
     }
     text
 }

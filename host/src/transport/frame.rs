@@ -7,11 +7,13 @@
 
 use std::io::{self, BufRead};
 
+use serde::{Deserialize, Serialize};
+
 /// The largest accepted line, in bytes, excluding the `\n` (seed 001 §3: 1 MiB).
 pub const MAX_FRAME_BYTES: usize = 1024 * 1024;
 
 /// One unit read from the stream.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Frame {
     /// A line of at most the limit (the `\n` and one trailing `\r` removed).
     Line(Vec<u8>),
@@ -22,12 +24,30 @@ pub enum Frame {
     },
 }
 
+/// Where a reader was inside a line when it stopped (a host reexec carries it over, so
+/// a line split across the handover is neither lost nor doubled).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartialLine {
+    /// Bytes of the current line read so far (empty when skipping an oversize line).
+    pub bytes: Vec<u8>,
+    /// Length of the current line so far.
+    pub total: u64,
+    /// The current line is over the limit and is being skipped.
+    pub oversize: bool,
+}
+
 /// Splits a byte stream into bounded lines.
+///
+/// The position inside the current line lives in the reader, not on the stack, so a
+/// read error (e.g. a stop request from the stdin pump) loses nothing: reading again,
+/// or [`FrameReader::into_parts`] + [`FrameReader::resume`], continues the same line.
 #[derive(Debug)]
 pub struct FrameReader<R> {
     inner: R,
     max_bytes: usize,
     line: Vec<u8>,
+    total: u64,
+    oversize: bool,
 }
 
 impl<R: BufRead> FrameReader<R> {
@@ -39,10 +59,32 @@ impl<R: BufRead> FrameReader<R> {
     /// A reader that rejects lines longer than `max_bytes`.
     pub fn with_limit(inner: R, max_bytes: usize) -> Self {
         Self {
-            inner,
             max_bytes,
-            line: Vec::new(),
+            ..Self::resume(inner, PartialLine::default())
         }
+    }
+
+    /// A reader (1 MiB limit) that continues a line begun by another reader.
+    pub fn resume(inner: R, partial: PartialLine) -> Self {
+        Self {
+            inner,
+            max_bytes: MAX_FRAME_BYTES,
+            line: partial.bytes,
+            total: partial.total,
+            oversize: partial.oversize,
+        }
+    }
+
+    /// The underlying reader and where the current line stands.
+    pub fn into_parts(self) -> (R, PartialLine) {
+        (
+            self.inner,
+            PartialLine {
+                bytes: self.line,
+                total: self.total,
+                oversize: self.oversize,
+            },
+        )
     }
 
     /// Bytes currently buffered for a partial line (never more than the limit).
@@ -63,9 +105,6 @@ impl<R: BufRead> FrameReader<R> {
     }
 
     fn read_one(&mut self) -> io::Result<Option<Frame>> {
-        self.line.clear();
-        let mut total: u64 = 0;
-        let mut oversize = false;
         loop {
             let chunk = match self.inner.fill_buf() {
                 Ok(chunk) => chunk,
@@ -74,22 +113,19 @@ impl<R: BufRead> FrameReader<R> {
             };
             if chunk.is_empty() {
                 // End of stream: whatever was pending is the last line.
-                if oversize {
-                    return Ok(Some(Frame::TooLarge { bytes: total }));
-                }
-                if total == 0 {
+                if self.total == 0 && !self.oversize {
                     return Ok(None);
                 }
-                return Ok(Some(self.take_line()));
+                return Ok(Some(self.take_frame()));
             }
             let (part, consumed, complete) = match chunk.iter().position(|&b| b == b'\n') {
                 Some(i) => (&chunk[..i], i + 1, true),
                 None => (chunk, chunk.len(), false),
             };
-            total += part.len() as u64;
-            if !oversize {
+            self.total += part.len() as u64;
+            if !self.oversize {
                 if self.line.len() + part.len() > self.max_bytes {
-                    oversize = true;
+                    self.oversize = true;
                     // Give the memory back: the rest of this line is discarded.
                     self.line = Vec::new();
                 } else {
@@ -98,15 +134,18 @@ impl<R: BufRead> FrameReader<R> {
             }
             self.inner.consume(consumed);
             if complete {
-                if oversize {
-                    return Ok(Some(Frame::TooLarge { bytes: total }));
-                }
-                return Ok(Some(self.take_line()));
+                return Ok(Some(self.take_frame()));
             }
         }
     }
 
-    fn take_line(&mut self) -> Frame {
+    /// The finished line (or its oversize report); resets the line state.
+    fn take_frame(&mut self) -> Frame {
+        let total = std::mem::take(&mut self.total);
+        if std::mem::take(&mut self.oversize) {
+            self.line = Vec::new();
+            return Frame::TooLarge { bytes: total };
+        }
         let mut line = std::mem::take(&mut self.line);
         if line.last() == Some(&b'\r') {
             line.pop();
@@ -195,6 +234,67 @@ mod tests {
         assert_eq!(frames.buffered_bytes(), 0);
         assert!(frames.line.capacity() <= MAX_FRAME_BYTES + 64 * 1024);
         assert_eq!(frames.next_frame().unwrap(), None);
+    }
+
+    /// Fails every other read, as a stop request does.
+    struct Interrupting<'a> {
+        data: &'a [u8],
+        fail_next: bool,
+    }
+    impl Read for Interrupting<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.fail_next = !self.fail_next;
+            if !self.fail_next {
+                return Err(io::Error::other("stop"));
+            }
+            let n = buf.len().min(self.data.len()).min(3);
+            buf[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn errors_mid_line_lose_nothing_and_parts_resume_elsewhere() {
+        let input = b"{\"a\":1}\nxxxxxxxxxxxxxxxx\n{\"b\":22}\n";
+        let mut reader = FrameReader::with_limit(
+            BufReader::with_capacity(
+                4,
+                Interrupting {
+                    data: input,
+                    fail_next: false,
+                },
+            ),
+            10,
+        );
+        let mut got = Vec::new();
+        let mut errors = 0;
+        while got.len() < 2 {
+            match reader.next_frame() {
+                Ok(Some(frame)) => got.push(frame),
+                Ok(None) => break,
+                Err(_) => errors += 1,
+            }
+        }
+        assert!(errors > 0);
+        // Hand over mid-stream: the rest goes to a new reader through the parts.
+        let (inner, partial) = reader.into_parts();
+        let buffered = inner.buffer().to_vec();
+        let rest = inner.into_inner().data.to_vec();
+        let mut tail = buffered;
+        tail.extend(rest);
+        let mut second = FrameReader::resume(BufReader::new(&tail[..]), partial);
+        while let Some(frame) = second.next_frame().unwrap() {
+            got.push(frame);
+        }
+        assert_eq!(
+            got,
+            vec![
+                Frame::Line(b"{\"a\":1}".to_vec()),
+                Frame::TooLarge { bytes: 16 },
+                Frame::Line(b"{\"b\":22}".to_vec()),
+            ]
+        );
     }
 
     proptest! {

@@ -2,4 +2,5 @@
 
 pub mod frame;
 pub mod jsonrpc;
+pub mod stdin;
 pub mod writer;

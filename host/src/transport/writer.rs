@@ -20,11 +20,22 @@ const QUEUE_DEPTH: usize = 256;
 
 /// Takes stdout away from the rest of the process and returns it.
 ///
-/// After this call fd 1 refers to stderr.
+/// After this call fd 1 refers to stderr. The returned descriptor is close-on-exec, so
+/// no child process (a worker, KLayout) inherits the protocol stream.
 pub fn claim_stdout() -> io::Result<File> {
-    let protocol = nix::unistd::dup(io::stdout()).map_err(io::Error::from)?;
+    use std::os::fd::AsFd;
+    let protocol = io::stdout().as_fd().try_clone_to_owned()?;
     nix::unistd::dup2_stdout(io::stderr()).map_err(io::Error::from)?;
     Ok(File::from(protocol))
+}
+
+/// Points fd 1 back at the protocol stream (before a self-reexec, so the next image
+/// finds the client's stdout where a fresh start would).
+///
+/// # Errors
+/// When `dup2` fails.
+pub fn restore_stdout(protocol: &File) -> io::Result<()> {
+    nix::unistd::dup2_stdout(protocol).map_err(io::Error::from)
 }
 
 /// Cloneable handle for sending messages to the client.

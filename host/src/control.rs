@@ -1,0 +1,491 @@
+//! The operator's control socket and `reticle ctl`.
+//!
+//! A running host listens on a Unix socket, mode 0600, inside a 0700 directory owned by
+//! its user (`$XDG_RUNTIME_DIR/reticle/`, else `/tmp/reticle-<uid>/`), named after its
+//! pid: `host-<pid>.sock`. Only a peer with the host's uid is served (`SO_PEERCRED`).
+//! One request line → one response line, JSON:
+//! `{"verb": "health" | "telemetry" | "events" | "rollout" | "rollback" | "reexec", …}` →
+//! `{"ok": true, …}` or `{"ok": false, "error": "…"}`.
+//!
+//! `reticle ctl <verb>` finds the host by `--socket`, else by the pid in its ready
+//! file (`MCP_READY_FILE`), and prints the answer. `ctl events` reads the event log
+//! files directly, so it also works after the host is gone.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixListener;
+use tokio::sync::mpsc;
+
+use crate::events::{self, Since};
+use crate::mcp::server::{LoopCommand, Server};
+
+/// Writes one line to stdout (a `ctl` command's output is its own; the host's stdout
+/// rule does not apply to this separate process).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
+/// Longest request line the control socket reads.
+const MAX_REQUEST: u64 = 64 * 1024;
+
+/// The directory of control sockets for this user, created 0700 and checked.
+///
+/// # Errors
+/// When it cannot be created or is not a private directory of ours.
+pub fn socket_dir() -> std::io::Result<PathBuf> {
+    let base = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute() && p.is_dir());
+    let uid = nix::unistd::geteuid().as_raw();
+    let dir = match base {
+        Some(base) => base.join("reticle"),
+        None => PathBuf::from(format!("/tmp/reticle-{uid}")),
+    };
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let meta = std::fs::symlink_metadata(&dir)?;
+    if !meta.file_type().is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o077 != 0 {
+        return Err(std::io::Error::other(format!(
+            "{} is not a private directory of uid {uid}",
+            dir.display()
+        )));
+    }
+    Ok(dir)
+}
+
+/// The control socket of the host with `pid`.
+///
+/// # Errors
+/// As [`socket_dir`].
+pub fn socket_path(pid: u32) -> std::io::Result<PathBuf> {
+    Ok(socket_dir()?.join(format!("host-{pid}.sock")))
+}
+
+/// The bound control socket; removes its file when dropped.
+#[derive(Debug)]
+pub struct ControlSocket {
+    listener: Option<UnixListener>,
+    path: PathBuf,
+}
+
+impl ControlSocket {
+    /// Binds `host-<own pid>.sock` (replacing a stale file of ours, e.g. the previous
+    /// image's after a reexec) with mode 0600.
+    ///
+    /// # Errors
+    /// When the directory is unsafe or the socket cannot be bound.
+    pub fn bind() -> std::io::Result<Self> {
+        let path = socket_path(std::process::id())?;
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let listener = UnixListener::bind(&path)?;
+        // The directory is 0700 already; the mode is the second fence.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        Ok(Self {
+            listener: Some(listener),
+            path,
+        })
+    }
+
+    /// Where it is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Serves operators until the task is dropped. Reexec requests go to the server
+    /// loop through `commands`; `host_exe` is the binary a reexec without `--bin` runs.
+    pub fn serve(
+        mut self,
+        server: Server,
+        commands: mpsc::Sender<LoopCommand>,
+        host_exe: PathBuf,
+    ) -> ControlTask {
+        let listener = self.listener.take();
+        let task = tokio::spawn(async move {
+            let Some(listener) = listener else { return };
+            let host_exe = Arc::new(host_exe);
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let server = server.clone();
+                let commands = commands.clone();
+                let host_exe = Arc::clone(&host_exe);
+                tokio::spawn(async move {
+                    if let Err(e) = serve_one(stream, &server, &commands, &host_exe).await {
+                        tracing::warn!(error = %e, "control connection failed");
+                    }
+                });
+            }
+        });
+        ControlTask { task, socket: self }
+    }
+}
+
+impl Drop for ControlSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The running control server; dropping it stops it and removes the socket file.
+#[derive(Debug)]
+pub struct ControlTask {
+    task: tokio::task::JoinHandle<()>,
+    socket: ControlSocket,
+}
+
+impl ControlTask {
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        self.socket.path()
+    }
+}
+
+impl Drop for ControlTask {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn serve_one(
+    mut stream: tokio::net::UnixStream,
+    server: &Server,
+    commands: &mpsc::Sender<LoopCommand>,
+    host_exe: &Path,
+) -> std::io::Result<()> {
+    let cred = stream.peer_cred()?;
+    let uid = nix::unistd::geteuid().as_raw();
+    if cred.uid() != uid {
+        tracing::warn!(
+            peer_uid = cred.uid(),
+            "control connection from another user refused"
+        );
+        return Ok(());
+    }
+    let mut line = String::new();
+    {
+        let (reader, _) = stream.split();
+        let mut reader = tokio::io::BufReader::new(reader.take(MAX_REQUEST));
+        reader.read_line(&mut line).await?;
+    }
+    let answer = match serde_json::from_str::<Value>(&line) {
+        Ok(request) => handle(&request, server, commands, host_exe).await,
+        Err(e) => json!({"ok": false, "error": format!("not a JSON request line: {e}")}),
+    };
+    server.state().events.record(
+        "control",
+        json!({"verb": serde_json::from_str::<Value>(&line).ok().and_then(|r| r["verb"].as_str().map(str::to_owned)),
+               "peer_pid": cred.pid(), "ok": answer["ok"]}),
+    );
+    let mut bytes = answer.to_string().into_bytes();
+    bytes.push(b'\n');
+    stream.write_all(&bytes).await?;
+    stream.shutdown().await
+}
+
+async fn handle(
+    request: &Value,
+    server: &Server,
+    commands: &mpsc::Sender<LoopCommand>,
+    host_exe: &Path,
+) -> Value {
+    let fail = |error: String| json!({"ok": false, "error": error});
+    let path_arg = |key: &str| -> Result<Option<PathBuf>, String> {
+        match request.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(p)) if Path::new(p).is_absolute() => Ok(Some(PathBuf::from(p))),
+            Some(other) => Err(format!("{key} must be an absolute path, got {other}")),
+        }
+    };
+    match request["verb"].as_str() {
+        Some("health") => {
+            json!({"ok": true, "health": crate::tools::health_payload(server.state(), server.workers(), server.jobs())})
+        }
+        Some("telemetry") => {
+            json!({"ok": true, "telemetry": crate::tools::telemetry_payload(server.state(), server.workers(), server.jobs(), server.journal())})
+        }
+        Some("events") => json!({
+            "ok": true,
+            "path": server.state().events.path(),
+            "seq": server.state().events.seq(),
+        }),
+        Some("rollout") => match path_arg("worker_bin") {
+            Ok(Some(bin)) => match server.workers().rollout(&bin).await {
+                Ok(record) => json!({"ok": true, "rollout": record}),
+                Err(e) => fail(e),
+            },
+            Ok(None) => fail("rollout needs worker_bin".to_owned()),
+            Err(e) => fail(e),
+        },
+        Some("rollback") => match server.workers().rollback().await {
+            Ok(record) => json!({"ok": true, "rollout": record}),
+            Err(e) => fail(e),
+        },
+        Some("reexec") => {
+            let bin = match path_arg("bin") {
+                Ok(bin) => bin.unwrap_or_else(|| host_exe.to_path_buf()),
+                Err(e) => return fail(e),
+            };
+            let checked = {
+                let bin = bin.clone();
+                tokio::task::spawn_blocking(move || crate::reexec::check_binary(&bin)).await
+            };
+            match checked {
+                Ok(Ok(version)) => {
+                    let before = server.state().reexecs();
+                    if commands
+                        .send(LoopCommand::Reexec { bin: bin.clone() })
+                        .await
+                        .is_err()
+                    {
+                        return fail("the server loop is gone".to_owned());
+                    }
+                    json!({"ok": true, "accepted": true, "bin": bin, "version": version,
+                           "pid": std::process::id(), "reexecs_before": before})
+                }
+                Ok(Err(e)) => fail(format!("refusing to reexec: {e}")),
+                Err(e) => fail(format!("refusing to reexec: {e}")),
+            }
+        }
+        Some(other) => fail(format!(
+            "unknown verb {other:?}; use health, telemetry, events, rollout, rollback or reexec"
+        )),
+        None => fail("the request needs a string verb".to_owned()),
+    }
+}
+
+/// `reticle ctl` arguments.
+#[derive(Debug, clap::Args)]
+pub struct CtlArgs {
+    /// The host's control socket (default: found through the ready file).
+    #[arg(long, global = true)]
+    socket: Option<PathBuf>,
+    /// The host's ready file (its first field is the host pid).
+    #[arg(long, global = true, env = "MCP_READY_FILE", default_value = crate::readiness::DEFAULT_READY_FILE)]
+    ready_file: PathBuf,
+    /// What to do.
+    #[command(subcommand)]
+    verb: CtlVerb,
+}
+
+/// `reticle ctl` verbs.
+#[derive(Debug, clap::Subcommand)]
+enum CtlVerb {
+    /// Lifecycle, generation, restarts, rollout state, last fault, workers, queue.
+    Health {
+        /// Print the JSON payload instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Counts, per-method latencies, last error, last restart fault.
+    Telemetry {
+        /// Print the JSON payload instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The event log, one JSON record per line, oldest first.
+    Events {
+        /// `seq:N`, an RFC 3339 time, or a duration back from now (`10m`, `2h`).
+        #[arg(long, default_value = "all")]
+        since: String,
+        /// Read this directory instead of asking the host where its log is.
+        #[arg(long, env = "RETICLE_LOG_DIR")]
+        log_dir: Option<PathBuf>,
+    },
+    /// Blue/green rollout of a new worker binary.
+    Rollout {
+        /// The new `reticle-worker`.
+        #[arg(long)]
+        worker_bin: PathBuf,
+    },
+    /// Roll back to the worker binary before the last rollout.
+    Rollback,
+    /// Replace the host binary in place (same pid, same client session).
+    Reexec {
+        /// The new `reticle` binary (default: the one running).
+        #[arg(long)]
+        bin: Option<PathBuf>,
+        /// How long to wait for the new image to answer, in ms.
+        #[arg(long, default_value_t = 60_000)]
+        wait_ms: u64,
+    },
+}
+
+/// Runs `reticle ctl`. Exit 0 done, 1 the host refused or the operation failed,
+/// 2 the host could not be reached or the arguments are wrong.
+#[must_use]
+pub fn ctl(args: &CtlArgs) -> ExitCode {
+    match run_ctl(args) {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("reticle ctl: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run_ctl(args: &CtlArgs) -> Result<ExitCode, String> {
+    let socket = || -> Result<PathBuf, String> {
+        if let Some(socket) = &args.socket {
+            return Ok(socket.clone());
+        }
+        let text = std::fs::read_to_string(&args.ready_file).map_err(|e| {
+            format!(
+                "cannot read the ready file {} ({e}); is the host running? (--socket or MCP_READY_FILE)",
+                args.ready_file.display()
+            )
+        })?;
+        let pid: u32 = text
+            .split_whitespace()
+            .next()
+            .and_then(|p| p.parse().ok())
+            .ok_or_else(|| format!("{} does not start with a pid", args.ready_file.display()))?;
+        socket_path(pid).map_err(|e| e.to_string())
+    };
+    let absolute = |p: &Path| -> Result<PathBuf, String> {
+        std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()))
+    };
+    match &args.verb {
+        CtlVerb::Health { json } => {
+            let answer = request(&socket()?, &json!({"verb": "health"}))?;
+            print_answer(&answer, "health", *json, crate::tools::health_porcelain)
+        }
+        CtlVerb::Telemetry { json } => {
+            let answer = request(&socket()?, &json!({"verb": "telemetry"}))?;
+            print_answer(
+                &answer,
+                "telemetry",
+                *json,
+                crate::tools::telemetry_porcelain,
+            )
+        }
+        CtlVerb::Events { since, log_dir } => {
+            let since = Since::parse(since, events::unix_ms())?;
+            let dir = match log_dir {
+                Some(dir) => dir.clone(),
+                None => {
+                    let answer = request(&socket()?, &json!({"verb": "events"}))?;
+                    answer["path"]
+                        .as_str()
+                        .and_then(|p| Path::new(p).parent().map(Path::to_path_buf))
+                        .ok_or("the host keeps no event log file (started with --no-log-file?)")?
+                }
+            };
+            let (records, skipped) = events::read_since(&dir, &since);
+            let mut out = std::io::stdout().lock();
+            for record in &records {
+                writeln!(out, "{record}").map_err(|e| e.to_string())?;
+            }
+            if skipped > 0 {
+                eprintln!("reticle ctl: skipped {skipped} unreadable line(s)");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        CtlVerb::Rollout { worker_bin } => {
+            let bin = absolute(worker_bin)?;
+            let answer = request(&socket()?, &json!({"verb": "rollout", "worker_bin": bin}))?;
+            print_outcome(&answer)
+        }
+        CtlVerb::Rollback => print_outcome(&request(&socket()?, &json!({"verb": "rollback"}))?),
+        CtlVerb::Reexec { bin, wait_ms } => {
+            let socket = socket()?;
+            let bin = bin.as_deref().map(absolute).transpose()?;
+            let answer = request(&socket, &json!({"verb": "reexec", "bin": bin}))?;
+            if answer["ok"] != true {
+                return print_outcome(&answer);
+            }
+            let before = answer["reexecs_before"].as_u64().unwrap_or(0);
+            let deadline = Instant::now() + Duration::from_millis(*wait_ms);
+            loop {
+                std::thread::sleep(Duration::from_millis(50));
+                if let Ok(health) = request(&socket, &json!({"verb": "health"}))
+                    && health["health"]["server"]["reexecs"].as_u64() > Some(before)
+                {
+                    say!(
+                        "reexec done: pid {} now runs {} ({} reexecs)",
+                        health["health"]["server"]["pid"],
+                        answer["version"].as_str().unwrap_or("?"),
+                        health["health"]["server"]["reexecs"]
+                    );
+                    return Ok(ExitCode::SUCCESS);
+                }
+                if Instant::now() >= deadline {
+                    eprintln!("reticle ctl: the new image did not answer within {wait_ms} ms");
+                    return Ok(ExitCode::from(1));
+                }
+            }
+        }
+    }
+}
+
+fn print_answer(
+    answer: &Value,
+    key: &str,
+    json: bool,
+    porcelain: fn(&Value, crate::tools::Detail) -> String,
+) -> Result<ExitCode, String> {
+    if answer["ok"] != true {
+        return print_outcome(answer);
+    }
+    if json {
+        say!("{}", answer[key]);
+    } else {
+        say!("{}", porcelain(&answer[key], crate::tools::Detail::Full));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_outcome(answer: &Value) -> Result<ExitCode, String> {
+    if answer["ok"] == true {
+        say!("{answer}");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "reticle ctl: {}",
+            answer["error"].as_str().unwrap_or("the host refused")
+        );
+        say!("{answer}");
+        Ok(ExitCode::from(1))
+    }
+}
+
+/// Sends one request to a control socket and reads its answer.
+///
+/// # Errors
+/// When the socket cannot be reached or the answer is not JSON.
+pub fn request(socket: &Path, request: &Value) -> Result<Value, String> {
+    let mut stream = UnixStream::connect(socket)
+        .map_err(|e| format!("cannot reach the host at {} ({e})", socket.display()))?;
+    // A rollout waits for blue to finish its jobs: allow for the job time limit.
+    stream
+        .set_read_timeout(Some(Duration::from_secs(900)))
+        .map_err(|e| e.to_string())?;
+    let mut line = request.to_string();
+    line.push('\n');
+    stream
+        .write_all(line.as_bytes())
+        .map_err(|e| format!("sending to {}: {e}", socket.display()))?;
+    let mut answer = String::new();
+    BufReader::new(stream)
+        .read_line(&mut answer)
+        .map_err(|e| format!("reading from {}: {e}", socket.display()))?;
+    serde_json::from_str(&answer)
+        .map_err(|e| format!("the host's answer is not JSON ({e}): {answer:?}"))
+}
