@@ -11,7 +11,12 @@ use reticle_host::serve::{ServeOptions, serve};
 
 /// reticle: photomask verification for AI agents, over MCP.
 #[derive(Debug, Parser)]
-#[command(name = "reticle", version, about, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "reticle",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,

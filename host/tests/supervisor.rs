@@ -659,3 +659,80 @@ async fn a_worker_over_the_memory_limit_is_killed_and_replaced() {
     assert_eq!(payload(&next)["slept_ms"], 10);
     supervisor.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_lets_blue_finish_its_job_and_routes_new_jobs_to_green() {
+    let base = tempfile::tempdir().unwrap();
+    let supervisor = Arc::new(Supervisor::start(config(1, base.path())).await.unwrap());
+    let blue_pid = worker_pid(&supervisor);
+    let green = base.path().join("reticle-worker-green");
+    std::fs::copy(worker_exe(), &green).unwrap();
+    // A 1.5 s job is running on blue when the rollout starts.
+    let (tx, _rx) = mpsc::channel(64);
+    let s = Arc::clone(&supervisor);
+    let blue_job = tokio::spawn(async move { s.run(sleep_job("blue", 1500, 3), tx).await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let s = Arc::clone(&supervisor);
+    let green_path = green.clone();
+    let rollout = tokio::spawn(async move { s.rollout(&green_path).await });
+    // While blue finishes, a new job must go to green, not wait for blue.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let (tx, _rx) = mpsc::channel(64);
+    let started = Instant::now();
+    let quick = supervisor.run(sleep_job("green", 50, 1), tx).await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "the new job waited for blue: {:?}",
+        started.elapsed()
+    );
+    payload(&quick);
+    assert!(blue_job.await.unwrap().is_ok(), "blue's job must complete");
+    let record = rollout.await.unwrap().expect("rollout succeeds");
+    assert!(record.ok && record.release == 1, "{record:?}");
+    let snap = supervisor.snapshot();
+    assert_eq!(snap.workers.len(), 1, "{:?}", snap.workers);
+    assert_eq!(snap.workers[0].exe, green.display().to_string());
+    assert_ne!(snap.workers[0].pid, Some(blue_pid));
+    assert!(exited(blue_pid), "blue was stopped");
+    assert_eq!(
+        snap.rollout.previous_exe,
+        Some(worker_exe().display().to_string())
+    );
+    supervisor.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_whose_green_cannot_start_keeps_blue_serving() {
+    let base = tempfile::tempdir().unwrap();
+    let supervisor = Supervisor::start(config(2, base.path())).await.unwrap();
+    let blue: Vec<_> = supervisor
+        .snapshot()
+        .workers
+        .iter()
+        .map(|w| w.pid)
+        .collect();
+    let broken = base.path().join("broken-worker");
+    std::fs::write(&broken, "#!/bin/sh\nexit 3\n").unwrap();
+    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let err = supervisor.rollout(&broken).await.unwrap_err();
+    assert!(
+        matches!(&err, SupervisorError::Rollout { message, .. } if message.contains("exited with code 3")),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_tool_error().fault_class,
+        Some(libmcp::FaultClass::Rollout)
+    );
+    let snap = supervisor.snapshot();
+    assert_eq!(snap.workers.iter().map(|w| w.pid).collect::<Vec<_>>(), blue);
+    let last = snap.rollout.last.expect("a rollout record");
+    assert!(!last.ok && last.exe == broken.display().to_string());
+    assert_eq!(snap.rollout.state, "stable");
+    // Not a file at all: refused before starting anything.
+    assert!(supervisor.rollout(base.path()).await.is_err());
+    // Nothing to roll back to yet.
+    assert!(supervisor.rollback().await.is_err());
+    let (tx, _rx) = mpsc::channel(64);
+    payload(&supervisor.run(sleep_job("after", 10, 1), tx).await.unwrap());
+    supervisor.shutdown().await;
+}
