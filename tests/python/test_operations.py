@@ -279,3 +279,37 @@ async def test_event_log_recounts_telemetry_after_worker_crashes(reticle_bin, se
     polls = [r for r in requests if r["method"] == "tools/call:poll"]
     assert by_method["tools/call:poll"]["count"] == len(polls)
     assert by_method["tools/call:poll"]["p95_ms"] is not None
+
+
+async def test_the_deploy_script_rolls_out_workers_and_host_under_load(
+    reticle_bin, server_env, tmp_path
+):
+    """deploy/rollout.sh as an operator runs it: worker blue/green, then host reexec."""
+    build = tmp_path / "build"
+    build.mkdir()
+    for name in ("reticle", "reticle-worker"):
+        shutil.copy(ROOT / "target" / "debug" / name, build / name)
+    server_env["RETICLE_RELEASES_DIR"] = str(tmp_path / "releases")
+    with anyio.fail_after(240):
+        async with Client(params(reticle_bin, server_env), mode="legacy") as client:
+            before = await ready_health(client)
+
+            def deploy():
+                done = subprocess.run(
+                    [str(ROOT / "deploy" / "rollout.sh"), "--from", str(build)],
+                    env=server_env, capture_output=True, text=True, timeout=180,
+                )
+                return done.returncode, done.stdout, done.stderr
+
+            async def rollout():
+                return await anyio.to_thread.run_sync(deploy)
+
+            stream, (code, out, err) = await run_with_stream(client, rollout)
+            assert code == 0, (out, err)
+            assert stream.failures() == [], stream.failures()
+            after = await health(client)
+            assert after["server"]["pid"] == before["server"]["pid"]
+            assert after["server"]["reexecs"] == 1
+            releases = str(tmp_path / "releases")
+            assert all(w["exe"].startswith(releases) for w in after["workers"]["workers"])
+            assert "ok: state=" in out, out
