@@ -175,8 +175,9 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
                 Ok(Some((end, workers.release())))
             }
             Ok(end) => {
+                // Workers die with the runtime (the supervisor kills their groups on
+                // drop): no grace for jobs nobody will read (D6).
                 drop(ready);
-                workers.shutdown().await;
                 state
                     .events
                     .record("host.stop", json!({"reason": format!("{:?}", end.reason)}));
@@ -184,7 +185,6 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
             }
             Err(e) => {
                 drop(ready);
-                workers.shutdown().await;
                 tracing::error!(error = %e, "server loop failed");
                 Err(StopReason::Eof)
             }
