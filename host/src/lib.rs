@@ -10,6 +10,7 @@ pub mod confine;
 pub mod eval_cli;
 pub mod jobs;
 pub mod journal;
+pub mod limits;
 pub mod logging;
 pub mod mcp;
 pub mod readiness;
