@@ -11,7 +11,8 @@ and a JSON-rendered `content[0].text` (which repeats `structuredContent`) as `"{
 Review the output before committing it: it is the expected behaviour from then on.
 
 Environment: RETICLE_BIN (default target/debug/reticle). The server runs like the
-test runs it: allowed root = the repository, CPU backend, lazy workers.
+test runs it: allowed root = the repository, CPU backend, lazy workers, artifacts
+in a temporary directory (`${ARTIFACTS}` in the transcript).
 """
 
 import json
@@ -28,6 +29,8 @@ VOLATILE = {
     "age_ms", "pid", "uptime_ms", "uptime_s", "elapsed_ms", "took_ms", "duration_ms",
     "wall_ms", "createdAt", "lastUpdatedAt", "started_at", "timings", "version",
 }
+# The test sets the artifact root to a temporary directory and substitutes ${ARTIFACTS}.
+ARTIFACTS = tempfile.mkdtemp(prefix="reticle-transcript-")
 ID_PATTERNS = [("job_id", re.compile(r"job_[0-9a-f]{32}")), ("session_id", re.compile(r"ses_[0-9a-f]{12}"))]
 
 
@@ -41,7 +44,8 @@ class Server:
             "RETICLE_CHECK_OUTPUT": "1",
             "RETICLE_ALLOWED_ROOTS": str(ROOT),
             "RETICLE_BACKEND": "cpu",
-            "RETICLE_LAZY_WORKERS": "1",
+            "RETICLE_LAZY_WORKERS": "true",
+            "KLAYOUT_MCP_ARTIFACT_ROOT": ARTIFACTS,
         })
         binary = os.environ.get("RETICLE_BIN", str(ROOT / "target" / "debug" / "reticle"))
         self.proc = subprocess.Popen([binary, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -87,12 +91,11 @@ class Recorder:
             return "{{*}}"
         if isinstance(value, dict):
             out = {k: self.mask(v, k) for k, v in value.items()}
-            content = out.get("content")
+            content = value.get("content")
             if isinstance(content, list) and "structuredContent" in value:
-                for item in content:
-                    text = item.get("text", "")
+                for original, item in zip(content, out["content"]):
                     try:
-                        if json.loads(text) == value["structuredContent"]:
+                        if json.loads(original.get("text", "")) == value["structuredContent"]:
                             item["text"] = "{{*}}"
                     except (ValueError, TypeError):
                         pass
@@ -108,7 +111,7 @@ class Recorder:
                     if value == found:
                         return "{{%s}}" % name
                 value = value.replace(self.bindings.get(name, "\0"), "{{%s}}" % name)
-            return value.replace(str(ROOT), "${REPO}")
+            return value.replace(ARTIFACTS, "${ARTIFACTS}").replace(str(ROOT), "${REPO}")
         return value
 
 

@@ -15,7 +15,8 @@
 //! In expectations, the string `"{{*}}"` matches any value (timings, pids), a string that
 //! is exactly `"{{name}}"` binds `name` to the actual value the first time and must equal
 //! it afterwards, and `{{name}}` inside a longer string is replaced by its binding.
-//! Sent messages get the same substitutions, and `${REPO}` is the repository root.
+//! Sent messages get the same substitutions; `${REPO}` is the repository root and
+//! `${ARTIFACTS}` the host's artifact root (a temporary directory).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -33,6 +34,8 @@ struct Replay {
     bindings: BTreeMap<String, Value>,
     last: Option<Value>,
     file: String,
+    /// The host's artifact root (`${ARTIFACTS}` in transcripts).
+    artifacts: tempfile::TempDir,
 }
 
 impl Replay {
@@ -40,7 +43,9 @@ impl Replay {
         match value {
             Value::String(s) => {
                 let root = repo_root();
-                let mut out = s.replace("${REPO}", &root.display().to_string());
+                let mut out = s
+                    .replace("${REPO}", &root.display().to_string())
+                    .replace("${ARTIFACTS}", &self.artifacts.path().display().to_string());
                 if let Some(name) = whole_placeholder(&out)
                     && let Some(bound) = self.bindings.get(name)
                 {
@@ -174,16 +179,20 @@ fn replay(path: &Path) -> bool {
         .map(|(i, l)| serde_json::from_str(l).unwrap_or_else(|e| panic!("{file}:{}: {e}", i + 1)))
         .collect();
     let root = repo_root().display().to_string();
+    let artifacts = tempfile::tempdir().unwrap();
+    let artifact_root = artifacts.path().display().to_string();
     let host = Host::start_with(&[
         ("RETICLE_ALLOWED_ROOTS", root.as_str()),
         ("RETICLE_BACKEND", "cpu"),
-        ("RETICLE_LAZY_WORKERS", "1"),
+        ("RETICLE_LAZY_WORKERS", "true"),
+        ("KLAYOUT_MCP_ARTIFACT_ROOT", artifact_root.as_str()),
     ]);
     let mut replay = Replay {
         host,
         bindings: BTreeMap::new(),
         last: None,
         file: file.clone(),
+        artifacts,
     };
     for (i, step) in steps.iter().enumerate() {
         let at = format!("{file} step {}", i + 1);

@@ -451,8 +451,10 @@ pub const PRESENTATION: [&str; 2] = ["render", "detail"];
 
 /// Porcelain of a tool without a bespoke renderer: a summary line (the tool and the
 /// size of each top-level list), then libmcp's bounded JSON projection, one top-level
-/// field per line (`schema_version` left out). Concise: at most 24 lines of 120
-/// characters; full: 200 lines of 400. Deterministic: keys are sorted.
+/// field per line (`schema_version` left out). Concise: at most 24 lines of at most
+/// 120-character previews (lists show their first items). Full: every top-level list
+/// item on its own line, at most 200 lines of 400-character previews. Deterministic:
+/// the payload's own key order, no clocks.
 pub fn generic_porcelain(tool: &str, payload: &Value, detail: Detail) -> String {
     let (max_lines, max_chars) = match detail {
         Detail::Concise => (24, 120),
@@ -476,11 +478,42 @@ pub fn generic_porcelain(tool: &str, payload: &Value, detail: Detail) -> String 
     } else {
         format!("{tool}: {}", lists.join(", "))
     };
-    let config = libmcp::JsonPorcelainConfig::try_new(max_lines - 1, max_chars).unwrap_or_default();
-    format!(
-        "{summary}\n{}",
-        libmcp::render_json_porcelain(&body, config)
-    )
+    let config =
+        libmcp::JsonPorcelainConfig::try_new(max_lines - 1, max_chars).unwrap_or_default();
+    let mut lines = vec![summary];
+    match (&body, detail) {
+        (Value::Object(map), Detail::Full) => {
+            for (key, value) in map {
+                let single = Value::Object(Map::from_iter([(key.clone(), value.clone())]));
+                match value {
+                    Value::Array(items) if !items.is_empty() => {
+                        let rendered = libmcp::render_json_porcelain(value, config);
+                        let mut item_lines = rendered.lines();
+                        if let Some(head) = item_lines.next() {
+                            lines.push(format!("{key}: {head}"));
+                        }
+                        lines.extend(item_lines.map(|l| format!("  {l}")));
+                    }
+                    _ => lines.extend(
+                        libmcp::render_json_porcelain(&single, config)
+                            .lines()
+                            .map(str::to_owned),
+                    ),
+                }
+            }
+        }
+        _ => lines.extend(
+            libmcp::render_json_porcelain(&body, config)
+                .lines()
+                .map(str::to_owned),
+        ),
+    }
+    if lines.len() > max_lines {
+        let omitted = lines.len() - max_lines + 1;
+        lines.truncate(max_lines - 1);
+        lines.push(format!("… {omitted} line(s) omitted"));
+    }
+    lines.join("\n")
 }
 
 /// Output schemas are checked in debug builds, and in release builds when
