@@ -5,7 +5,7 @@
 
 The skeleton is the transcript with `{"recv": null}` where an answer goes. Each
 answer is recorded with volatile values masked: `"{{*}}"` for timings and pids (the
-keys in VOLATILE, plus the skeleton's `{"comment": …, "volatile": [...]}`), ids the
+keys in VOLATILE, `serverInfo.version`, plus the skeleton's `{"comment": …, "volatile": [...]}`), ids the
 server generates (`job_…`, `ses_…`) bound once as `{{job_id}}` / `{{session_id}}`,
 and a JSON-rendered `content[0].text` (which repeats `structuredContent`) as `"{{*}}"`.
 Review the output before committing it: it is the expected behaviour from then on.
@@ -27,7 +27,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 VOLATILE = {
     "age_ms", "pid", "uptime_ms", "uptime_s", "elapsed_ms", "took_ms", "duration_ms",
-    "wall_ms", "createdAt", "lastUpdatedAt", "started_at", "timings", "version",
+    "wall_ms", "createdAt", "lastUpdatedAt", "started_at", "timings",
 }
 # The test sets the artifact root to a temporary directory and substitutes ${ARTIFACTS}.
 ARTIFACTS = tempfile.mkdtemp(prefix="reticle-transcript-")
@@ -91,6 +91,8 @@ class Recorder:
             return "{{*}}"
         if isinstance(value, dict):
             out = {k: self.mask(v, k) for k, v in value.items()}
+            if key == "serverInfo" and "version" in out:
+                out["version"] = "{{*}}"  # the build's version, not behaviour
             content = value.get("content")
             if isinstance(content, list) and "structuredContent" in value:
                 for original, item in zip(content, out["content"]):

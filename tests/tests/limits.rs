@@ -64,13 +64,18 @@ fn layout_size_and_raster_limits_are_settings_with_typed_errors() {
     let error = error_of(&result);
     assert_eq!(error["code"], "QUERY_TOO_LARGE", "{error}");
     assert_eq!(error["details"]["limit"], 1000, "{error}");
-    assert!(error["details"]["pixels"].as_f64().unwrap() > 1000.0, "{error}");
+    assert!(
+        error["details"]["pixels"].as_f64().unwrap() > 1000.0,
+        "{error}"
+    );
 }
 
 #[test]
 fn active_jobs_and_shapes_per_query_are_settings_with_typed_errors() {
-    let (mut host, _artifacts) =
-        start(&[("RETICLE_MAX_ACTIVE_JOBS", "1"), ("RETICLE_MAX_SHAPES", "2")]);
+    let (mut host, _artifacts) = start(&[
+        ("RETICLE_MAX_ACTIVE_JOBS", "1"),
+        ("RETICLE_MAX_SHAPES", "2"),
+    ]);
     let fixtures = fixtures_dir();
     let glp = fixtures.join("layouts/lines_and_pad.glp");
     let gds = fixtures.join("layouts/observer_demo.gds");
@@ -82,7 +87,10 @@ fn active_jobs_and_shapes_per_query_are_settings_with_typed_errors() {
         json!({"layout": glp, "pixel_nm": 0.5, "render": "json"}),
     );
     assert_eq!(first["isError"], false, "{first}");
-    let job_id = first["structuredContent"]["job_id"].as_str().unwrap().to_owned();
+    let job_id = first["structuredContent"]["job_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let refused = call(
         &mut host,
         "second",
@@ -93,10 +101,21 @@ fn active_jobs_and_shapes_per_query_are_settings_with_typed_errors() {
     assert_eq!(error["code"], "TOOL_LIMIT_EXCEEDED", "{error}");
     assert_eq!(error["recoverable"], true, "{error}");
     assert_eq!(error["details"]["max"], 1, "{error}");
-    assert_eq!(error["details"]["setting"], "RETICLE_MAX_ACTIVE_JOBS", "{error}");
+    assert_eq!(
+        error["details"]["setting"], "RETICLE_MAX_ACTIVE_JOBS",
+        "{error}"
+    );
     // The refused call left no job behind; cancelling the first frees the place.
-    let cancelled = call(&mut host, "cancel", "cancel", json!({"job_id": job_id, "render": "json"}));
-    assert_eq!(cancelled["structuredContent"]["status"], "cancelled", "{cancelled}");
+    let cancelled = call(
+        &mut host,
+        "cancel",
+        "cancel",
+        json!({"job_id": job_id, "render": "json"}),
+    );
+    assert_eq!(
+        cancelled["structuredContent"]["status"], "cancelled",
+        "{cancelled}"
+    );
     // observer_demo.gds has 6 shapes on layer 1/0: over the 2-shape setting.
     let started = Instant::now();
     let result = call(
@@ -112,7 +131,10 @@ fn active_jobs_and_shapes_per_query_are_settings_with_typed_errors() {
     assert!(started.elapsed() < Duration::from_secs(30));
     let telemetry = call(&mut host, "tele", "telemetry", json!({"render": "json"}));
     let jobs = &telemetry["structuredContent"]["jobs"];
-    assert_eq!(jobs["submitted"], 2, "the refused call is not a job: {jobs}");
+    assert_eq!(
+        jobs["submitted"], 2,
+        "the refused call is not a job: {jobs}"
+    );
 }
 
 #[test]
@@ -127,7 +149,10 @@ fn a_malformed_limit_stops_the_server_at_start() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2), "{output:?}");
-    assert!(output.stdout.is_empty(), "stdout is the protocol: {output:?}");
+    assert!(
+        output.stdout.is_empty(),
+        "stdout is the protocol: {output:?}"
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("RETICLE_MAX_SHAPES"), "{stderr}");
     assert!(!dir.path().join("ready").exists());

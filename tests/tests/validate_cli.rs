@@ -119,6 +119,9 @@ fn shipped_fixture_decks_are_valid_and_a_corrupted_copy_names_pointers() {
             .iter()
             .map(|e| e["path"].as_str().unwrap())
             .collect();
-        assert!(paths.contains(&"/version") && paths.contains(&"/layers"), "{result}");
+        assert!(
+            paths.contains(&"/version") && paths.contains(&"/layers"),
+            "{result}"
+        );
     }
 }

@@ -462,7 +462,7 @@ pub fn generic_porcelain(tool: &str, payload: &Value, detail: Detail) -> String 
     };
     let mut body = payload.clone();
     if let Value::Object(map) = &mut body {
-        map.remove("schema_version");
+        map.shift_remove("schema_version");
     }
     let lists: Vec<String> = body
         .as_object()
@@ -478,8 +478,7 @@ pub fn generic_porcelain(tool: &str, payload: &Value, detail: Detail) -> String 
     } else {
         format!("{tool}: {}", lists.join(", "))
     };
-    let config =
-        libmcp::JsonPorcelainConfig::try_new(max_lines - 1, max_chars).unwrap_or_default();
+    let config = libmcp::JsonPorcelainConfig::try_new(max_lines - 1, max_chars).unwrap_or_default();
     let mut lines = vec![summary];
     match (&body, detail) {
         (Value::Object(map), Detail::Full) => {
