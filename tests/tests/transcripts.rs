@@ -69,6 +69,34 @@ impl Replay {
         }
     }
 
+    /// Binds every whole-string placeholder of `expected` to the value at the same place
+    /// in `actual` (first pass, so a placeholder inside a longer string earlier in the
+    /// message, e.g. porcelain text before `structuredContent`, already has its value).
+    fn bind(&mut self, expected: &Value, actual: &Value) {
+        match (expected, actual) {
+            (Value::String(s), _) => {
+                if let Some(name) = whole_placeholder(s) {
+                    self.bindings
+                        .entry(name.to_owned())
+                        .or_insert_with(|| actual.clone());
+                }
+            }
+            (Value::Object(e), Value::Object(a)) => {
+                for (k, v) in e {
+                    if let Some(actual) = a.get(k) {
+                        self.bind(v, actual);
+                    }
+                }
+            }
+            (Value::Array(e), Value::Array(a)) => {
+                for (e, a) in e.iter().zip(a) {
+                    self.bind(e, a);
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Compares `actual` with `expected`, binding placeholders; the error names the
     /// JSON pointer of the first difference.
     fn matches(&mut self, expected: &Value, actual: &Value, at: &str) -> Result<(), String> {
@@ -222,6 +250,7 @@ fn replay(path: &Path) -> bool {
                 .last
                 .take()
                 .unwrap_or_else(|| panic!("{at}: recv without a request before it"));
+            replay.bind(expected, &actual);
             if let Err(e) = replay.matches(expected, &actual, "") {
                 panic!("{at}: {e}\nactual: {actual}");
             }
