@@ -213,6 +213,9 @@ pub struct Jobs {
     ttl: Duration,
     /// Most unfinished jobs at once (`RETICLE_MAX_ACTIVE_JOBS`).
     max_active: usize,
+    /// Held from the cap check to the insertion, so concurrent calls cannot both take
+    /// the last place.
+    admission: Mutex<()>,
     stats: Arc<JobStats>,
 }
 
@@ -242,6 +245,7 @@ impl Jobs {
             entries: Mutex::new(HashMap::new()),
             ttl,
             max_active,
+            admission: Mutex::new(()),
             stats: Arc::default(),
         })
     }
@@ -262,6 +266,7 @@ impl Jobs {
         F: FnOnce(ProgressSink) -> Fut,
         Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
     {
+        let _admission = lock(&self.admission);
         let active = lock(&self.entries)
             .values()
             .filter(|e| e.finished.is_none())
