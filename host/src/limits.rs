@@ -12,6 +12,7 @@
 //! | `RETICLE_MAX_SHAPES` | 5000000 | `QUERY_TOO_LARGE` |
 //! | `RETICLE_MAX_RASTER_PIXELS` | 67108864 (8192²) | `QUERY_TOO_LARGE` |
 //! | `RETICLE_MAX_ACTIVE_JOBS` | 64 | `TOOL_LIMIT_EXCEEDED` |
+//! | `RETICLE_MAX_SESSIONS` | 64 | `TOOL_LIMIT_EXCEEDED` |
 
 use std::sync::OnceLock;
 
@@ -25,6 +26,12 @@ pub const MAX_SHAPES_ENV: &str = "RETICLE_MAX_SHAPES";
 pub const MAX_RASTER_PIXELS_ENV: &str = "RETICLE_MAX_RASTER_PIXELS";
 /// Setting: most unfinished (queued or running) jobs in the host's job table.
 pub const MAX_ACTIVE_JOBS_ENV: &str = "RETICLE_MAX_ACTIVE_JOBS";
+/// Setting: most live layout sessions (`open_layout`) at once.
+pub const MAX_SESSIONS_ENV: &str = "RETICLE_MAX_SESSIONS";
+
+/// Default of [`MAX_SESSIONS_ENV`]: each session may hold up to 200 000 shape-id
+/// locators in the host and a parsed layout in a worker's cache.
+pub const DEFAULT_MAX_SESSIONS: usize = 64;
 
 /// Default of [`MAX_ACTIVE_JOBS_ENV`]: far more than a pool of workers can run at
 /// once, far fewer than would let one agent pile up unbounded waiters.
@@ -37,6 +44,8 @@ pub struct HostLimits {
     pub job: JobLimits,
     /// Most unfinished jobs in the job table; one more is refused.
     pub max_active_jobs: usize,
+    /// Most live layout sessions; one more `open_layout` is refused.
+    pub max_sessions: usize,
 }
 
 impl Default for HostLimits {
@@ -44,6 +53,7 @@ impl Default for HostLimits {
         Self {
             job: JobLimits::default(),
             max_active_jobs: DEFAULT_MAX_ACTIVE_JOBS,
+            max_sessions: DEFAULT_MAX_SESSIONS,
         }
     }
 }
@@ -76,6 +86,9 @@ impl HostLimits {
         }
         if let Some(n) = read(MAX_ACTIVE_JOBS_ENV)? {
             limits.max_active_jobs = usize::try_from(n).unwrap_or(usize::MAX);
+        }
+        if let Some(n) = read(MAX_SESSIONS_ENV)? {
+            limits.max_sessions = usize::try_from(n).unwrap_or(usize::MAX);
         }
         Ok(limits)
     }
@@ -126,12 +139,14 @@ mod tests {
             (MAX_SHAPES_ENV, " 7 "),
             (MAX_RASTER_PIXELS_ENV, "4096.0"),
             (MAX_ACTIVE_JOBS_ENV, "2"),
+            (MAX_SESSIONS_ENV, "3"),
         ]))
         .unwrap();
         assert_eq!(limits.job.max_layout_bytes, 1000);
         assert_eq!(limits.job.max_shapes, 7);
         assert_eq!(limits.job.max_raster_pixels, 4096);
         assert_eq!(limits.max_active_jobs, 2);
+        assert_eq!(limits.max_sessions, 3);
         for bad in ["0", "-1", "lots", "1.5", ""] {
             let err = HostLimits::from_lookup(|n| (n == MAX_SHAPES_ENV).then(|| bad.to_owned()))
                 .unwrap_err();

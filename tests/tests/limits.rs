@@ -157,3 +157,29 @@ fn a_malformed_limit_stops_the_server_at_start() {
     assert!(stderr.contains("RETICLE_MAX_SHAPES"), "{stderr}");
     assert!(!dir.path().join("ready").exists());
 }
+
+#[test]
+fn live_layout_sessions_are_a_setting_with_a_typed_error() {
+    let (mut host, _artifacts) = start(&[("RETICLE_MAX_SESSIONS", "1")]);
+    let gds = fixtures_dir().join("layouts/observer_demo.gds");
+    let opened = call(&mut host, "open-1", "open_layout", json!({"path": gds}));
+    assert_eq!(opened["isError"], false, "{opened}");
+    let sid = opened["structuredContent"]["session_id"].clone();
+    let refused = call(&mut host, "open-2", "open_layout", json!({"path": gds}));
+    let error = error_of(&refused);
+    assert_eq!(error["code"], "TOOL_LIMIT_EXCEEDED", "{error}");
+    assert_eq!(
+        error["details"]["setting"], "RETICLE_MAX_SESSIONS",
+        "{error}"
+    );
+    assert_eq!(error["recoverable"], true, "{error}");
+    let closed = call(
+        &mut host,
+        "close",
+        "close_session",
+        json!({"session_id": sid}),
+    );
+    assert_eq!(closed["structuredContent"]["closed"], true, "{closed}");
+    let again = call(&mut host, "open-3", "open_layout", json!({"path": gds}));
+    assert_eq!(again["isError"], false, "{again}");
+}

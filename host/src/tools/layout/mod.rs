@@ -252,6 +252,7 @@ fn format_name(name: &str) -> Option<&'static str> {
 
 async fn open_layout(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
     ctx.state.sessions.sweep();
+    ctx.state.sessions.check_capacity()?;
     let raw = str_arg(&args, "path");
     if !Path::new(raw).is_absolute() {
         return Err(ToolError::new(
