@@ -357,5 +357,46 @@ mod tests {
             prop_assert_eq!(paths, sorted);
             prop_assert_eq!(diff(&new, &new).len(), 0);
         }
+
+        /// The same property under RFC 6902's own rules, checked independently of
+        /// [`apply`]: parents are found with serde_json's RFC 6901 `pointer_mut`, and each
+        /// op's precondition holds (`replace`/`remove` name an existing member, `add` a
+        /// missing member of an existing object).
+        #[test]
+        fn patch_obeys_rfc6902(base in arb_json(), new in arb_json()) {
+            let patch = diff(&base, &new);
+            let mut doc = base.clone();
+            for op in &patch {
+                let kind = op["op"].as_str().unwrap();
+                let path = op["path"].as_str().unwrap();
+                if path.is_empty() {
+                    prop_assert_eq!(kind, "replace");
+                    doc = op["value"].clone();
+                    continue;
+                }
+                let (parent, token) = path.rsplit_once('/').unwrap();
+                let key = token.replace("~1", "/").replace("~0", "~");
+                let exists = doc.pointer(path).is_some();
+                let object = doc.pointer_mut(parent).and_then(Value::as_object_mut);
+                prop_assert!(object.is_some(), "{} has no parent object", path);
+                let object = object.unwrap();
+                match kind {
+                    "replace" => {
+                        prop_assert!(exists, "replace of a missing {}", path);
+                        object.insert(key, op["value"].clone());
+                    }
+                    "add" => {
+                        prop_assert!(!exists, "add over an existing {}", path);
+                        object.insert(key, op["value"].clone());
+                    }
+                    "remove" => {
+                        prop_assert!(exists, "remove of a missing {}", path);
+                        object.remove(&key);
+                    }
+                    other => prop_assert!(false, "unexpected op {}", other),
+                }
+            }
+            prop_assert_eq!(doc, new);
+        }
     }
 }

@@ -156,7 +156,7 @@ impl AllowedRoots {
     }
 }
 
-fn expand_home(raw: &str) -> String {
+pub(crate) fn expand_home(raw: &str) -> String {
     match (raw.strip_prefix("~/"), std::env::var_os("HOME")) {
         (Some(rest), Some(home)) => Path::new(&home).join(rest).display().to_string(),
         _ if raw == "~" => std::env::var("HOME").unwrap_or_else(|_| raw.to_owned()),

@@ -286,6 +286,11 @@ struct JobStats {
 pub struct Jobs {
     entries: Mutex<HashMap<String, JobEntry>>,
     ttl: Duration,
+    /// Most unfinished jobs at once (`RETICLE_MAX_ACTIVE_JOBS`).
+    max_active: usize,
+    /// Held from the cap check to the insertion, so concurrent calls cannot both take
+    /// the last place.
+    admission: Mutex<()>,
     stats: Arc<JobStats>,
     events: Option<Arc<EventLog>>,
 }
@@ -303,24 +308,78 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Jobs {
-    /// A table keeping finished jobs for `ttl`.
+    /// A table keeping finished jobs for `ttl`, with the configured cap on unfinished
+    /// jobs ([`crate::limits::HostLimits::max_active_jobs`]).
     pub fn new(ttl: Duration) -> Arc<Self> {
+        Self::with_max_active(ttl, crate::limits::current().max_active_jobs)
+    }
+
+    /// A table keeping finished jobs for `ttl` and refusing a job while `max_active`
+    /// are unfinished.
+    pub fn with_max_active(ttl: Duration, max_active: usize) -> Arc<Self> {
         Arc::new(Self {
             entries: Mutex::new(HashMap::new()),
             ttl,
+            max_active,
+            admission: Mutex::new(()),
             stats: Arc::default(),
             events: None,
         })
     }
 
-    /// A table that also records every job transition in `events`.
+    /// A table with the configured cap that also records every job transition in
+    /// `events`.
     pub fn with_events(ttl: Duration, events: Arc<EventLog>) -> Arc<Self> {
         Arc::new(Self {
             entries: Mutex::new(HashMap::new()),
             ttl,
+            max_active: crate::limits::current().max_active_jobs,
+            admission: Mutex::new(()),
             stats: Arc::default(),
             events: Some(events),
         })
+    }
+
+    /// Like [`Self::submit_with`], but refused while the table already holds its
+    /// cap of unfinished jobs: the tools' path, so one agent cannot queue without bound.
+    ///
+    /// # Errors
+    /// `TOOL_LIMIT_EXCEEDED` (recoverable: poll or cancel a job, then retry), naming
+    /// the limit and its setting.
+    pub fn try_submit_with<F, Fut>(
+        self: &Arc<Self>,
+        tool: &str,
+        options: JobOptions,
+        work: F,
+    ) -> Result<watch::Receiver<JobView>, ToolError>
+    where
+        F: FnOnce(ProgressSink) -> Fut,
+        Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
+    {
+        let _admission = lock(&self.admission);
+        let active = lock(&self.entries)
+            .values()
+            .filter(|e| e.finished.is_none())
+            .count();
+        if active >= self.max_active {
+            return Err(ToolError::new(
+                ErrorCode::ToolLimitExceeded,
+                format!(
+                    "{active} jobs are already queued or running; the limit is {}",
+                    self.max_active
+                ),
+            )
+            .with_details(json!({
+                "limit": "max_active_jobs",
+                "max": self.max_active,
+                "active": active,
+                "setting": crate::limits::MAX_ACTIVE_JOBS_ENV,
+            }))
+            .recoverable(true)
+            .with_fault(libmcp::FaultClass::Resource, Some(1000))
+            .with_hint("wait for a job to finish (poll) or cancel one, then call again"));
+        }
+        Ok(self.submit_with(tool, options, work))
     }
 
     /// Starts `work` as a job and returns a watch on it.
@@ -332,7 +391,9 @@ impl Jobs {
         self.submit_with(tool, JobOptions::default(), work)
     }
 
-    /// Starts `work` as a job with `options` and returns a watch on it.
+    /// Starts `work` as a job with `options` and returns a watch on it. Not capped:
+    /// tools go through [`Self::try_submit_with`]; this records jobs that are already
+    /// decided (a task whose tool failed before starting one).
     pub fn submit_with<F, Fut>(
         self: &Arc<Self>,
         tool: &str,
@@ -929,5 +990,48 @@ mod tests {
         let view = jobs.cancel(&id, "test").unwrap();
         assert_eq!(view.cancel_reason.as_deref(), Some("test"));
         assert!(view.updated_at >= view.created_at);
+    }
+
+    #[tokio::test]
+    async fn unfinished_jobs_are_capped_and_a_finished_one_frees_a_place() {
+        let jobs = Jobs::with_max_active(Duration::from_secs(60), 2);
+        let (release, gate) = tokio::sync::oneshot::channel::<()>();
+        let first = jobs
+            .try_submit_with("t", JobOptions::default(), |_sink| async move {
+                let _ = gate.await;
+                Ok(json!({}))
+            })
+            .unwrap();
+        let second = jobs
+            .try_submit_with("t", JobOptions::default(), |_sink| async move {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                Ok(json!({}))
+            })
+            .unwrap();
+        let refused = jobs
+            .try_submit_with("t", JobOptions::default(), |_sink| async { Ok(json!({})) })
+            .unwrap_err();
+        assert_eq!(refused.code, ErrorCode::ToolLimitExceeded);
+        assert!(refused.recoverable);
+        let details = refused.details.clone();
+        assert_eq!(details["max"], 2);
+        assert_eq!(details["active"], 2);
+        assert_eq!(details["setting"], "RETICLE_MAX_ACTIVE_JOBS");
+        // A refused call leaves no entry behind.
+        assert_eq!(jobs.stats()["submitted"], 2);
+        release.send(()).unwrap();
+        let done = wait(&jobs, first, |_| async {}).await;
+        assert_eq!(done.status, JobStatus::Completed);
+        // The finished job still answers polls but no longer counts against the cap.
+        assert!(jobs.poll(&done.job_id).is_ok());
+        let third = jobs
+            .try_submit_with("t", JobOptions::default(), |_sink| async { Ok(json!({})) })
+            .unwrap();
+        assert_eq!(
+            wait(&jobs, third, |_| async {}).await.status,
+            JobStatus::Completed
+        );
+        let second_id = second.borrow().job_id.clone();
+        jobs.cancel(&second_id, "test").unwrap();
     }
 }

@@ -12,6 +12,7 @@ pub mod eval_cli;
 pub mod events;
 pub mod jobs;
 pub mod journal;
+pub mod limits;
 pub mod logging;
 pub mod mcp;
 pub mod readiness;

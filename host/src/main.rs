@@ -96,6 +96,11 @@ struct ServeArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Limits are read once, before any job can start (docs/SECURITY.md).
+    if let Err(e) = reticle_host::limits::init_from_env() {
+        eprintln!("reticle: {e}");
+        return ExitCode::from(2);
+    }
     let args = match cli.command {
         Some(Command::Serve(args)) => args,
         Some(Command::Validate {

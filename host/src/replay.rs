@@ -11,7 +11,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use libmcp::{FaultClass, ProbeResolution, ReplayContract, RequestDisposition};
-use reticle_protocol::wire::{JobContext, JobLimits, JobOutcome, RunRequest};
+use reticle_protocol::wire::{JobContext, JobOutcome, RunRequest};
 use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -72,7 +72,7 @@ pub async fn run_on_worker(
             context: JobContext {
                 artifact_dir: None,
                 allowed_roots: call.allowed_roots.clone(),
-                limits: JobLimits::default(),
+                limits: crate::limits::job_limits(),
             },
         };
         let (tx, mut rx) = mpsc::channel::<Progress>(64);

@@ -81,6 +81,8 @@ pub struct Sessions {
     ttl: Duration,
     configured_root: PathBuf,
     root: OnceLock<PathBuf>,
+    /// Most live sessions (`RETICLE_MAX_SESSIONS`).
+    max_live: usize,
 }
 
 fn internal(message: String) -> ToolError {
@@ -166,7 +168,46 @@ impl Sessions {
             ttl,
             configured_root: root,
             root: OnceLock::new(),
+            max_live: crate::limits::current().max_sessions,
         }
+    }
+
+    /// The same sessions with at most `max_live` live at once.
+    #[must_use]
+    pub fn with_max_live(mut self, max_live: usize) -> Self {
+        self.max_live = max_live;
+        self
+    }
+
+    /// `TOOL_LIMIT_EXCEEDED` when the live sessions (after a sweep) fill the cap: checked
+    /// before a layout is parsed and again when a session is created.
+    ///
+    /// # Errors
+    /// The typed error naming the limit and its setting (recoverable: close a session).
+    pub fn check_capacity(&self) -> Result<(), ToolError> {
+        self.sweep();
+        self.capacity_error(self.inner().live.len())
+    }
+
+    fn capacity_error(&self, live: usize) -> Result<(), ToolError> {
+        if live < self.max_live {
+            return Ok(());
+        }
+        Err(ToolError::new(
+            ErrorCode::ToolLimitExceeded,
+            format!(
+                "{live} layout sessions are open; the limit is {}",
+                self.max_live
+            ),
+        )
+        .with_details(json!({
+            "limit": "max_sessions",
+            "max": self.max_live,
+            "live": live,
+            "setting": crate::limits::MAX_SESSIONS_ENV,
+        }))
+        .recoverable(true)
+        .with_hint("close_session a session you no longer need, then open again"))
     }
 
     /// The session TTL.
@@ -248,6 +289,7 @@ impl Sessions {
         let root = self.root()?.to_path_buf();
         let id = {
             let inner = self.inner();
+            self.capacity_error(inner.live.len())?;
             loop {
                 let id = format!("ses_{}", random_hex(12));
                 if !inner.live.contains_key(&id) && !inner.expired.contains(&id) {
@@ -273,7 +315,14 @@ impl Sessions {
             dir,
             view: None,
         };
-        self.inner().live.insert(
+        let mut inner = self.inner();
+        // Authoritative check: another open may have taken the last place meanwhile.
+        if let Err(e) = self.capacity_error(inner.live.len()) {
+            drop(inner);
+            let _ = std::fs::remove_dir_all(&info.dir);
+            return Err(e);
+        }
+        inner.live.insert(
             id,
             Session {
                 info: info.clone(),
@@ -530,6 +579,38 @@ mod tests {
             &json!({}),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn live_sessions_are_capped_and_closing_frees_a_place() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = Sessions::new(tmp.path().join("a"), Duration::from_secs(60)).with_max_live(2);
+        let first = open(&s);
+        let _second = open(&s);
+        let refused = s.check_capacity().unwrap_err();
+        assert_eq!(refused.code, ErrorCode::ToolLimitExceeded);
+        assert!(refused.recoverable);
+        assert_eq!(refused.details["setting"], "RETICLE_MAX_SESSIONS");
+        let before = std::fs::read_dir(tmp.path().join("a/sessions"))
+            .unwrap()
+            .count();
+        let err = s
+            .create(
+                PathBuf::from("/x.gds"),
+                "gds",
+                "00".into(),
+                "TOP".into(),
+                &json!({}),
+            )
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::ToolLimitExceeded);
+        let after = std::fs::read_dir(tmp.path().join("a/sessions"))
+            .unwrap()
+            .count();
+        assert_eq!(before, after, "a refused session leaves no directory");
+        assert_eq!(s.close(&first.id), (true, true));
+        assert!(s.check_capacity().is_ok());
+        open(&s);
     }
 
     #[test]

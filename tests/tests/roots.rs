@@ -71,3 +71,60 @@ fn environment_roots_without_client_roots() {
     want.sort();
     assert_eq!(roots["roots"], json!(want));
 }
+
+/// Neither client roots nor `RETICLE_ALLOWED_ROOTS`: the working directory is the only
+/// root, and a file outside it is `PATH_NOT_ALLOWED` naming that root.
+#[test]
+fn the_working_directory_is_the_root_without_client_or_environment_roots() {
+    use std::io::{BufRead, Write};
+    let cwd = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(reticle_tests::binary("reticle"))
+        .arg("serve")
+        .current_dir(cwd.path())
+        .env_remove("RETICLE_ALLOWED_ROOTS")
+        .env("MCP_READY_FILE", dir.path().join("ready"))
+        .env("RETICLE_LOG_DIR", dir.path().join("logs"))
+        .env("RETICLE_LAZY_WORKERS", "true")
+        .env("KLAYOUT_MCP_ARTIFACT_ROOT", dir.path().join("artifacts"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let outside = reticle_tests::fixtures_dir().join("layouts/observer_demo.gds");
+    {
+        let mut stdin = child.stdin.take().unwrap();
+        for message in [
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "health", "arguments": {"render": "json"}}}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "open_layout", "arguments": {"path": outside}}}),
+        ] {
+            writeln!(stdin, "{message}").unwrap();
+        }
+        // Dropping stdin is EOF: the host answers what it has and exits.
+    }
+    let answers: Vec<Value> = std::io::BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .collect();
+    assert!(child.wait().unwrap().success());
+    let by_id = |id: i64| {
+        answers
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap_or_else(|| panic!("no answer {id}: {answers:?}"))
+    };
+    let canonical = cwd.path().canonicalize().unwrap();
+    let roots = &by_id(1)["result"]["structuredContent"]["allowed_roots"];
+    assert_eq!(roots["source"], "working_directory", "{roots}");
+    assert_eq!(roots["roots"], json!([canonical]), "{roots}");
+    let error = &by_id(2)["result"]["structuredContent"]["error"];
+    assert_eq!(error["code"], "PATH_NOT_ALLOWED", "{error}");
+    assert_eq!(
+        error["details"]["allowed_roots"],
+        json!([canonical]),
+        "{error}"
+    );
+}

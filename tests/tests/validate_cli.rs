@@ -79,3 +79,49 @@ fn missing_or_unparseable_file_exits_2() {
     assert_eq!(code, 2, "{result}");
     assert_eq!(result["reason"], "parse_error");
 }
+
+/// The shipped rule decks (`fixtures/**/*.json`) against the published `rule_deck` schema.
+fn fixture_jsons() -> Vec<PathBuf> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "json") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&reticle_tests::fixtures_dir(), &mut files);
+    files.sort();
+    assert!(files.len() >= 2, "shipped decks: {files:?}");
+    files
+}
+
+#[test]
+fn shipped_fixture_decks_are_valid_and_a_corrupted_copy_names_pointers() {
+    let dir = tempfile::tempdir().unwrap();
+    for file in fixture_jsons() {
+        let (code, result) = run(&[file.to_str().unwrap(), "--schema", "rule_deck"]);
+        assert_eq!(code, 0, "{}: {result}", file.display());
+        assert_eq!(result["ok"], true);
+        let mut doc: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        doc["version"] = Value::from(7);
+        doc["layers"] = Value::from("M1");
+        let copy = dir.path().join(file.file_name().unwrap());
+        std::fs::write(&copy, serde_json::to_vec(&doc).unwrap()).unwrap();
+        let (code, result) = run(&[copy.to_str().unwrap(), "--schema", "rule_deck"]);
+        assert_eq!(code, 1, "{}: {result}", copy.display());
+        let paths: Vec<&str> = result["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["path"].as_str().unwrap())
+            .collect();
+        assert!(
+            paths.contains(&"/version") && paths.contains(&"/layers"),
+            "{result}"
+        );
+    }
+}

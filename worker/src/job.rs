@@ -232,3 +232,29 @@ impl JobCtx<'_> {
         }
     }
 }
+
+/// The layout reader's limits for a job: the host's settings (`RETICLE_MAX_LAYOUT_BYTES`,
+/// `RETICLE_MAX_SHAPES`) over the reader's own defaults.
+#[must_use]
+pub fn layout_limits(limits: &reticle_protocol::wire::JobLimits) -> reticle_layout::Limits {
+    reticle_layout::Limits {
+        max_input_bytes: limits.max_layout_bytes,
+        max_shapes: limits.max_shapes,
+        ..reticle_layout::Limits::default()
+    }
+}
+
+/// A flattening failure as a tool error: a limit is `QUERY_TOO_LARGE` (naming it, so
+/// the agent can narrow the window), anything else `INVALID_INPUT`.
+#[must_use]
+pub fn flatten_error(e: reticle_layout::FlattenError) -> ToolError {
+    match e {
+        reticle_layout::FlattenError::LimitExceeded { what, limit } => ToolError::new(
+            ErrorCode::QueryTooLarge,
+            format!("the window needs more than {limit} {what}; use a smaller box_um or layer"),
+        )
+        .with_details(serde_json::json!({"what": what, "limit": limit})),
+        other => ToolError::new(ErrorCode::InvalidInput, other.to_string())
+            .with_details(serde_json::json!({})),
+    }
+}

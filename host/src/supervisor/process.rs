@@ -205,6 +205,58 @@ fn exit_cause(status: ExitStatus) -> DeathCause {
     }
 }
 
+/// Variables a worker inherits from the host by exact name: the process basics, the
+/// RETICLE_* settings workers read, and GPU driver selection.
+const WORKER_ENV_NAMES: &[&str] = &[
+    "PATH",
+    "HOME",
+    "LANG",
+    "TMPDIR",
+    "TZ",
+    "XDG_RUNTIME_DIR",
+    "XDG_CACHE_HOME",
+    "RETICLE_BACKEND",
+    "RETICLE_KERNEL_CACHE_DIR",
+    "RETICLE_DATA_DIR",
+    "RUST_BACKTRACE",
+    "RUST_LOG",
+    "LD_LIBRARY_PATH",
+    "VK_ICD_FILENAMES",
+    "VK_DRIVER_FILES",
+    "VK_ADD_DRIVER_FILES",
+    "VK_LOADER_DEBUG",
+    "VK_INSTANCE_LAYERS",
+    "VK_LAYER_PATH",
+    "CUDA_VISIBLE_DEVICES",
+    "DRI_PRIME",
+];
+
+/// Variables a worker inherits from the host by prefix: locale, Mesa/GL/GLX/NVIDIA
+/// driver knobs, wgpu's adapter selection and KLayout's settings.
+const WORKER_ENV_PREFIXES: &[&str] = &[
+    "LC_", "MESA_", "LIBGL_", "__GLX_", "__NV_", "NVIDIA_", "GALLIUM_", "LP_", "WGPU_", "KLAYOUT_",
+];
+
+/// Whether a host variable named `name` is passed to workers.
+pub fn worker_env_allowed(name: &str) -> bool {
+    WORKER_ENV_NAMES.contains(&name) || WORKER_ENV_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// The complete environment of a worker: the allowed subset of `host` (see
+/// [`worker_env_allowed`]), then `extra` (the supervisor's configured variables), sorted
+/// by name so a spawn is reproducible. The socket variables are added by the caller.
+pub fn worker_environment(
+    host: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+    extra: &[(std::ffi::OsString, std::ffi::OsString)],
+) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let mut env: std::collections::BTreeMap<_, _> = host
+        .into_iter()
+        .filter(|(k, _)| k.to_str().is_some_and(worker_env_allowed))
+        .collect();
+    env.extend(extra.iter().cloned());
+    env.into_iter().collect()
+}
+
 /// Spawns generation `generation` of slot `slot` and completes the handshake.
 pub async fn start_worker(
     config: &SupervisorConfig,
@@ -226,7 +278,11 @@ pub async fn start_worker(
     let mut command = Command::new(exe);
     command
         .args(&config.worker_args)
-        .envs(config.worker_env.iter().map(|(k, v)| (k, v)))
+        // An explicit environment (issue 10.3): nothing the host inherited reaches the
+        // worker unless it is on the allow-list; the configured extras and the socket
+        // variables come last and win.
+        .env_clear()
+        .envs(worker_environment(std::env::vars_os(), &config.worker_env))
         .env(WORKER_SOCKET_ENV, &socket_path)
         .env(WORKER_PARENT_PID_ENV, std::process::id().to_string())
         .stdin(Stdio::null())
@@ -370,4 +426,119 @@ fn forward_stderr(stderr: tokio::process::ChildStderr, pid: u32) {
             tracing::info!(target: "reticle::worker", worker_pid = pid, "{line}");
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+
+    use super::*;
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        list.iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect()
+    }
+
+    #[test]
+    fn only_allowed_host_variables_reach_a_worker() {
+        let host = pairs(&[
+            ("PATH", "/usr/bin"),
+            ("HOME", "/home/u"),
+            ("LC_ALL", "C.UTF-8"),
+            ("VK_ICD_FILENAMES", "/icd.json"),
+            ("MESA_LOADER_DRIVER_OVERRIDE", "zink"),
+            ("__GLX_VENDOR_LIBRARY_NAME", "nvidia"),
+            ("RETICLE_BACKEND", "cpu"),
+            ("KLAYOUT_HOME", "/k"),
+            ("AWS_SECRET_ACCESS_KEY", "s3cr3t"),
+            ("LD_PRELOAD", "/evil.so"),
+            ("RETICLE_BACKEND_URL", "http://x"),
+            ("SSH_AUTH_SOCK", "/tmp/agent"),
+        ]);
+        let extra = pairs(&[("RETICLE_BACKEND", "gpu")]);
+        let env = worker_environment(host, &extra);
+        let names: Vec<&str> = env.iter().map(|(k, _)| k.to_str().unwrap()).collect();
+        assert_eq!(
+            names,
+            [
+                "HOME",
+                "KLAYOUT_HOME",
+                "LC_ALL",
+                "MESA_LOADER_DRIVER_OVERRIDE",
+                "PATH",
+                "RETICLE_BACKEND",
+                "VK_ICD_FILENAMES",
+                "__GLX_VENDOR_LIBRARY_NAME"
+            ]
+        );
+        // The configured extra wins over the inherited value.
+        assert!(env.contains(&("RETICLE_BACKEND".into(), "gpu".into())));
+    }
+
+    /// Spawns a real "worker" (a shell that dumps its environment and exits before the
+    /// hello) through `start_worker` and checks what reached it.
+    #[tokio::test]
+    async fn a_spawned_worker_sees_only_the_explicit_environment() {
+        let Some(secret) = std::env::vars_os()
+            .map(|(k, _)| k)
+            .find(|k| k.to_str().is_some_and(|k| !worker_env_allowed(k)))
+        else {
+            eprintln!("skip: the test process has no variable outside the allow-list");
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let dump = dir.path().join("env.txt");
+        let config = SupervisorConfig {
+            worker_exe: "/bin/sh".into(),
+            worker_args: vec!["-c".into(), format!("env > '{}'", dump.display()).into()],
+            worker_env: vec![("RETICLE_BACKEND".into(), "cpu".into())],
+            runtime_dir_base: Some(dir.path().to_path_buf()),
+            worker_stderr: WorkerStderr::Null,
+            handshake_timeout: Duration::from_secs(10),
+            ..SupervisorConfig::default()
+        };
+        let spawner = Spawner::start().unwrap();
+        let groups = LiveGroups::default();
+        let runtime = RuntimeDir::create(config.runtime_dir_base.as_deref(), 0).unwrap();
+        let result = start_worker(
+            &config,
+            &config.worker_exe,
+            &spawner,
+            &groups,
+            &runtime,
+            0,
+            1,
+        )
+        .await;
+        assert!(result.is_err(), "a shell never says hello");
+        let text = std::fs::read_to_string(&dump).unwrap();
+        let names: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, _)| k)
+            .collect();
+        let secret = secret.to_str().unwrap();
+        assert!(
+            !names.contains(&secret),
+            "{secret} leaked into the worker: {names:?}"
+        );
+        for expected in ["RETICLE_BACKEND", WORKER_SOCKET_ENV, WORKER_PARENT_PID_ENV] {
+            assert!(names.contains(&expected), "{expected} missing: {names:?}");
+        }
+        for name in &names {
+            assert!(
+                worker_env_allowed(name)
+                    || [
+                        WORKER_SOCKET_ENV,
+                        WORKER_PARENT_PID_ENV,
+                        "PWD",
+                        "SHLVL",
+                        "_"
+                    ]
+                    .contains(name),
+                "{name} is not on the allow-list"
+            );
+        }
+    }
 }

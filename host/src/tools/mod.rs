@@ -9,6 +9,7 @@ pub mod evaluate;
 mod health;
 mod jobs;
 mod layout;
+pub mod normalize;
 mod populate;
 mod schema_tools;
 mod simulate;
@@ -97,7 +98,7 @@ impl ToolContext {
             recipe: Some(json!({"tool": tool, "arguments": self.arguments})),
             restore: self.restore.clone(),
         };
-        let rx = self.jobs.submit_with(tool, options, work);
+        let rx = self.jobs.try_submit_with(tool, options, work)?;
         let job_id = rx.borrow().job_id.clone();
         if let Some(task) = &self.task {
             let _ = task.job_id.set(job_id.clone());
@@ -397,8 +398,12 @@ impl ToolRegistry {
         &self,
         tool: &Tool,
         mut ctx: ToolContext,
-        arguments: Map<String, Value>,
+        mut arguments: Map<String, Value>,
     ) -> Value {
+        // Unambiguous respellings first (aliases, "100", file:// and ~), then the schema.
+        if let Err(error) = normalize::normalize(tool.name, &tool.input_schema, &mut arguments) {
+            return error_result(&error);
+        }
         let args_value = Value::Object(arguments);
         let errors = schema_errors(&tool.input_validator, &args_value);
         if !errors.is_empty() {
@@ -409,14 +414,16 @@ impl ToolRegistry {
             .with_details(json!({"errors": errors}));
             return error_result(&error);
         }
-        let Value::Object(arguments) = args_value else {
+        let Value::Object(mut arguments) = args_value else {
             unreachable!("constructed as an object above")
         };
         let render = RenderChoice::from_args(&arguments);
         ctx.arguments = arguments.clone();
-        ctx.presentation = ["render", "detail"]
+        // Presentation is the registry's business: handlers (and the workers they call)
+        // never see `render`/`detail`.
+        ctx.presentation = PRESENTATION
             .into_iter()
-            .filter_map(|k| arguments.get(k).map(|v| (k.to_owned(), v.clone())))
+            .filter_map(|k| arguments.remove(k).map(|v| (k.to_owned(), v)))
             .collect();
         match (tool.handler)(ctx, arguments).await {
             Ok(payload) => success_result(tool, payload, &render),
@@ -446,13 +453,83 @@ fn success_result(tool: &Tool, payload: Value, render: &RenderChoice) -> Value {
     }
     let text = match (render.json, tool.porcelain) {
         (false, Some(porcelain)) => porcelain(&payload, render.detail),
-        _ => payload.to_string(),
+        (false, None) => generic_porcelain(tool.name, &payload, render.detail),
+        (true, _) => payload.to_string(),
     };
     json!({
         "content": [{"type": "text", "text": text}],
         "structuredContent": payload,
         "isError": false,
     })
+}
+
+/// The presentation arguments every tool accepts (seed 004): `render` and `detail`.
+pub const PRESENTATION: [&str; 2] = ["render", "detail"];
+
+/// Porcelain of a tool without a bespoke renderer: a summary line (the tool and the
+/// size of each top-level list), then libmcp's bounded JSON projection, one top-level
+/// field per line (`schema_version` left out). Concise: at most 24 lines of at most
+/// 120-character previews (lists show their first items). Full: every top-level list
+/// item on its own line, at most 200 lines of 400-character previews. Deterministic:
+/// the payload's own key order, no clocks.
+pub fn generic_porcelain(tool: &str, payload: &Value, detail: Detail) -> String {
+    let (max_lines, max_chars) = match detail {
+        Detail::Concise => (24, 120),
+        Detail::Full => (200, 400),
+    };
+    let mut body = payload.clone();
+    if let Value::Object(map) = &mut body {
+        map.shift_remove("schema_version");
+    }
+    let lists: Vec<String> = body
+        .as_object()
+        .map(|map| {
+            map.iter()
+                .filter_map(|(k, v)| v.as_array().map(|a| format!("{} {k}", a.len())))
+                .take(4)
+                .collect()
+        })
+        .unwrap_or_default();
+    let summary = if lists.is_empty() {
+        format!("{tool}: ok")
+    } else {
+        format!("{tool}: {}", lists.join(", "))
+    };
+    let config = libmcp::JsonPorcelainConfig::try_new(max_lines - 1, max_chars).unwrap_or_default();
+    let mut lines = vec![summary];
+    match (&body, detail) {
+        (Value::Object(map), Detail::Full) => {
+            for (key, value) in map {
+                let single = Value::Object(Map::from_iter([(key.clone(), value.clone())]));
+                match value {
+                    Value::Array(items) if !items.is_empty() => {
+                        let rendered = libmcp::render_json_porcelain(value, config);
+                        let mut item_lines = rendered.lines();
+                        if let Some(head) = item_lines.next() {
+                            lines.push(format!("{key}: {head}"));
+                        }
+                        lines.extend(item_lines.map(|l| format!("  {l}")));
+                    }
+                    _ => lines.extend(
+                        libmcp::render_json_porcelain(&single, config)
+                            .lines()
+                            .map(str::to_owned),
+                    ),
+                }
+            }
+        }
+        _ => lines.extend(
+            libmcp::render_json_porcelain(&body, config)
+                .lines()
+                .map(str::to_owned),
+        ),
+    }
+    if lines.len() > max_lines {
+        let omitted = lines.len() - max_lines + 1;
+        lines.truncate(max_lines - 1);
+        lines.push(format!("… {omitted} line(s) omitted"));
+    }
+    lines.join("\n")
 }
 
 /// Output schemas are checked in debug builds, and in release builds when
@@ -504,5 +581,61 @@ pub fn clip(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_accepts_render_and_detail_and_refuses_unknown_fields() {
+        let registry = ToolRegistry::standard();
+        let listing = registry.listing(true);
+        assert!(listing.len() >= 25, "{} tools", listing.len());
+        for entry in listing {
+            let schema = &entry["inputSchema"];
+            let name = entry["name"].as_str().unwrap();
+            assert_eq!(schema["additionalProperties"], false, "{name}");
+            assert_eq!(
+                schema["properties"]["render"]["enum"],
+                json!(["porcelain", "json"]),
+                "{name}"
+            );
+            assert_eq!(
+                schema["properties"]["detail"]["enum"],
+                json!(["concise", "full"]),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn generic_porcelain_is_summary_first_bounded_and_deterministic() {
+        let cells: Vec<Value> = (0..1000)
+            .map(|i| json!({"name": format!("CELL_{i:04}"), "bbox": [0, 0, i, i], "note": "x".repeat(500)}))
+            .collect();
+        let mut payload =
+            json!({"schema_version": "1", "session_id": "ses_0123456789ab", "cells": cells});
+        for i in 0..100 {
+            payload[format!("k{i:03}")] = json!(i);
+        }
+        let concise = generic_porcelain("list_cells", &payload, Detail::Concise);
+        let lines: Vec<&str> = concise.lines().collect();
+        assert_eq!(lines[0], "list_cells: 1000 cells");
+        assert!(lines.len() <= 24, "{} lines", lines.len());
+        assert!(lines.iter().all(|l| l.chars().count() <= 140), "{concise}");
+        assert!(lines.last().unwrap().contains("omitted"), "{concise}");
+        assert!(!concise.contains("schema_version"));
+        let full = generic_porcelain("list_cells", &payload, Detail::Full);
+        assert!(full.lines().count() > lines.len() && full.lines().count() <= 200);
+        assert_eq!(
+            concise,
+            generic_porcelain("list_cells", &payload.clone(), Detail::Concise)
+        );
+        assert_eq!(
+            generic_porcelain("close_session", &json!({"closed": true}), Detail::Concise),
+            "close_session: ok\nclosed: true"
+        );
     }
 }

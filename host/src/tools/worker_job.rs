@@ -4,7 +4,7 @@
 //! job then queues on the supervisor, forwards the worker's progress to the job table,
 //! and replays a Convergent op on a fresh worker when its worker died mid-job.
 
-use reticle_protocol::wire::{JobContext, JobLimits, JobOutcome, RunRequest};
+use reticle_protocol::wire::{JobContext, JobOutcome, RunRequest};
 use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
@@ -88,7 +88,7 @@ pub async fn run_with_replay(
             context: JobContext {
                 artifact_dir: None,
                 allowed_roots: allowed_roots.to_vec(),
-                limits: JobLimits::default(),
+                limits: crate::limits::job_limits(),
             },
         };
         let (tx, mut rx) = mpsc::channel::<Progress>(64);

@@ -21,7 +21,7 @@ use reticle_layout::observe::render::{
     Annotation, RenderSpec, RenderStyle, render_view, resolve_annotations, set_view,
 };
 use reticle_layout::observe::{LayerRef, MicronBox, ObserveError};
-use reticle_layout::{Format, Library, Limits, read_layout, sha256_hex};
+use reticle_layout::{Format, Library, read_layout, sha256_hex};
 use reticle_protocol::error::{ErrorCode, ToolError};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -110,10 +110,7 @@ pub fn load(ctx: &JobCtx<'_>, layout: &LayoutRef) -> Result<(Arc<Library>, Strin
         )
         .with_details(json!({"path": path, "expected_sha256": expected, "sha256": sha})));
     }
-    let limits = Limits {
-        max_input_bytes: limit,
-        ..Limits::default()
-    };
+    let limits = crate::job::layout_limits(&ctx.context.limits);
     let lib = read_layout(&bytes, Some(format), &limits).map_err(|e| {
         ToolError::new(
             ErrorCode::UnsupportedFormat,

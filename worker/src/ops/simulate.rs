@@ -15,8 +15,8 @@ use reticle_kernel::model::{HopkinsSpec, ModelSpec};
 use reticle_kernel::optics::{Optics, Source};
 use reticle_kernel::{Corner, Grid, ImagingError, KeepImages, LithoJob, Resist, raster};
 use reticle_layout::{
-    BBox, FlattenOptions, LayerKey, Limits, Point, Polygon, flatten, glp, read_layout,
-    resolve_cell, sha256_hex,
+    BBox, FlattenOptions, LayerKey, Point, Polygon, flatten, glp, read_layout, resolve_cell,
+    sha256_hex,
 };
 use reticle_protocol::error::{ErrorCode, ToolError};
 use serde::Deserialize;
@@ -167,10 +167,7 @@ fn load(
             window,
         });
     }
-    let limits = Limits {
-        max_input_bytes: ctx.context.limits.max_layout_bytes,
-        ..Limits::default()
-    };
+    let limits = crate::job::layout_limits(&ctx.context.limits);
     let library = read_layout(bytes, None, &limits).map_err(|e| {
         ToolError::new(
             ErrorCode::UnsupportedFormat,
@@ -196,8 +193,7 @@ fn load(
     let window = match um_box(dbu_nm) {
         Some(window) => window,
         None => {
-            let all =
-                flatten(&library, cell, &options).map_err(|e| invalid(e.to_string(), json!({})))?;
+            let all = flatten(&library, cell, &options).map_err(crate::job::flatten_error)?;
             let bbox = all
                 .polygons
                 .values()
@@ -216,7 +212,7 @@ fn load(
         }
     };
     options.clip = Some(window);
-    let flat = flatten(&library, cell, &options).map_err(|e| invalid(e.to_string(), json!({})))?;
+    let flat = flatten(&library, cell, &options).map_err(crate::job::flatten_error)?;
     let mut layers = flat.polygons.into_iter();
     let polygons = match (layer, layers.len()) {
         (Some(_), _) | (None, 0 | 1) => layers.next().map(|(_, p)| p).unwrap_or_default(),

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use libmcp::ReplayContract;
-use reticle_protocol::wire::{JobContext, JobLimits, JobOutcome, RunRequest};
+use reticle_protocol::wire::{JobContext, JobOutcome, RunRequest};
 use reticle_protocol::{ErrorCode, SCHEMA_VERSION, ToolError};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
@@ -201,7 +201,7 @@ pub(crate) async fn run_op(
             context: JobContext {
                 artifact_dir: artifact_dir.map(|d| d.display().to_string()),
                 allowed_roots: allowed_roots.clone(),
-                limits: JobLimits::default(),
+                limits: crate::limits::job_limits(),
             },
         };
         // Layout ops report no progress; the receiver only has to exist.
@@ -252,6 +252,7 @@ fn format_name(name: &str) -> Option<&'static str> {
 
 async fn open_layout(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
     ctx.state.sessions.sweep();
+    ctx.state.sessions.check_capacity()?;
     let raw = str_arg(&args, "path");
     if !Path::new(raw).is_absolute() {
         return Err(ToolError::new(

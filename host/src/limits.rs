@@ -1,0 +1,156 @@
+//! Resource limits an agent's calls run under (issue 10.4), read once at start.
+//!
+//! The host owns every limit: it reads the settings below when it starts
+//! ([`init_from_env`]), sends the per-job ones to the worker in every job's context
+//! ([`job_limits`] → `reticle_protocol::wire::JobLimits`), and enforces the job-table
+//! cap itself ([`crate::jobs::Jobs`]). A process that never called [`init_from_env`]
+//! (unit tests, embedders) runs under the defaults.
+//!
+//! | setting | default | exceeded |
+//! |---|---|---|
+//! | `RETICLE_MAX_LAYOUT_BYTES` | 536870912 (512 MiB) | `QUERY_TOO_LARGE` |
+//! | `RETICLE_MAX_SHAPES` | 5000000 | `QUERY_TOO_LARGE` |
+//! | `RETICLE_MAX_RASTER_PIXELS` | 67108864 (8192²) | `QUERY_TOO_LARGE` |
+//! | `RETICLE_MAX_ACTIVE_JOBS` | 64 | `TOOL_LIMIT_EXCEEDED` |
+//! | `RETICLE_MAX_SESSIONS` | 64 | `TOOL_LIMIT_EXCEEDED` |
+
+use std::sync::OnceLock;
+
+use reticle_protocol::wire::JobLimits;
+
+/// Setting: largest layout file a job reads, bytes.
+pub const MAX_LAYOUT_BYTES_ENV: &str = "RETICLE_MAX_LAYOUT_BYTES";
+/// Setting: most shapes one flattening (a query, a simulated window) may produce.
+pub const MAX_SHAPES_ENV: &str = "RETICLE_MAX_SHAPES";
+/// Setting: most raster pixels one image of a job may have.
+pub const MAX_RASTER_PIXELS_ENV: &str = "RETICLE_MAX_RASTER_PIXELS";
+/// Setting: most unfinished (queued or running) jobs in the host's job table.
+pub const MAX_ACTIVE_JOBS_ENV: &str = "RETICLE_MAX_ACTIVE_JOBS";
+/// Setting: most live layout sessions (`open_layout`) at once.
+pub const MAX_SESSIONS_ENV: &str = "RETICLE_MAX_SESSIONS";
+
+/// Default of [`MAX_SESSIONS_ENV`]: each session may hold up to 200 000 shape-id
+/// locators in the host and a parsed layout in a worker's cache.
+pub const DEFAULT_MAX_SESSIONS: usize = 64;
+
+/// Default of [`MAX_ACTIVE_JOBS_ENV`]: far more than a pool of workers can run at
+/// once, far fewer than would let one agent pile up unbounded waiters.
+pub const DEFAULT_MAX_ACTIVE_JOBS: usize = 64;
+
+/// Every limit the host enforces or hands to workers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostLimits {
+    /// Limits sent with every job.
+    pub job: JobLimits,
+    /// Most unfinished jobs in the job table; one more is refused.
+    pub max_active_jobs: usize,
+    /// Most live layout sessions; one more `open_layout` is refused.
+    pub max_sessions: usize,
+}
+
+impl Default for HostLimits {
+    fn default() -> Self {
+        Self {
+            job: JobLimits::default(),
+            max_active_jobs: DEFAULT_MAX_ACTIVE_JOBS,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+        }
+    }
+}
+
+impl HostLimits {
+    /// The defaults overridden by the settings in `lookup` (an environment).
+    ///
+    /// # Errors
+    /// A setting that is not a positive integer (`"1048576"`, `"1_048_576"` is not
+    /// accepted), naming the variable.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let mut limits = Self::default();
+        let read = |name: &str| -> Result<Option<u64>, String> {
+            let Some(raw) = lookup(name) else {
+                return Ok(None);
+            };
+            match libmcp::parse_human_unsigned_u64(&raw) {
+                Ok(0) | Err(_) => Err(format!("{name}={raw:?} is not a positive integer")),
+                Ok(n) => Ok(Some(n)),
+            }
+        };
+        if let Some(n) = read(MAX_LAYOUT_BYTES_ENV)? {
+            limits.job.max_layout_bytes = n;
+        }
+        if let Some(n) = read(MAX_SHAPES_ENV)? {
+            limits.job.max_shapes = n;
+        }
+        if let Some(n) = read(MAX_RASTER_PIXELS_ENV)? {
+            limits.job.max_raster_pixels = n;
+        }
+        if let Some(n) = read(MAX_ACTIVE_JOBS_ENV)? {
+            limits.max_active_jobs = usize::try_from(n).unwrap_or(usize::MAX);
+        }
+        if let Some(n) = read(MAX_SESSIONS_ENV)? {
+            limits.max_sessions = usize::try_from(n).unwrap_or(usize::MAX);
+        }
+        Ok(limits)
+    }
+}
+
+static LIMITS: OnceLock<HostLimits> = OnceLock::new();
+
+/// Reads the settings from the process environment; call once at start, before the
+/// first job.
+///
+/// # Errors
+/// A malformed setting (the server must not start with a limit it cannot honour).
+pub fn init_from_env() -> Result<&'static HostLimits, String> {
+    let limits = HostLimits::from_lookup(|name| std::env::var(name).ok())?;
+    Ok(LIMITS.get_or_init(|| limits))
+}
+
+/// The limits in force (the defaults until [`init_from_env`] ran).
+pub fn current() -> &'static HostLimits {
+    LIMITS.get_or_init(HostLimits::default)
+}
+
+/// The limits every job's context carries.
+pub fn job_limits() -> JobLimits {
+    current().job.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_override_the_defaults_and_bad_values_are_refused() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| (*v).to_owned())
+            }
+        };
+        assert_eq!(
+            HostLimits::from_lookup(env(&[])).unwrap(),
+            HostLimits::default()
+        );
+        let limits = HostLimits::from_lookup(env(&[
+            (MAX_LAYOUT_BYTES_ENV, "1000"),
+            (MAX_SHAPES_ENV, " 7 "),
+            (MAX_RASTER_PIXELS_ENV, "4096.0"),
+            (MAX_ACTIVE_JOBS_ENV, "2"),
+            (MAX_SESSIONS_ENV, "3"),
+        ]))
+        .unwrap();
+        assert_eq!(limits.job.max_layout_bytes, 1000);
+        assert_eq!(limits.job.max_shapes, 7);
+        assert_eq!(limits.job.max_raster_pixels, 4096);
+        assert_eq!(limits.max_active_jobs, 2);
+        assert_eq!(limits.max_sessions, 3);
+        for bad in ["0", "-1", "lots", "1.5", ""] {
+            let err = HostLimits::from_lookup(|n| (n == MAX_SHAPES_ENV).then(|| bad.to_owned()))
+                .unwrap_err();
+            assert!(err.contains(MAX_SHAPES_ENV), "{err}");
+        }
+    }
+}
