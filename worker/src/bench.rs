@@ -86,6 +86,9 @@ enum BenchCommand {
         /// Weight of the PV-band term (default: the engine's default).
         #[arg(long)]
         pvb_weight: Option<f64>,
+        /// Weight of the direct band term (default: the engine's default).
+        #[arg(long)]
+        band_weight: Option<f64>,
         /// Final mask steepness of the ramp (default: the engine's default).
         #[arg(long)]
         steepness_final: Option<f64>,
@@ -182,6 +185,7 @@ pub fn main(args: &[String]) -> ExitCode {
             step_size,
             downsample,
             pvb_weight,
+            band_weight,
             steepness_final,
             threads,
             json,
@@ -198,6 +202,9 @@ pub fn main(args: &[String]) -> ExitCode {
             }
             if let Some(v) = pvb_weight {
                 params.weight_pvb = v;
+            }
+            if let Some(v) = band_weight {
+                params.weight_band = v;
             }
             if let Some(v) = steepness_final {
                 params.mask_steepness_final = v;
@@ -326,6 +333,7 @@ struct IltReport {
     step_size: f64,
     downsample: u32,
     weight_pvb: f64,
+    weight_band: f64,
     mask_steepness: [f64; 2],
     clips: Vec<IltClip>,
     /// Averages of the optimised masks.
@@ -489,6 +497,7 @@ fn ilt(
         step_size: params.step_size,
         downsample: params.downsample,
         weight_pvb: params.weight_pvb,
+        weight_band: params.weight_band,
         mask_steepness: [params.mask_steepness, params.mask_steepness_final],
         clips: rows,
         average,
@@ -502,13 +511,14 @@ fn print_ilt(report: &IltReport, json: bool) -> ExitCode {
         serde_json::to_string_pretty(report).unwrap_or_default()
     } else {
         let mut text = format!(
-            "ilt: {} clips, {} iterations, step {}, downsample {}, PVB weight {}, {} threads\n\
+            "ilt: {} clips, {} iterations, step {}, downsample {}, PVB weight {}, band weight {}, {} threads\n\
              clip        L2 target →  ILT   PVB target →  ILT   EPE target → ILT   runtime",
             report.clips.len(),
             report.iterations,
             report.step_size,
             report.downsample,
             report.weight_pvb,
+            report.weight_band,
             report.threads,
         );
         for c in &report.clips {
