@@ -23,8 +23,8 @@
 //! With resist images `Z_c = sigmoid(α (dose_c² I − threshold))` for the corners
 //! nominal (focus), max (focus) and min (defocus) and the coarse target `T` (block
 //! average of the target):
-//! `L = w_l2 · Σ (Z_nom − T)² + w_pvb · Σ [(Z_max − T)² + (Z_min − T)²]
-//!    + w_band · Σ (Z_max − Z_min)²`.
+//! `L = w_l2 · Σ (Z_nom − T)² + w_pvb · Σ [(Z_max − T)² + (Z_min − T)²] + w_band · Σ (Z_max − Z_min)²`.
+//!
 //! The second term pulls both outer corners onto the target, which shrinks the PV band;
 //! the third penalises the band directly.
 
@@ -317,10 +317,10 @@ pub fn raster_checkpoints(target: &Grid<u8>, spacing_px: f64) -> Vec<Checkpoint>
             } else {
                 0
             };
-            if run.is_some_and(|(_, s)| s != state) {
-                if let Some((start, s)) = run.take() {
-                    emit(start, x, yy as f64, true, f64::from(s));
-                }
+            if run.is_some_and(|(_, s)| s != state)
+                && let Some((start, s)) = run.take()
+            {
+                emit(start, x, yy as f64, true, f64::from(s));
             }
             if state != 0 && run.is_none() {
                 run = Some((x, state));
@@ -340,10 +340,10 @@ pub fn raster_checkpoints(target: &Grid<u8>, spacing_px: f64) -> Vec<Checkpoint>
             } else {
                 0
             };
-            if run.is_some_and(|(_, s)| s != state) {
-                if let Some((start, s)) = run.take() {
-                    emit(start, y, xx as f64, false, f64::from(s));
-                }
+            if run.is_some_and(|(_, s)| s != state)
+                && let Some((start, s)) = run.take()
+            {
+                emit(start, y, xx as f64, false, f64::from(s));
             }
             if state != 0 && run.is_none() {
                 run = Some((y, state));
