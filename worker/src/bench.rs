@@ -77,6 +77,9 @@ enum BenchCommand {
         /// Optimiser iterations per clip (default: the engine's default).
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
         iterations: Option<u32>,
+        /// Refinement iterations on blocks half as wide (default: the engine's default).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+        refine_iterations: Option<u32>,
         /// Adam step size (default: the engine's default).
         #[arg(long)]
         step_size: Option<f64>,
@@ -182,6 +185,7 @@ pub fn main(args: &[String]) -> ExitCode {
             iccad_dir,
             clips,
             iterations,
+            refine_iterations,
             step_size,
             downsample,
             pvb_weight,
@@ -193,6 +197,9 @@ pub fn main(args: &[String]) -> ExitCode {
             let mut params = IltParams::default();
             if let Some(v) = iterations {
                 params.iterations = v;
+            }
+            if let Some(v) = refine_iterations {
+                params.refine_iterations = v;
             }
             if let Some(v) = step_size {
                 params.step_size = v;
@@ -330,6 +337,7 @@ const ILT_REFERENCES: [(&str, f64, f64); 2] = [
 struct IltReport {
     threads: usize,
     iterations: u32,
+    refine_iterations: u32,
     step_size: f64,
     downsample: u32,
     weight_pvb: f64,
@@ -494,6 +502,7 @@ fn ilt(
     Ok(IltReport {
         threads: backend.threads(),
         iterations: params.iterations,
+        refine_iterations: params.refine_iterations,
         step_size: params.step_size,
         downsample: params.downsample,
         weight_pvb: params.weight_pvb,
@@ -511,10 +520,11 @@ fn print_ilt(report: &IltReport, json: bool) -> ExitCode {
         serde_json::to_string_pretty(report).unwrap_or_default()
     } else {
         let mut text = format!(
-            "ilt: {} clips, {} iterations, step {}, downsample {}, PVB weight {}, band weight {}, {} threads\n\
+            "ilt: {} clips, {}+{} iterations, step {}, downsample {}, PVB weight {}, band weight {}, {} threads\n\
              clip        L2 target →  ILT   PVB target →  ILT   EPE target → ILT   runtime",
             report.clips.len(),
             report.iterations,
+            report.refine_iterations,
             report.step_size,
             report.downsample,
             report.weight_pvb,
