@@ -10,6 +10,7 @@
 //! - imaging: [`cpu`] (the band-limited backend, [`bandlimited`]), [`naive`] (the
 //!   full-FFT reference), [`tiling`] (canvases larger than one window);
 //! - after imaging: [`resist`], [`metrics`] (L2, PVB, EPE), [`contour`];
+//! - mask optimisation: [`ilt`] (pixel ILT with the analytic adjoint);
 //! - layout to pixels: [`raster`]; benchmarks: [`bench`].
 
 pub mod bandlimited;
@@ -23,6 +24,7 @@ pub mod fft;
 pub mod gpu;
 pub mod grid;
 pub mod iccad;
+pub mod ilt;
 pub mod imaging;
 pub mod kernels;
 pub mod metrics;
