@@ -51,6 +51,9 @@ fn workers_killed_at_random_moments_lose_and_duplicate_nothing() {
         ("RETICLE_ALLOWED_ROOTS", roots.to_str().unwrap()),
         ("RETICLE_BACKEND", "cpu"),
         ("RETICLE_WORKERS", "2"),
+        // All REQUESTS are queued at once; the default cap on unfinished jobs (64) would
+        // refuse most of them, and this test is about replay, not about that cap.
+        ("RETICLE_MAX_ACTIVE_JOBS", "256"),
     ]);
     let host_pid = host.child.id();
     host.request(
