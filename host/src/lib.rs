@@ -7,6 +7,7 @@
 pub mod assets;
 pub mod cli;
 pub mod confine;
+pub mod demo_cli;
 pub mod eval_cli;
 pub mod jobs;
 pub mod journal;
@@ -20,4 +21,5 @@ pub mod state;
 pub mod supervisor;
 pub mod tools;
 pub mod transport;
+pub mod violation_cache;
 pub mod workers;

@@ -40,6 +40,9 @@ enum Command {
     /// `reticle eval --report-level=detailed --format=json --deck iccad13_m1 LAYOUT`.
     /// JSON output is byte-identical to the tool's `structuredContent`; progress on stderr.
     Eval(reticle_host::eval_cli::EvalArgs),
+    /// Evaluate a shipped layout end to end and write a PNG with the violations drawn on
+    /// it: `reticle demo [--out DIR]`. Prints the report table and the picture's path.
+    Demo(reticle_host::demo_cli::DemoArgs),
     /// Engine benchmarks, run by the worker binary: `reticle bench litho [--gpu] [--json]`
     /// times one 2048×2048 3-corner ICCAD-2013 simulation and its ratio to the naive path.
     /// `reticle bench --help` lists the options.
@@ -96,6 +99,7 @@ fn main() -> ExitCode {
         }) => return reticle_host::cli::validate(&path, schema.as_deref(), schemas_dir.as_deref()),
         Some(Command::Bench { args }) => return reticle_host::cli::bench(&args),
         Some(Command::Eval(args)) => return reticle_host::eval_cli::eval(&args),
+        Some(Command::Demo(args)) => return reticle_host::demo_cli::demo(&args),
         None => cli.serve,
     };
     let options = ServeOptions {

@@ -59,6 +59,8 @@ pub struct HostState {
     pub roots: AllowedRoots,
     /// Layout sessions and their artifacts (seed 003).
     pub sessions: crate::sessions::Sessions,
+    /// The connection's violation cache (seed 000 §5, D46).
+    pub violations: crate::violation_cache::ViolationCache,
 }
 
 impl HostState {
@@ -68,6 +70,7 @@ impl HostState {
             schemas,
             roots,
             sessions: crate::sessions::Sessions::from_env(),
+            violations: crate::violation_cache::ViolationCache::default(),
             started: Instant::now(),
             ledger: Mutex::new(OperationalLedger::new(Generation::genesis())),
             frames: FrameCounters::default(),

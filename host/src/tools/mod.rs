@@ -9,6 +9,7 @@ pub mod evaluate;
 mod health;
 mod jobs;
 mod layout;
+mod optimize;
 mod populate;
 mod schema_tools;
 mod simulate;
@@ -331,6 +332,7 @@ impl ToolRegistry {
             health::tool(),
             jobs::cancel_tool(),
             jobs::poll_tool(),
+            optimize::tool(),
             populate::tool(),
             simulate::tool(),
             telemetry::tool(),
