@@ -61,7 +61,10 @@ fn call(host: &mut Host, tool: &str, mut arguments: Value) -> (bool, Value) {
         json!({"name": tool, "arguments": arguments}),
     );
     let result = &r["result"];
-    (result["isError"] == true, result["structuredContent"].clone())
+    (
+        result["isError"] == true,
+        result["structuredContent"].clone(),
+    )
 }
 
 fn uuid_like() -> u64 {
@@ -131,7 +134,11 @@ fn acceptance_fixture_100_records_4_tiles_12_groups_24_assertions() {
     let tmp = tempfile::tempdir().unwrap();
     let artifacts = tmp.path().join("artifacts");
     let mut host = start(tmp.path(), &artifacts);
-    let report = report_only(ok(&mut host, "evaluate", fixture_args(&acceptance_layout())));
+    let report = report_only(ok(
+        &mut host,
+        "evaluate",
+        fixture_args(&acceptance_layout()),
+    ));
     let records = report["violations"].as_array().unwrap().clone();
 
     // The fixture's shape: 100 records, 4 tiles, 12 groups, 12 canonical, 88 shadows.
@@ -230,12 +237,18 @@ fn acceptance_fixture_100_records_4_tiles_12_groups_24_assertions() {
             };
             if scope == "group" {
                 assert_eq!(t["resolved_violation_id"], canonical["violation_id"]);
-                assert_eq!(by("target"), vec![canonical["violation_id"].as_str().unwrap()]);
+                assert_eq!(
+                    by("target"),
+                    vec![canonical["violation_id"].as_str().unwrap()]
+                );
                 assert_eq!(by("resolved_by_group_fix").len(), list.len() - 1);
             } else {
                 assert_eq!(t["resolved_violation_id"], shadow["violation_id"]);
                 assert_eq!(by("target"), vec![shadow["violation_id"].as_str().unwrap()]);
-                assert!(by("resolved_by_group_fix").is_empty(), "record_only opts out");
+                assert!(
+                    by("resolved_by_group_fix").is_empty(),
+                    "record_only opts out"
+                );
             }
             // The window holds the targeted marker(s).
             let w = &out["window_nm"];
@@ -349,7 +362,7 @@ fn cache_miss_pinning_and_state_after() {
     assert!(out["ilt"]["iterations_run"].as_u64() == Some(3));
     // Nothing outside the window changed: the mask outside is the drawn one, so the
     // groups far from the window keep their records.
-    assert!(out["groups_in_window"].as_array().unwrap().len() >= 1);
+    assert!(!out["groups_in_window"].as_array().unwrap().is_empty());
 
     // Whole-clip optimize: no violation_id, no box.
     let whole = ok(

@@ -261,8 +261,10 @@ mod tests {
 
     #[test]
     fn id_parts_name_what_a_miss_needs() {
-        let p = id_parts("rv1:0123456789abcdef:fedcba9876543210:M1.W:1500:-2000:T_1_0:00112233aabbccdd:3")
-            .unwrap();
+        let p = id_parts(
+            "rv1:0123456789abcdef:fedcba9876543210:M1.W:1500:-2000:T_1_0:00112233aabbccdd:3",
+        )
+        .unwrap();
         assert_eq!(p["layout_sha256_prefix"], "0123456789abcdef");
         assert_eq!(p["location_nm"], json!([1.5, -2.0]));
         assert!(id_parts("rv1:x").is_none());

@@ -497,13 +497,9 @@ impl Op for Evaluate {
             report_level: args.report_level,
             limits: args.limits,
         };
-        report(
-            ctx,
-            &setup,
-            &imaged,
-            None,
-            &|n, message| ctx.progress.report(n, STEPS, message),
-        )
+        report(ctx, &setup, &imaged, None, &|n, message| {
+            ctx.progress.report(n, STEPS, message)
+        })
     }
 }
 

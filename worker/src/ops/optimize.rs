@@ -142,11 +142,21 @@ fn imaging_error(e: ImagingError, job_id: &str) -> ToolError {
 /// A box in nm `[l, b, r, t]` from a record's `bbox_nm`.
 fn bbox_nm(record: &Value) -> Option<[f64; 4]> {
     let b = record["bbox_nm"].as_array()?;
-    Some([b[0].as_f64()?, b[1].as_f64()?, b[2].as_f64()?, b[3].as_f64()?])
+    Some([
+        b[0].as_f64()?,
+        b[1].as_f64()?,
+        b[2].as_f64()?,
+        b[3].as_f64()?,
+    ])
 }
 
 fn union(a: [f64; 4], b: [f64; 4]) -> [f64; 4] {
-    [a[0].min(b[0]), a[1].min(b[1]), a[2].max(b[2]), a[3].max(b[3])]
+    [
+        a[0].min(b[0]),
+        a[1].min(b[1]),
+        a[2].max(b[2]),
+        a[3].max(b[3]),
+    ]
 }
 
 /// The pixels `[x0, x1) × [y0, y1)` of `frame` (dbu units) lying inside the nm box `b`
@@ -248,7 +258,10 @@ fn mask_polygons(
     let frame = &imaged.frame;
     let xd = |x: usize| (frame.left_nm + x as f64 * frame.pixel_nm).round() as i64;
     let yd = |y: usize| (frame.bottom_nm + y as f64 * frame.pixel_nm).round() as i64;
-    let hole = BBox::from_corners(Point::new(xd(px.0), yd(px.1)), Point::new(xd(px.2), yd(px.3)));
+    let hole = BBox::from_corners(
+        Point::new(xd(px.0), yd(px.1)),
+        Point::new(xd(px.2), yd(px.3)),
+    );
     let clip = imaged.layout.window;
     let mut pieces: Vec<Polygon> = Vec::new();
     for b in boxes_around(clip, hole) {
@@ -265,7 +278,10 @@ fn mask_polygons(
     let merged = region.polygons();
     let holes: usize = merged.iter().map(|p| p.holes.len()).sum();
     let written: Vec<Polygon> = if holes == 0 {
-        merged.iter().map(|p| Polygon::new(p.hull.clone())).collect()
+        merged
+            .iter()
+            .map(|p| Polygon::new(p.hull.clone()))
+            .collect()
     } else {
         pieces.clone()
     };
@@ -542,7 +558,10 @@ impl Op for Optimize {
                     .with_hint("pass the clip_um, pixel_nm, model, tile_nm and layer of the evaluate call that returned the id")
                 })?;
             let gid = record["violation_group_id"].clone();
-            members = all.iter().filter(|r| r["violation_group_id"] == gid).collect();
+            members = all
+                .iter()
+                .filter(|r| r["violation_group_id"] == gid)
+                .collect();
             let canonical_id = record["dedup_provenance"]["canonical_violation_id"].clone();
             let chosen: &Value = match args.scope {
                 Scope::Group => members
@@ -581,8 +600,11 @@ impl Op for Optimize {
             ]
         } else if let Some([l, b, r, t]) = args.box_um {
             if !(l < r && b < t) {
-                return Err(ToolError::new(ErrorCode::InvalidBox, "box_um must have left < right and bottom < top")
-                    .with_details(json!({"box_um": args.box_um})));
+                return Err(ToolError::new(
+                    ErrorCode::InvalidBox,
+                    "box_um must have left < right and bottom < top",
+                )
+                .with_details(json!({"box_um": args.box_um})));
             }
             target_json = json!({"mode": "box", "resolved_from": "none"});
             [l * 1000.0, b * 1000.0, r * 1000.0, t * 1000.0]
@@ -596,8 +618,11 @@ impl Op for Optimize {
             window_nm[3].min(clip_nm[3]),
         ];
         if !(window_nm[0] < window_nm[2] && window_nm[1] < window_nm[3]) {
-            return Err(ToolError::new(ErrorCode::InvalidBox, "the window does not overlap the clip")
-                .with_details(json!({"box_um": args.box_um, "clip_nm": clip_nm})));
+            return Err(ToolError::new(
+                ErrorCode::InvalidBox,
+                "the window does not overlap the clip",
+            )
+            .with_details(json!({"box_um": args.box_um, "clip_nm": clip_nm})));
         }
         let px = pixel_window(&imaged.frame, dbu_nm, window_nm);
         let mut window = Grid::filled(imaged.target.width, imaged.target.height, 0u8);
@@ -619,8 +644,11 @@ impl Op for Optimize {
             ..IltParams::default()
         };
         let mut progress = |p: reticle_kernel::Progress| {
-            ctx.progress
-                .report(7 + p.done, total, format!("ilt iteration {}/{}", p.done, p.total));
+            ctx.progress.report(
+                7 + p.done,
+                total,
+                format!("ilt iteration {}/{}", p.done, p.total),
+            );
         };
         let outcome = optimize_window(
             &imaged.target,
@@ -634,7 +662,8 @@ impl Op for Optimize {
 
         // The optimized mask, imaged and evaluated again.
         let base = 8 + u64::from(iterations);
-        ctx.progress.report(base, total, "imaging the optimized mask");
+        ctx.progress
+            .report(base, total, "imaging the optimized mask");
         let after_f32 = composed_mask(&imaged, &outcome.mask, px);
         let after_binary = composed_binary(&imaged, &outcome.mask, px);
         let after_out = reimage(ctx, &imaged, &after_f32)?;
@@ -647,7 +676,10 @@ impl Op for Optimize {
                 polygons: &pieces,
                 output: &after_out,
             }),
-            &|n, m| ctx.progress.report(base + n - 3, total, format!("after: {m}")),
+            &|n, m| {
+                ctx.progress
+                    .report(base + n - 3, total, format!("after: {m}"))
+            },
         )?;
         if ctx.cancel.is_cancelled() {
             return Err(cancelled(ctx.job_id));
@@ -811,14 +843,17 @@ mod tests {
 
     #[test]
     fn violation_ids_parse_and_reject_foreign_strings() {
-        let id = "rv1:0123456789abcdef:fedcba9876543210:M1.W%3AX:1500:-2000:T_1_0:00112233aabbccdd:3";
+        let id =
+            "rv1:0123456789abcdef:fedcba9876543210:M1.W%3AX:1500:-2000:T_1_0:00112233aabbccdd:3";
         let p = parse_violation_id(id).unwrap();
         assert_eq!(p.rule_id, "M1.W:X");
         assert_eq!(p.at_pm, (1500, -2000));
         assert_eq!(p.tile_id, "T_1_0");
         assert_eq!(p.index, 3);
         assert!(parse_violation_id("v1a2b3").is_none());
-        assert!(parse_violation_id("rv1:xyz:fedcba9876543210:R:1:2:T:00112233aabbccdd:0").is_none());
+        assert!(
+            parse_violation_id("rv1:xyz:fedcba9876543210:R:1:2:T:00112233aabbccdd:0").is_none()
+        );
         assert!(parse_violation_id(&id.replace(":3", ":x")).is_none());
     }
 
@@ -841,7 +876,12 @@ mod tests {
         let area: i128 = rects.iter().map(|p| p.signed_area2().abs() / 2).sum();
         assert_eq!(area, 5 * 4, "5 pixels of 2×2 dbu");
         assert_eq!(rects.len(), 2);
-        assert!(rects.iter().any(|r| r.bbox() == Some(BBox::from_corners(Point::new(102, 0), Point::new(106, 4)))));
+        assert!(
+            rects
+                .iter()
+                .any(|r| r.bbox()
+                    == Some(BBox::from_corners(Point::new(102, 0), Point::new(106, 4))))
+        );
     }
 
     #[test]

@@ -474,7 +474,11 @@ fn region_images(
     let dir = artifacts::dir(ctx)?;
     // Intensities map to grey with the open-frame scale clipped at the image's maximum;
     // the resist threshold is where the picture's contrast sits.
-    let hi = aerial.data.iter().copied().fold(f32::MIN_POSITIVE, f32::max);
+    let hi = aerial
+        .data
+        .iter()
+        .copied()
+        .fold(f32::MIN_POSITIVE, f32::max);
     let grey = |v: f32| -> [u8; 4] {
         let g = (v.clamp(0.0, 1.0) * 255.0).round() as u8;
         [g, g, g, 255]
@@ -492,13 +496,11 @@ fn region_images(
     let printed_png = artifacts::png_rgba(
         printed.width,
         printed.height,
-        &artifacts::rgba_of(&printed, |x, y, &v| {
-            match (v != 0, *target.at(x, y) != 0) {
-                (true, true) => [235, 235, 235, 255],
-                (true, false) => [60, 200, 90, 255],
-                (false, true) => [220, 60, 60, 255],
-                (false, false) => [16, 16, 24, 255],
-            }
+        &artifacts::rgba_of(&printed, |x, y, &v| match (v != 0, *target.at(x, y) != 0) {
+            (true, true) => [235, 235, 235, 255],
+            (true, false) => [60, 200, 90, 255],
+            (false, true) => [220, 60, 60, 255],
+            (false, false) => [16, 16, 24, 255],
         }),
     )?;
     let images = json!({
