@@ -476,3 +476,60 @@ fn simulate_writes_aerial_resist_and_printed_images_with_statistics() {
     assert!(plain["images"].is_null());
     assert_eq!(plain["statistics"]["printed_px"], st["printed_px"]);
 }
+
+#[test]
+fn a_long_optimize_is_cancelled_mid_ilt_and_the_next_one_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let artifacts = tmp.path().join("artifacts");
+    let mut host = start(tmp.path(), &artifacts);
+    let args = json!({"layout": acceptance_layout(), "deck": acceptance_deck(), "clip_um": [0.0, 0.0, 2.048, 2.048], "pixel_nm": 4, "iterations": 10000, "render": "json"});
+    let started = host.request(
+        json!("start"),
+        "tools/call",
+        json!({"name": "optimize", "arguments": args}),
+    );
+    let job_id = started["result"]["structuredContent"]["job_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Wait until the ILT loop reports iterations.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let polled = host.request(
+            json!(format!("poll-{}", uuid_like())),
+            "tools/call",
+            json!({"name": "poll", "arguments": {"job_id": job_id, "render": "json"}}),
+        );
+        let s = &polled["result"]["structuredContent"];
+        let message = s["progress"]["message"].as_str().unwrap_or("");
+        if message.starts_with("ilt iteration") {
+            break;
+        }
+        assert_ne!(s["status"], "completed", "10000 iterations finished: {s}");
+        assert!(std::time::Instant::now() < deadline, "no ILT progress: {s}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let t0 = std::time::Instant::now();
+    let cancelled = host.request(
+        json!("cancel"),
+        "tools/call",
+        json!({"name": "cancel", "arguments": {"job_id": job_id, "render": "json"}}),
+    );
+    assert_eq!(
+        cancelled["result"]["structuredContent"]["status"], "cancelled",
+        "{cancelled}"
+    );
+    let polled = host.request(
+        json!("after"),
+        "tools/call",
+        json!({"name": "poll", "arguments": {"job_id": job_id, "render": "json"}}),
+    );
+    assert_eq!(polled["result"]["structuredContent"]["status"], "cancelled");
+    eprintln!("cancelled mid-ILT in {:?}", t0.elapsed());
+    let next = ok(
+        &mut host,
+        "optimize",
+        json!({"layout": acceptance_layout(), "deck": acceptance_deck(), "clip_um": [0.0, 0.0, 2.048, 2.048], "pixel_nm": 8, "iterations": 1}),
+    );
+    assert_eq!(next["status"], "completed");
+}
