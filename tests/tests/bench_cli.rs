@@ -2,6 +2,7 @@
 //! status through. With the ICCAD-2013 data present it runs the real 2048×2048
 //! three-corner simulation once and checks the report: the band-limited path is
 //! faster than the naive path of the same run and agrees with it on L2 and PVB.
+//! `reticle bench ilt` runs a few ILT iterations on one clip and must lower its L2.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -151,6 +152,55 @@ fn litho_bench_backend_gpu_reports_batch_throughput_and_the_cpu_ratio() {
 /// references (different zero borders) must disagree measurably, which is the point the
 /// benchmark documents: with a hard-edged pupil the untiled image of a finite canvas is
 /// itself defined only to about 1e-4 of the open frame.
+#[test]
+fn ilt_bench_improves_l2_on_one_clip() {
+    let Some(dir) = iccad_dir() else {
+        eprintln!(
+            "SKIP: ICCAD-2013 data not found (set RETICLE_DATA_DIR); the ILT bench needs its clips"
+        );
+        return;
+    };
+    let out = bench(
+        &[
+            "ilt",
+            "--clips",
+            "1",
+            "--iterations",
+            "8",
+            "--json",
+            "--iccad-dir",
+            dir.to_str().expect("utf-8 path"),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    let clips = report["clips"].as_array().expect("clips");
+    assert_eq!(clips.len(), 1);
+    let clip = &clips[0];
+    assert_eq!(clip["clip"], "M1_test1");
+    assert_eq!(clip["iterations"], 8);
+    let (before, after) = (&clip["before"], &clip["after"]);
+    // Mask = target on M1_test1 (see docs/PERFORMANCE.md).
+    assert_eq!(before["l2"], 116_661);
+    assert_eq!(before["pvb"], 42_918);
+    let l2 = |m: &Value| m["l2"].as_u64().expect("l2");
+    assert!(l2(after) < l2(before), "{before} -> {after}");
+    assert!(after["epe"].as_u64().is_some() && clip["seconds"].as_f64().is_some());
+    let ratios = report["ratios"].as_array().expect("ratios");
+    let names: Vec<&str> = ratios
+        .iter()
+        .filter_map(|r| r["reference"].as_str())
+        .collect();
+    assert_eq!(names, ["OpenILT", "curvyILT"]);
+    let expected = l2(after) as f64 / 33_850.0;
+    let got = ratios[0]["l2"].as_f64().expect("ratio");
+    assert!((got - expected).abs() < 1e-9, "{got} vs {expected}");
+    // Usage errors exit 2 without running anything.
+    let out = bench(&["ilt", "--clips", "0"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
+
 #[test]
 fn tiling_bench_shows_the_error_falling_with_the_halo() {
     let out = bench(&["tiling", "--canvas", "64", "--json"], &[]);

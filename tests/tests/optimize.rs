@@ -217,7 +217,7 @@ fn acceptance_fixture_100_records_4_tiles_12_groups_24_assertions() {
             let out = ok(
                 &mut host,
                 "optimize",
-                json!({"violation_id": shadow["violation_id"], "scope": scope, "iterations": 2}),
+                json!({"violation_id": shadow["violation_id"], "scope": scope, "iterations": 2, "refine_iterations": 0}),
             );
             let t = &out["target"];
             assert_eq!(t["violation_group_id"], gid.as_str());
@@ -288,7 +288,7 @@ fn acceptance_fixture_100_records_4_tiles_12_groups_24_assertions() {
         "description": "Seed 000 falsifiable acceptance fixture, produced by reticle: evaluate(report_level=detailed) of fixtures/layouts/acceptance_100x4tiles.gds (scripts/make_acceptance_layout.py) with fixtures/decks/acceptance_width.json -> 100 violation records across 4 tiles in 12 violation groups (12 canonical, 88 shadows); then optimize(violation_id=<a shadow of each group>) with scope=group and scope=record_only = 24 assertions. Regenerated and compared by tests/tests/optimize.rs (RETICLE_UPDATE_GOLDEN=1 rewrites it). Paths are relative to the repository root.",
         "arguments": {
             "evaluate": {"layout": "fixtures/layouts/acceptance_100x4tiles.gds", "deck": "fixtures/decks/acceptance_width.json", "box_um": [0.0, 0.0, 2.048, 2.048], "pixel_nm": 8, "tile_nm": 1024, "report_level": "detailed"},
-            "optimize": {"iterations": 2},
+            "optimize": {"iterations": 2, "refine_iterations": 0},
         },
         "counts": {"records": 100, "tiles": 4, "groups": 12, "canonical": 12, "shadows": 88, "assertions": 24},
         "evaluate": report,
@@ -340,7 +340,7 @@ fn cache_miss_pinning_and_state_after() {
     let out = ok(
         &mut host,
         "optimize",
-        json!({"violation_id": vid, "iterations": 3}),
+        json!({"violation_id": vid, "iterations": 3, "refine_iterations": 0}),
     );
     assert_eq!(out["target"]["resolved_from"], "session_cache");
     assert_eq!(
@@ -368,7 +368,7 @@ fn cache_miss_pinning_and_state_after() {
     let whole = ok(
         &mut host,
         "optimize",
-        json!({"layout": copy_s, "deck": acceptance_deck(), "clip_um": [0.0, 0.0, 2.048, 2.048], "pixel_nm": 8, "iterations": 2}),
+        json!({"layout": copy_s, "deck": acceptance_deck(), "clip_um": [0.0, 0.0, 2.048, 2.048], "pixel_nm": 8, "iterations": 2, "refine_iterations": 0}),
     );
     assert_eq!(whole["target"]["mode"], "clip");
     assert_eq!(whole["window_nm"], whole["clip_nm"]);
@@ -393,7 +393,7 @@ fn cache_miss_pinning_and_state_after() {
     let out = ok(
         &mut host,
         "optimize",
-        json!({"violation_id": vid, "layout": copy_s, "deck": acceptance_deck(), "clip_um": [0.0, 0.0, 2.048, 2.048], "pixel_nm": 8, "tile_nm": 1024, "iterations": 2, "layout_artifact_id": report["layout"]["sha256"]}),
+        json!({"violation_id": vid, "layout": copy_s, "deck": acceptance_deck(), "clip_um": [0.0, 0.0, 2.048, 2.048], "pixel_nm": 8, "tile_nm": 1024, "iterations": 2, "refine_iterations": 0, "layout_artifact_id": report["layout"]["sha256"]}),
     );
     assert_eq!(out["target"]["resolved_from"], "violation_id");
     assert_eq!(
@@ -412,7 +412,7 @@ fn cache_miss_pinning_and_state_after() {
     let e = err(
         &mut host,
         "optimize",
-        json!({"violation_id": vid, "layout": copy_s, "deck": acceptance_deck(), "clip_um": [0.0, 0.0, 2.048, 2.048], "pixel_nm": 8, "iterations": 1}),
+        json!({"violation_id": vid, "layout": copy_s, "deck": acceptance_deck(), "clip_um": [0.0, 0.0, 2.048, 2.048], "pixel_nm": 8, "iterations": 1, "refine_iterations": 0}),
     );
     assert_eq!(e["code"], "LAYOUT_NOT_PINNED", "{e}");
     assert_eq!(e["recoverable"], false);
@@ -529,7 +529,7 @@ fn a_long_optimize_is_cancelled_mid_ilt_and_the_next_one_runs() {
     let next = ok(
         &mut host,
         "optimize",
-        json!({"layout": acceptance_layout(), "deck": acceptance_deck(), "clip_um": [0.0, 0.0, 2.048, 2.048], "pixel_nm": 8, "iterations": 1}),
+        json!({"layout": acceptance_layout(), "deck": acceptance_deck(), "clip_um": [0.0, 0.0, 2.048, 2.048], "pixel_nm": 8, "iterations": 1, "refine_iterations": 0}),
     );
     assert_eq!(next["status"], "completed");
 }

@@ -77,6 +77,9 @@ enum BenchCommand {
         /// Optimiser iterations per clip (default: the engine's default).
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
         iterations: Option<u32>,
+        /// Refinement iterations on blocks half as wide (default: the engine's default).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+        refine_iterations: Option<u32>,
         /// Adam step size (default: the engine's default).
         #[arg(long)]
         step_size: Option<f64>,
@@ -86,6 +89,9 @@ enum BenchCommand {
         /// Weight of the PV-band term (default: the engine's default).
         #[arg(long)]
         pvb_weight: Option<f64>,
+        /// Weight of the direct band term (default: the engine's default).
+        #[arg(long)]
+        band_weight: Option<f64>,
         /// Final mask steepness of the ramp (default: the engine's default).
         #[arg(long)]
         steepness_final: Option<f64>,
@@ -179,9 +185,11 @@ pub fn main(args: &[String]) -> ExitCode {
             iccad_dir,
             clips,
             iterations,
+            refine_iterations,
             step_size,
             downsample,
             pvb_weight,
+            band_weight,
             steepness_final,
             threads,
             json,
@@ -189,6 +197,9 @@ pub fn main(args: &[String]) -> ExitCode {
             let mut params = IltParams::default();
             if let Some(v) = iterations {
                 params.iterations = v;
+            }
+            if let Some(v) = refine_iterations {
+                params.refine_iterations = v;
             }
             if let Some(v) = step_size {
                 params.step_size = v;
@@ -198,6 +209,9 @@ pub fn main(args: &[String]) -> ExitCode {
             }
             if let Some(v) = pvb_weight {
                 params.weight_pvb = v;
+            }
+            if let Some(v) = band_weight {
+                params.weight_band = v;
             }
             if let Some(v) = steepness_final {
                 params.mask_steepness_final = v;
@@ -323,9 +337,11 @@ const ILT_REFERENCES: [(&str, f64, f64); 2] = [
 struct IltReport {
     threads: usize,
     iterations: u32,
+    refine_iterations: u32,
     step_size: f64,
     downsample: u32,
     weight_pvb: f64,
+    weight_band: f64,
     mask_steepness: [f64; 2],
     clips: Vec<IltClip>,
     /// Averages of the optimised masks.
@@ -486,9 +502,11 @@ fn ilt(
     Ok(IltReport {
         threads: backend.threads(),
         iterations: params.iterations,
+        refine_iterations: params.refine_iterations,
         step_size: params.step_size,
         downsample: params.downsample,
         weight_pvb: params.weight_pvb,
+        weight_band: params.weight_band,
         mask_steepness: [params.mask_steepness, params.mask_steepness_final],
         clips: rows,
         average,
@@ -502,13 +520,15 @@ fn print_ilt(report: &IltReport, json: bool) -> ExitCode {
         serde_json::to_string_pretty(report).unwrap_or_default()
     } else {
         let mut text = format!(
-            "ilt: {} clips, {} iterations, step {}, downsample {}, PVB weight {}, {} threads\n\
+            "ilt: {} clips, {}+{} iterations, step {}, downsample {}, PVB weight {}, band weight {}, {} threads\n\
              clip        L2 target →  ILT   PVB target →  ILT   EPE target → ILT   runtime",
             report.clips.len(),
             report.iterations,
+            report.refine_iterations,
             report.step_size,
             report.downsample,
             report.weight_pvb,
+            report.weight_band,
             report.threads,
         );
         for c in &report.clips {

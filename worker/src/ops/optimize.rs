@@ -76,6 +76,8 @@ struct Args {
     #[serde(default)]
     iterations: Option<u32>,
     #[serde(default)]
+    refine_iterations: Option<u32>,
+    #[serde(default)]
     layout_artifact_id: Option<String>,
     /// Set by the host: `session_cache` when the arguments came from its cache.
     #[serde(default)]
@@ -467,8 +469,12 @@ impl Op for Optimize {
                 json!({"tile_nm": tile_nm}),
             ));
         }
-        let iterations = args.iterations.unwrap_or(IltParams::default().iterations);
-        let total = 14 + u64::from(iterations);
+        let defaults = IltParams::default();
+        let iterations = args.iterations.unwrap_or(defaults.iterations);
+        let refine_iterations = args.refine_iterations.unwrap_or(defaults.refine_iterations);
+        // ILT progress counts both stages (the refinement may be skipped: progress jumps).
+        let ilt_steps = u64::from(iterations) + u64::from(refine_iterations);
+        let total = 14 + ilt_steps;
         let is_glp = args
             .layout
             .extension()
@@ -639,6 +645,7 @@ impl Op for Optimize {
         };
         let params = IltParams {
             iterations,
+            refine_iterations,
             pixel_nm: imaged.pixel_nm,
             resist: imaged.resist,
             ..IltParams::default()
@@ -661,7 +668,7 @@ impl Op for Optimize {
         .map_err(|e| imaging_error(e, ctx.job_id))?;
 
         // The optimized mask, imaged and evaluated again.
-        let base = 8 + u64::from(iterations);
+        let base = 8 + ilt_steps;
         ctx.progress
             .report(base, total, "imaging the optimized mask");
         let after_f32 = composed_mask(&imaged, &outcome.mask, px);
@@ -809,6 +816,7 @@ impl Op for Optimize {
             "pixel_nm": imaged.pixel_nm,
             "ilt": {
                 "iterations": iterations,
+                "refine_iterations": refine_iterations,
                 "iterations_run": outcome.iterations_run,
                 "downsample": outcome.downsample,
                 "window_pixels": (px.2 - px.0) * (px.3 - px.1),
