@@ -89,6 +89,8 @@ SAMPLE_ARGS = {
     "get_example": {"path": "protocol/examples/health-request.json"},
     "simulate": {"layout": str(LAYOUT), "wait": True},
     "evaluate": {"layout": str(LAYOUT), "deck": "iccad13_m1", "wait": True},
+    "optimize": {"layout": str(LAYOUT), "deck": "iccad13_m1", "pixel_nm": 8, "iterations": 2,
+                 "refine_iterations": 0, "wait": True},
 }
 # Tools that need state first (a job to poll or cancel) are exercised by the job tests.
 NEEDS_STATE = {"poll", "cancel"}
