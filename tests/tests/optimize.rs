@@ -533,3 +533,34 @@ fn a_long_optimize_is_cancelled_mid_ilt_and_the_next_one_runs() {
     );
     assert_eq!(next["status"], "completed");
 }
+
+#[test]
+fn reticle_demo_writes_a_png_of_the_violations() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out_dir = tmp.path().join("demo");
+    let out = std::process::Command::new(reticle_tests::binary("reticle"))
+        .args(["demo", "--pixel-nm", "8", "--out"])
+        .arg(&out_dir)
+        .env("RETICLE_BACKEND", "cpu")
+        .env(
+            "RETICLE_WORKER_BIN",
+            reticle_tests::binary("reticle-worker"),
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    let png = out_dir.canonicalize().unwrap().join("demo_violations.png");
+    assert!(
+        stdout.contains(&format!("picture: {}", png.display())),
+        "{stdout}"
+    );
+    assert!(stderr.contains("wrote"), "{stderr}");
+    assert!(
+        stdout.contains("iccad13-m1") || stdout.contains("M1."),
+        "{stdout}"
+    );
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+}
