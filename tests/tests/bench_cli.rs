@@ -167,6 +167,8 @@ fn ilt_bench_improves_l2_on_one_clip() {
             "1",
             "--iterations",
             "8",
+            "--refine-iterations",
+            "2",
             "--json",
             "--iccad-dir",
             dir.to_str().expect("utf-8 path"),
@@ -179,7 +181,7 @@ fn ilt_bench_improves_l2_on_one_clip() {
     assert_eq!(clips.len(), 1);
     let clip = &clips[0];
     assert_eq!(clip["clip"], "M1_test1");
-    assert_eq!(clip["iterations"], 8);
+    assert_eq!(clip["iterations"], 10);
     let (before, after) = (&clip["before"], &clip["after"]);
     // Mask = target on M1_test1 (see docs/PERFORMANCE.md).
     assert_eq!(before["l2"], 116_661);
