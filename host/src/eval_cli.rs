@@ -211,6 +211,7 @@ pub fn eval(opts: &EvalArgs) -> ExitCode {
             OP,
             &args_json,
             &allowed,
+            None,
             || {},
             move |p| {
                 let filled = (p.done * 20).checked_div(p.total).unwrap_or(0) as usize;

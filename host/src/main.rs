@@ -48,6 +48,9 @@ enum Command {
     /// Operate a running host over its control socket: `health`, `telemetry`,
     /// `events --since 10m`, `rollout --worker-bin PATH`, `rollback`, `reexec [--bin PATH]`.
     Ctl(reticle_host::control::CtlArgs),
+    /// Evaluate a shipped layout end to end and write a PNG with the violations drawn on
+    /// it: `reticle demo [--out DIR]`. Prints the report table and the picture's path.
+    Demo(reticle_host::demo_cli::DemoArgs),
     /// Engine benchmarks, run by the worker binary: `reticle bench litho [--gpu] [--json]`
     /// times one 2048×2048 3-corner ICCAD-2013 simulation and its ratio to the naive path.
     /// `reticle bench --help` lists the options.
@@ -111,6 +114,7 @@ fn main() -> ExitCode {
         Some(Command::Bench { args }) => return reticle_host::cli::bench(&args),
         Some(Command::Eval(args)) => return reticle_host::eval_cli::eval(&args),
         Some(Command::Ctl(args)) => return reticle_host::control::ctl(&args),
+        Some(Command::Demo(args)) => return reticle_host::demo_cli::demo(&args),
         None => cli.serve,
     };
     let options = ServeOptions {

@@ -45,6 +45,8 @@ pub struct WorkerCall {
     pub allowed_roots: Vec<String>,
     /// Most runs of the request: the first one plus replays.
     pub max_attempts: u8,
+    /// The host-created directory the job may write its artifacts to (D44).
+    pub artifact_dir: Option<String>,
 }
 
 /// Runs `call` for the job behind `sink`, journaled under `journal` (whose contract
@@ -70,7 +72,7 @@ pub async fn run_on_worker(
             op: call.op.clone(),
             args_json: call.args_json.clone(),
             context: JobContext {
-                artifact_dir: None,
+                artifact_dir: call.artifact_dir.clone(),
                 allowed_roots: call.allowed_roots.clone(),
                 limits: crate::limits::job_limits(),
             },

@@ -544,6 +544,22 @@ impl Sessions {
         Ok((run_id, dir))
     }
 
+    /// Creates a private directory for one job's artifacts, `jobs/<prefix>_<16 hex>/`
+    /// under the artifact root (D44): the worker writes its files there under names it
+    /// generates; nothing the caller supplies becomes a path component.
+    ///
+    /// # Errors
+    /// `INTERNAL_ERROR` when it cannot be created.
+    pub fn new_job_dir(&self, prefix: &'static str) -> Result<PathBuf, ToolError> {
+        let dir = self
+            .root()?
+            .join("jobs")
+            .join(format!("{prefix}_{}", random_hex(16)));
+        create_private_dir(&dir)
+            .map_err(|e| internal(format!("cannot create {}: {e}", dir.display())))?;
+        Ok(dir)
+    }
+
     /// The directory of a recorded DRC run.
     ///
     /// # Errors

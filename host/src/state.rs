@@ -121,6 +121,8 @@ pub struct HostState {
     pub roots: AllowedRoots,
     /// Layout sessions and their artifacts (seed 003).
     pub sessions: crate::sessions::Sessions,
+    /// The connection's violation cache (seed 000 §5, D45).
+    pub violations: crate::violation_cache::ViolationCache,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -139,6 +141,7 @@ impl HostState {
             schemas,
             roots,
             sessions: crate::sessions::Sessions::from_env(),
+            violations: crate::violation_cache::ViolationCache::default(),
             started: Instant::now(),
             started_unix_ms: unix_ms(),
             reexecs: AtomicU64::new(0),

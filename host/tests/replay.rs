@@ -60,6 +60,7 @@ fn sleep_call() -> WorkerCall {
         args_json: json!({"ms": 1500, "steps": 30}).to_string(),
         allowed_roots: Vec::new(),
         max_attempts: 3,
+        artifact_dir: None,
     }
 }
 

@@ -46,6 +46,7 @@ tool_schemas![
     "list_schemas",
     "measure_geometry",
     "open_layout",
+    "optimize",
     "poll",
     "populate_backend",
     "query_region",

@@ -96,6 +96,8 @@ SAMPLE_ARGS = {
     "simulate": {"layout": str(LAYOUT), "wait": True},
     "evaluate": {"layout": str(LAYOUT), "deck": "iccad13_m1", "wait": True},
     "populate_backend": {"asset": {"job_id": "job_1"}, "schema": "poll.input"},
+    "optimize": {"layout": str(LAYOUT), "deck": "iccad13_m1", "pixel_nm": 8, "iterations": 2,
+                 "refine_iterations": 0, "wait": True},
 }
 DEMO_GDS = ROOT / "fixtures" / "layouts" / "observer_demo.gds"
 DRC_DECK = ROOT / "fixtures" / "decks" / "width_space.drc"

@@ -487,7 +487,8 @@ fn the_descriptor_carries_the_capabilities_matrix() {
         caps["engine_paths"]["mrc.standard"]["detailed"],
         "single_pass"
     );
-    assert_eq!(caps["optimize"]["available"], false);
+    assert_eq!(caps["optimize"]["available"], true);
+    assert_eq!(caps["optimize"]["scopes"], json!(["group", "record_only"]));
     assert!(caps["schema_version"].is_string());
     // The violation report schema is published.
     let schema = host.request(

@@ -170,7 +170,7 @@ fn capabilities_and_tool_task_support_follow_the_era() {
     let tools = host.request(json!("list"), "tools/list", json!({}));
     let tools = tools["result"]["tools"].as_array().unwrap().clone();
     // The job tools may run as tasks; every other tool answers inline.
-    let job_tools = ["simulate", "evaluate"];
+    let job_tools = ["simulate", "evaluate", "optimize"];
     for name in job_tools {
         let tool = tools.iter().find(|t| t["name"] == name).unwrap();
         assert_eq!(tool["execution"]["taskSupport"], "optional", "{tool}");

@@ -289,6 +289,7 @@ fn engine_info_and_alloc_report_what_the_worker_holds() {
             "debug.alloc",
             "debug.crash",
             "debug.sleep",
+            "demo.render",
             "drc.markers",
             "drc.run",
             "engine.info",
@@ -302,6 +303,7 @@ fn engine_info_and_alloc_report_what_the_worker_holds() {
             "layout.query_region",
             "layout.render",
             "layout.set_view",
+            "optimize",
             "simulate",
         ]
     );

@@ -7,7 +7,7 @@
 use libmcp::ReplayContract;
 use serde_json::{Map, Value, json};
 
-use super::worker_job::{run_op, take_wait};
+use super::worker_job::{JobExtras, run_op_with, take_wait};
 use super::{Detail, TaskSupport, Tool, ToolContext, ToolDef, ToolResult};
 
 /// The worker op behind `evaluate` and `reticle eval`.
@@ -38,7 +38,15 @@ pub fn capabilities() -> Value {
             "cpu": {"imaging": true, "rule_checks": true},
             "gpu": {"imaging": true, "rule_checks": false},
         },
-        "optimize": {"available": false},
+        "optimize": {
+            "available": true,
+            "tool": "optimize",
+            "method": "pixel_ilt_analytic_adjoint",
+            "scopes": ["group", "record_only"],
+            "targets": ["violation_id", "box_um", "clip"],
+            "violation_id_resolution": ["session_cache", "self_describing_id"],
+            "backends": {"ilt": "cpu", "imaging": ["cpu", "gpu"]},
+        },
         "coordinate_frames": ["input_layout_native"],
     })
 }
@@ -90,7 +98,25 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
         let path = ctx.state.roots.resolve_read(&deck)?;
         args.insert("deck".into(), json!(path));
     }
-    run_op(&ctx, "evaluate", OP, args, wait).await
+    // At report_level=detailed the returned violations go into the session's cache, so
+    // optimize(violation_id) needs no other argument (seed 000 §5 fast path, D45).
+    let on_result: Option<super::worker_job::OnResult> =
+        (args.get("report_level").and_then(Value::as_str) == Some("detailed")).then(|| {
+            let state = std::sync::Arc::clone(&ctx.state);
+            let mut cached = args.clone();
+            cached.remove("report_level");
+            cached.remove("limits");
+            Box::new(move |payload: Value| {
+                let n = state.violations.insert(cached, &payload);
+                tracing::debug!(records = n, "violation cache filled");
+                Ok(payload)
+            }) as super::worker_job::OnResult
+        });
+    let extras = JobExtras {
+        artifact_dir: None,
+        on_result,
+    };
+    run_op_with(&ctx, "evaluate", OP, args, wait, extras).await
 }
 
 /// One line per rule with violations, for people (porcelain and `reticle eval --format=table`).

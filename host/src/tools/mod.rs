@@ -10,6 +10,7 @@ mod health;
 mod jobs;
 mod layout;
 pub mod normalize;
+mod optimize;
 mod populate;
 mod schema_tools;
 mod simulate;
@@ -348,6 +349,7 @@ impl ToolRegistry {
             health::tool(),
             jobs::cancel_tool(),
             jobs::poll_tool(),
+            optimize::tool(),
             populate::tool(),
             simulate::tool(),
             telemetry::tool(),

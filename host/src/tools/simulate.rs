@@ -4,7 +4,7 @@
 use libmcp::ReplayContract;
 use serde_json::{Map, Value, json};
 
-use super::worker_job::{run_op, take_wait};
+use super::worker_job::{JobExtras, run_op_with, take_wait};
 use super::{Detail, TaskSupport, Tool, ToolContext, ToolDef, ToolResult};
 
 pub(super) fn tool() -> Tool {
@@ -13,7 +13,11 @@ pub(super) fn tool() -> Tool {
         title: "Simulate printing",
         description: "Images a square window of a layout (.glp, .gds, .oas) with Hopkins/SOCS \
                       lithography at the ICCAD-2013 corners (nominal, max dose, min dose + \
-                      defocus) and reports L2 against the drawn shapes, PV band and EPE. \
+                      defocus) and reports L2 against the drawn shapes, PV band, EPE and \
+                      summary statistics (aerial min/max/mean, printed area per corner). \
+                      With images=true it also writes the nominal aerial, resist and \
+                      printed images as .npy (numbers) and PNG (to look at) under the \
+                      artifact root and returns their paths. \
                       Returns a job_id at once (poll it) unless `wait` is true or the call \
                       carries a progressToken.",
         replay: ReplayContract::Convergent,
@@ -33,7 +37,18 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
         .to_owned();
     let path = ctx.state.roots.resolve_read(&raw)?;
     args.insert("layout".into(), json!(path));
-    run_op(&ctx, "simulate", "simulate", args, wait).await
+    // Images travel as files in a host-created job directory, not in the op's JSON (D48).
+    let images = args.remove("images").and_then(|v| v.as_bool()) == Some(true);
+    let artifact_dir = if images {
+        Some(ctx.state.sessions.new_job_dir("sim")?)
+    } else {
+        None
+    };
+    let extras = JobExtras {
+        artifact_dir,
+        on_result: None,
+    };
+    run_op_with(&ctx, "simulate", "simulate", args, wait, extras).await
 }
 
 fn porcelain(payload: &Value, _detail: Detail) -> String {

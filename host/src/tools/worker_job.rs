@@ -1,6 +1,6 @@
 //! Running one worker op as a job: the part `simulate` and `evaluate` share.
 //!
-//! The host resolves path arguments (through `confine`) before calling [`run_op`]; the
+//! The host resolves path arguments (through `confine`) before calling [`run_op_with`]; the
 //! job then queues on the supervisor, forwards the worker's progress to the job table,
 //! and replays a Convergent op on a fresh worker when its worker died mid-job.
 
@@ -28,13 +28,29 @@ pub(super) fn take_wait(args: &mut Map<String, Value>) -> bool {
     wait
 }
 
-/// Runs worker op `op` on `args` (paths already resolved) as a job of tool `tool`.
-pub(super) async fn run_op(
+/// A payload hook: runs in the job when the worker's payload arrives, before it is
+/// stored (`evaluate` fills the session's violation cache, D45; `optimize` and
+/// `simulate` name their artifacts).
+pub(super) type OnResult = Box<dyn FnOnce(Value) -> ToolResult + Send>;
+
+/// What a job may have besides its arguments.
+#[derive(Default)]
+pub(super) struct JobExtras {
+    /// A host-created directory under the artifact root the job may write to (D44).
+    pub artifact_dir: Option<std::path::PathBuf>,
+    /// Applied to the worker's payload.
+    pub on_result: Option<OnResult>,
+}
+
+/// Runs worker op `op` on `args` (paths already resolved) as a job of tool `tool`, with
+/// an optional artifact directory and payload hook.
+pub(super) async fn run_op_with(
     ctx: &ToolContext,
     tool: &'static str,
     op: &'static str,
     args: Map<String, Value>,
     wait: bool,
+    extras: JobExtras,
 ) -> ToolResult {
     let args_json = Value::Object(args).to_string();
     let allowed_roots: Vec<String> = ctx
@@ -52,13 +68,19 @@ pub(super) async fn run_op(
         args_json,
         allowed_roots,
         max_attempts: MAX_ATTEMPTS,
+        artifact_dir: extras.artifact_dir.map(|d| d.display().to_string()),
     };
+    let on_result = extras.on_result;
     ctx.run_as_job(tool, wait, move |sink| async move {
         let supervisor = pool.get().await?;
         // Convergent (the worker is a pure function of request and files): a run lost
         // with its worker is run again on a fresh one, up to MAX_ATTEMPTS runs, as the
         // replay journal decides.
-        run_on_worker(supervisor, &call, &sink, &journal, None).await
+        let payload = run_on_worker(supervisor, &call, &sink, &journal, None).await?;
+        match on_result {
+            Some(hook) => hook(payload),
+            None => Ok(payload),
+        }
     })
     .await
 }
@@ -67,13 +89,16 @@ pub(super) async fn run_op(
 /// runs, and returns the payload parsed from the worker's JSON. `on_attempt` is called
 /// before each run, `on_progress` for each progress frame. `reticle eval` uses it (it has
 /// no job table or journal); the MCP tools go through [`run_on_worker`], which makes the
-/// same decisions and journals them.
+/// same decisions and journals them. `artifact_dir` is the job's artifact directory
+/// (`reticle demo`), created by the caller.
+#[allow(clippy::too_many_arguments)]
 pub async fn run_with_replay(
     supervisor: &Supervisor,
     job_id: &str,
     op: &str,
     args_json: &str,
     allowed_roots: &[String],
+    artifact_dir: Option<&str>,
     on_attempt: impl Fn(),
     on_progress: impl Fn(Progress) + Clone + Send + 'static,
 ) -> ToolResult {
@@ -86,7 +111,7 @@ pub async fn run_with_replay(
             op: op.into(),
             args_json: args_json.to_owned(),
             context: JobContext {
-                artifact_dir: None,
+                artifact_dir: artifact_dir.map(str::to_owned),
                 allowed_roots: allowed_roots.to_vec(),
                 limits: crate::limits::job_limits(),
             },

@@ -53,7 +53,7 @@ pub const SHIPPED_DECKS: &[(&str, &str)] = &[
 /// Largest rule-deck file read.
 const MAX_DECK_BYTES: u64 = 4 << 20;
 /// Default report tile side (nm).
-const DEFAULT_TILE_NM: f64 = 1024.0;
+pub(crate) const DEFAULT_TILE_NM: f64 = 1024.0;
 /// Default `limits.max_violations`.
 const DEFAULT_MAX_VIOLATIONS: usize = 10_000;
 /// Progress steps of one evaluation.
@@ -61,7 +61,7 @@ const STEPS: u64 = 7;
 
 #[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
-enum ReportLevel {
+pub(crate) enum ReportLevel {
     #[default]
     Aggregate,
     Detailed,
@@ -81,9 +81,9 @@ fn default_max_violations() -> usize {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Limits {
+pub(crate) struct Limits {
     #[serde(default = "default_max_violations")]
-    max_violations: usize,
+    pub(crate) max_violations: usize,
     #[serde(default)]
     on_exceeded: OnExceeded,
 }
@@ -128,12 +128,12 @@ fn invalid(message: impl Into<String>, details: Value) -> ToolError {
 }
 
 /// Rounds to 3 decimals (nm values) — enough for sub-pixel EPE, stable in JSON.
-fn r3(v: f64) -> f64 {
+pub(crate) fn r3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
 }
 
 /// The deck named `spec` (a shipped name) or read from the path `spec`, with where it came from.
-fn load_deck(ctx: &JobCtx<'_>, spec: &str) -> Result<(RuleDeck, String), ToolError> {
+pub(crate) fn load_deck(ctx: &JobCtx<'_>, spec: &str) -> Result<(RuleDeck, String), ToolError> {
     let (text, source) = if let Some((name, text)) = SHIPPED_DECKS.iter().find(|(n, _)| *n == spec)
     {
         ((*text).to_owned(), format!("shipped:{name}"))
@@ -179,7 +179,7 @@ fn load_deck(ctx: &JobCtx<'_>, spec: &str) -> Result<(RuleDeck, String), ToolErr
 }
 
 /// The layer evaluated: the caller's, else the deck's only layer.
-fn target_layer(deck: &RuleDeck, layer: Option<&str>) -> Result<LayerRef, ToolError> {
+pub(crate) fn target_layer(deck: &RuleDeck, layer: Option<&str>) -> Result<LayerRef, ToolError> {
     let deck_layers: std::collections::BTreeSet<String> =
         deck.rules.iter().map(|r| r.layer.to_string()).collect();
     let target = match layer {
@@ -251,8 +251,8 @@ fn from_violation(rule: usize, v: &Violation, dbu_nm: f64) -> Found {
 }
 
 /// Printed contours of the nominal corner as integer polygons (outer boundaries only).
-fn printed_polygons(imaged: &Imaged) -> Vec<Polygon> {
-    let Some(aerial) = imaged.output.corners[0].aerial.as_ref() else {
+fn printed_polygons(imaged: &Imaged, output: &reticle_kernel::LithoOutput) -> Vec<Polygon> {
+    let Some(aerial) = output.corners[0].aerial.as_ref() else {
         return Vec::new();
     };
     let level = imaged.resist.threshold;
@@ -484,6 +484,68 @@ impl Op for Evaluate {
             model: args.model.clone(),
         };
         let imaged = simulate::image(ctx, sim_args, STEPS)?;
+        if ctx.cancel.is_cancelled() {
+            return Err(cancelled(ctx.job_id));
+        }
+        let setup = Setup {
+            deck,
+            deck_source,
+            deck_hash,
+            target,
+            tile_nm,
+            layout_name,
+            report_level: args.report_level,
+            limits: args.limits,
+        };
+        report(ctx, &setup, &imaged, None, &|n, message| {
+            ctx.progress.report(n, STEPS, message)
+        })
+    }
+}
+
+/// What a report needs besides the images: the deck, the layer, the tiling and the
+/// report options (`evaluate`'s arguments, parsed).
+pub(crate) struct Setup {
+    pub(crate) deck: RuleDeck,
+    pub(crate) deck_source: String,
+    pub(crate) deck_hash: String,
+    pub(crate) target: LayerRef,
+    pub(crate) tile_nm: f64,
+    pub(crate) layout_name: String,
+    pub(crate) report_level: ReportLevel,
+    pub(crate) limits: Limits,
+}
+
+/// A mask other than the drawn one, imaged on the same frame (optimize's result): its
+/// polygons (for the mask rules) and its corner images (for the printed rules, EPE and PV
+/// band, still measured against the drawn target).
+pub(crate) struct MaskOverride<'a> {
+    pub(crate) polygons: &'a [Polygon],
+    pub(crate) output: &'a reticle_kernel::LithoOutput,
+}
+
+/// The violation report of one imaged window (the `evaluate` payload): the checks, tiles,
+/// groups, canonical/shadow records, counts and limits. `step` reports progress 4..=7.
+#[allow(clippy::too_many_lines)]
+pub(crate) fn report(
+    ctx: &JobCtx<'_>,
+    setup: &Setup,
+    imaged: &Imaged,
+    mask: Option<MaskOverride<'_>>,
+    step: &dyn Fn(u64, &str),
+) -> Result<Value, ToolError> {
+    {
+        let Setup {
+            deck,
+            deck_source,
+            deck_hash,
+            target,
+            tile_nm,
+            layout_name,
+            ..
+        } = setup;
+        let (deck_hash, target, tile_nm) = (deck_hash.as_str(), *target, *tile_nm);
+        let output = mask.as_ref().map_or(&imaged.output, |m| m.output);
         let check_cancel = || {
             if ctx.cancel.is_cancelled() {
                 Err(cancelled(ctx.job_id))
@@ -491,12 +553,11 @@ impl Op for Evaluate {
                 Ok(())
             }
         };
-        check_cancel()?;
         let dbu_nm = imaged.layout.dbu_nm;
         let window = imaged.layout.window;
-        let drawn: Vec<Polygon> = imaged
-            .layout
-            .polygons
+        let drawn: Vec<Polygon> = mask
+            .as_ref()
+            .map_or(imaged.layout.polygons.as_slice(), |m| m.polygons)
             .iter()
             .filter_map(|p| clip_polygon(p, &window))
             .collect();
@@ -506,7 +567,7 @@ impl Op for Evaluate {
         let check_err = |e: reticle_kernel::rules::CheckError| invalid(e.to_string(), json!({}));
 
         // MRC on the drawn polygons.
-        ctx.progress.report(4, STEPS, "mask rules");
+        step(4, "mask rules");
         let mask_region = Region::from_polygons(&drawn);
         let mut printed_region: Option<Region> = None;
         for (i, rule) in rules.iter().enumerate() {
@@ -538,8 +599,9 @@ impl Op for Evaluate {
                 }
                 (_, AppliesTo::Printed) => {
                     if printed_region.is_none() {
-                        ctx.progress.report(5, STEPS, "printed contours");
-                        printed_region = Some(Region::from_polygons(&printed_polygons(&imaged)));
+                        step(5, "printed contours");
+                        printed_region =
+                            Some(Region::from_polygons(&printed_polygons(imaged, output)));
                     }
                     let region = printed_region.as_ref().expect("set above");
                     for v in check_rule(rule, region, None, dbu_nm).map_err(check_err)? {
@@ -557,7 +619,7 @@ impl Op for Evaluate {
         }
 
         // EPE and PV band from the simulation, at the ICCAD checkpoints of the drawn edges.
-        ctx.progress.report(6, STEPS, "simulation rules");
+        step(6, "simulation rules");
         let level = f64::from(imaged.resist.threshold);
         let scale = dbu_nm;
         let cfg = EpeConfig {
@@ -565,7 +627,7 @@ impl Op for Evaluate {
             tolerance_nm: EpeConfig::ICCAD2013.tolerance_nm / scale,
             search_nm: EpeConfig::ICCAD2013.search_nm / scale,
         };
-        let corners = &imaged.output.corners;
+        let corners = &output.corners;
         let polygons = &imaged.layout.polygons;
         let epe_metrics = match (&corners[0].aerial, &corners[0].printed) {
             (Some(aerial), Some(printed)) => {
@@ -624,7 +686,7 @@ impl Op for Evaluate {
         check_cancel()?;
 
         // Tiles, groups, canonical/shadow.
-        ctx.progress.report(7, STEPS, "report");
+        step(7, "report");
         let tile_dbu = ((tile_nm / dbu_nm).round() as i64).max(1);
         let mut records: Vec<Value> = Vec::new();
         let mut rule_counts: Vec<(usize, usize)> = vec![(0, 0); rules.len()];
@@ -657,7 +719,7 @@ impl Op for Evaluate {
                 .or_default() += members.len();
             for (root, list) in &members {
                 let canonical = mine[*root];
-                let gid = group_id(&deck_hash, rule.dedup_radius_nm, canonical.at_pm, rule);
+                let gid = group_id(deck_hash, rule.dedup_radius_nm, canonical.at_pm, rule);
                 // One record per (violation, tile); the canonical record is the canonical
                 // violation's record in the tile holding its location.
                 let home = (
@@ -696,7 +758,7 @@ impl Op for Evaluate {
                     let loc = [f.at_pm.0 as f64 / 1000.0, f.at_pm.1 as f64 / 1000.0];
                     let vid = violation_id(
                         &imaged.layout.sha256,
-                        &deck_hash,
+                        deck_hash,
                         rule,
                         f.at_pm,
                         &tid,
@@ -794,11 +856,11 @@ impl Op for Evaluate {
                 Value::Object(entry)
             })
             .collect();
-        let limit = args.limits.max_violations;
+        let limit = setup.limits.max_violations;
         let exceeded = total_records > limit;
-        let detailed = args.report_level == ReportLevel::Detailed;
+        let detailed = setup.report_level == ReportLevel::Detailed;
         let degraded =
-            detailed && exceeded && args.limits.on_exceeded == OnExceeded::DegradeToAggregate;
+            detailed && exceeded && setup.limits.on_exceeded == OnExceeded::DegradeToAggregate;
         let returned = if detailed && !degraded {
             total_records.min(limit)
         } else {
@@ -816,15 +878,15 @@ impl Op for Evaluate {
             "coordinate_frame": "input_layout_native",
             "tiling": {"tile_nm": r3(tile_dbu as f64 * dbu_nm), "origin_nm": [0.0, 0.0]},
             "metrics": {
-                "l2_px": imaged.output.l2,
-                "pvb_px": imaged.output.pvb,
+                "l2_px": output.l2,
+                "pvb_px": output.pvb,
                 "epe": epe_metrics,
                 "mrc_pass_rate": pass_rate(&["mrc.standard"]),
                 "drc_pass_rate": pass_rate(&["drc.printed_contour", "epe.gauge", "pvband.3corner"]),
             },
             "counts": {"records": total_records, "groups": total_groups, "groups_by_severity": severity_groups, "by_rule": by_rule},
             "degraded_to_aggregate": degraded,
-            "truncation": {"truncated": detailed && exceeded && !degraded, "max_violations": limit, "total_records": total_records, "returned": returned, "on_exceeded": match args.limits.on_exceeded { OnExceeded::Truncate => "truncate", OnExceeded::DegradeToAggregate => "degrade_to_aggregate" }},
+            "truncation": {"truncated": detailed && exceeded && !degraded, "max_violations": limit, "total_records": total_records, "returned": returned, "on_exceeded": match setup.limits.on_exceeded { OnExceeded::Truncate => "truncate", OnExceeded::DegradeToAggregate => "degrade_to_aggregate" }},
         });
         if degraded {
             payload["degraded_reason"] = json!(format!(

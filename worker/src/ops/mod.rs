@@ -5,13 +5,16 @@
 //! surface can reach; `debug.*` ops exist for the supervisor's tests and are never
 //! routed from client requests.
 
+pub mod artifacts;
 mod debug_alloc;
 mod debug_crash;
 mod debug_sleep;
+mod demo;
 pub mod drc;
 mod engine_info;
 pub mod evaluate;
 pub mod observe;
+pub mod optimize;
 pub mod simulate;
 
 use reticle_protocol::error::{ErrorCode, ToolError};
@@ -35,7 +38,9 @@ static OPS: &[&dyn Op] = &[
     &debug_crash::DebugCrash,
     &debug_alloc::DebugAlloc,
     &engine_info::EngineInfo,
+    &demo::DemoRender,
     &evaluate::Evaluate,
+    &optimize::Optimize,
     &simulate::Simulate,
     &observe::OPEN,
     &observe::LIST_CELLS,

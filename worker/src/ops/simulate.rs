@@ -22,7 +22,7 @@ use reticle_protocol::error::{ErrorCode, ToolError};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Op, cancelled, parse_args};
+use super::{Op, artifacts, cancelled, parse_args};
 use crate::job::JobCtx;
 
 /// The window and model of one simulation (`simulate`'s arguments; `evaluate` builds one).
@@ -257,6 +257,12 @@ pub(crate) struct Imaged {
     pub(crate) output: reticle_kernel::LithoOutput,
     /// Imaging time.
     pub(crate) imaging_ms: f64,
+    /// The rasterized mask (exact area coverage, `[0, 1]`).
+    pub(crate) mask: Grid<f32>,
+    /// The target: mask pixels at least half covered (0/1).
+    pub(crate) target: Grid<u8>,
+    /// The three corners imaged (nominal, max, min), with their kernels.
+    pub(crate) corners: Vec<Corner>,
     /// The backend that imaged.
     pub(crate) backend: reticle_kernel::BackendInfo,
 }
@@ -387,7 +393,132 @@ pub(crate) fn image(ctx: &JobCtx<'_>, mut args: Args, total: u64) -> Result<Imag
         imaging_ms,
         backend: info,
         layout,
+        mask,
+        target,
+        corners,
     })
+}
+
+/// Min, max and mean of `data`.
+fn min_max_mean(data: &[f32]) -> Value {
+    if data.is_empty() {
+        return Value::Null;
+    }
+    let (mut lo, mut hi, mut sum) = (f32::INFINITY, f32::NEG_INFINITY, 0.0f64);
+    for &v in data {
+        lo = lo.min(v);
+        hi = hi.max(v);
+        sum += f64::from(v);
+    }
+    let r6 = |v: f64| (v * 1e6).round() / 1e6;
+    json!({"min": r6(f64::from(lo)), "max": r6(f64::from(hi)), "mean": r6(sum / data.len() as f64)})
+}
+
+/// Summary statistics of the nominal corner's aerial, resist and printed images (always),
+/// and, when the host gave the job an artifact directory (`images: true`, D48), the images
+/// themselves: `.npy` for numbers, PNG to look at (row 0 of the clip at the bottom).
+fn region_images(
+    ctx: &JobCtx<'_>,
+    output: &reticle_kernel::LithoOutput,
+    target: &Grid<u8>,
+    resist: Resist,
+    pixel_nm: f64,
+) -> Result<(Value, Value), ToolError> {
+    let nominal = &output.corners[0];
+    let Some(aerial) = nominal.aerial.as_ref() else {
+        return Ok((Value::Null, Value::Null));
+    };
+    let response = Grid {
+        width: aerial.width,
+        height: aerial.height,
+        data: aerial
+            .data
+            .iter()
+            .map(|&i| 1.0 / (1.0 + (-resist.steepness * (i - resist.threshold)).exp()))
+            .collect(),
+    };
+    // The backend's print where it kept one (the same rule, R > 0.5).
+    let printed = nominal.printed.clone().unwrap_or_else(|| Grid {
+        width: aerial.width,
+        height: aerial.height,
+        data: response.data.iter().map(|&r| u8::from(r > 0.5)).collect(),
+    });
+    let px_area = pixel_nm * pixel_nm;
+    let target_px = target.data.iter().filter(|&&v| v != 0).count();
+    let corner_names = ["nominal", "max", "min"];
+    let corners: Vec<Value> = output
+        .corners
+        .iter()
+        .zip(corner_names)
+        .map(|(c, name)| json!({"corner": name, "printed_px": c.printed_pixels, "printed_area_nm2": c.printed_pixels as f64 * px_area}))
+        .collect();
+    let statistics = json!({
+        "corner": "nominal",
+        "aerial_intensity": min_max_mean(&aerial.data),
+        "resist_response": min_max_mean(&response.data),
+        "resist": {"steepness": resist.steepness, "threshold": resist.threshold},
+        "printed_px": nominal.printed_pixels,
+        "printed_area_nm2": nominal.printed_pixels as f64 * px_area,
+        "target_px": target_px,
+        "target_area_nm2": target_px as f64 * px_area,
+        "pixel_area_nm2": px_area,
+        "corners": corners,
+    });
+    if ctx.context.artifact_dir.is_none() {
+        return Ok((statistics, Value::Null));
+    }
+    let dir = artifacts::dir(ctx)?;
+    // Intensities map to grey with the open-frame scale clipped at the image's maximum;
+    // the resist threshold is where the picture's contrast sits.
+    let hi = aerial
+        .data
+        .iter()
+        .copied()
+        .fold(f32::MIN_POSITIVE, f32::max);
+    let grey = |v: f32| -> [u8; 4] {
+        let g = (v.clamp(0.0, 1.0) * 255.0).round() as u8;
+        [g, g, g, 255]
+    };
+    let aerial_png = artifacts::png_rgba(
+        aerial.width,
+        aerial.height,
+        &artifacts::rgba_of(aerial, |_, _, &v| grey(v / hi)),
+    )?;
+    let resist_png = artifacts::png_rgba(
+        response.width,
+        response.height,
+        &artifacts::rgba_of(&response, |_, _, &v| grey(v)),
+    )?;
+    let printed_png = artifacts::png_rgba(
+        printed.width,
+        printed.height,
+        &artifacts::rgba_of(&printed, |x, y, &v| match (v != 0, *target.at(x, y) != 0) {
+            (true, true) => [235, 235, 235, 255],
+            (true, false) => [60, 200, 90, 255],
+            (false, true) => [220, 60, 60, 255],
+            (false, false) => [16, 16, 24, 255],
+        }),
+    )?;
+    let images = json!({
+        "corner": "nominal",
+        "orientation": "row 0 of the .npy and the bottom row of the PNG are the bottom of the window",
+        "aerial": {
+            "npy": artifacts::write(&dir, "aerial_nominal.npy", &artifacts::npy_f32(aerial))?,
+            "png": artifacts::write(&dir, "aerial_nominal.png", &aerial_png)?,
+            "png_scale": "grey = intensity / max intensity",
+        },
+        "resist": {
+            "npy": artifacts::write(&dir, "resist_nominal.npy", &artifacts::npy_f32(&response))?,
+            "png": artifacts::write(&dir, "resist_nominal.png", &resist_png)?,
+            "png_scale": "grey = resist response 0..1",
+        },
+        "printed": {
+            "npy": artifacts::write(&dir, "printed_nominal.npy", &artifacts::npy_u8(&printed))?,
+            "png": artifacts::write(&dir, "printed_nominal.png", &printed_png)?,
+            "png_scale": "white printed and drawn, green printed only, red drawn only",
+        },
+    });
+    Ok((statistics, images))
 }
 
 impl Op for Simulate {
@@ -411,6 +542,8 @@ impl Op for Simulate {
             output,
             imaging_ms,
             backend: info,
+            target,
+            ..
         } = image(ctx, args, 5)?;
         ctx.progress.report(4, 5, "metrics");
         let nominal = &output.corners[0];
@@ -441,8 +574,11 @@ impl Op for Simulate {
             _ => Value::Null,
         };
         let to_nm = |v: i64| v as f64 * layout.dbu_nm;
+        let (statistics, images) = region_images(ctx, &output, &target, resist, pixel_nm)?;
         ctx.progress.report(5, 5, "done");
         Ok(json!({
+            "statistics": statistics,
+            "images": images,
             "schema_version": reticle_protocol::SCHEMA_VERSION,
             "layout": {"path": path, "sha256": layout.sha256, "format": layout.format, "polygons_in_window": layout.polygons.len()},
             "window_nm": {"left": to_nm(layout.window.left), "bottom": to_nm(layout.window.bottom), "right": to_nm(layout.window.right), "top": to_nm(layout.window.top)},

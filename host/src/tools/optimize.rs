@@ -1,0 +1,272 @@
+//! `optimize`: pixel ILT around a violation, in a box, or over the whole clip, on a
+//! worker (seed 000 §2c, §5; seed 002 `state_after`; docs/DECISIONS.md D44–D46).
+//!
+//! The host resolves what to optimize before the job starts:
+//! - a `violation_id` in this connection's cache (filled by `evaluate` at
+//!   `report_level: detailed`) brings the evaluate call's arguments with it (fast path);
+//! - a miss is re-resolved from the self-describing id when the caller pins the layout
+//!   (`layout`, whose SHA-256 must start with the id's; `layout_artifact_id` optional);
+//!   without a `layout` (or a `deck`) the call fails with `CACHE_EVICTED`, recoverable,
+//!   naming the arguments to pass; a pinned layout that is gone or changed is
+//!   `LAYOUT_NOT_PINNED` (not recoverable with this id: evaluate again).
+//!
+//! The worker re-evaluates the clip (the id must be among its records), runs the ILT, and
+//! writes the optimized mask (GDSII, PNG) into a job directory the host creates under the
+//! artifact root.
+
+use libmcp::ReplayContract;
+use reticle_protocol::{ErrorCode, ToolError};
+use serde_json::{Map, Value, json};
+
+use super::evaluate::deck_is_path;
+use super::worker_job::{JobExtras, run_op_with, take_wait};
+use super::{Detail, TaskSupport, Tool, ToolContext, ToolDef, ToolResult};
+
+/// The worker op.
+pub const OP: &str = "optimize";
+
+/// Arguments of `evaluate` that describe the clip, copied from the cache on a hit
+/// (`box_um` there is `clip_um` here).
+const EVALUATE_ARGS: [(&str, &str); 8] = [
+    ("layout", "layout"),
+    ("deck", "deck"),
+    ("layer", "layer"),
+    ("cell", "cell"),
+    ("box_um", "clip_um"),
+    ("pixel_nm", "pixel_nm"),
+    ("model", "model"),
+    ("tile_nm", "tile_nm"),
+];
+
+pub(super) fn tool() -> Tool {
+    Tool::new(ToolDef {
+        name: "optimize",
+        title: "Optimize the mask (pixel ILT)",
+        description: "Repairs a violation found by evaluate with pixel inverse lithography: \
+                      optimize(violation_id) optimizes a window around the violation plus a \
+                      halo (scope=group, the default, resolves a shadow record to its \
+                      group's canonical record and fixes the whole group; \
+                      scope=record_only optimizes around that record alone); box_um \
+                      optimizes a box; neither optimizes the whole clip. The rest of the \
+                      mask stays as drawn. Returns state_after: the optimized mask as a \
+                      GDSII file and a PNG (paths under the artifact root), metrics before \
+                      and after (L2, PVB, EPE, violations re-evaluated with the deck), the \
+                      violations resolved and the group members. A violation_id from \
+                      evaluate(report_level=detailed) in this connection needs no other \
+                      argument; otherwise pass layout and deck (and the clip_um, pixel_nm, \
+                      model of the evaluate call). Returns a job_id at once (poll it) unless \
+                      `wait` is true or the call carries a progressToken.",
+        replay: ReplayContract::Convergent,
+        read_only: true,
+        handler: run,
+        porcelain: Some(porcelain),
+    })
+    .with_task_support(TaskSupport::Optional)
+}
+
+fn str_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
+    args.get(key).and_then(Value::as_str)
+}
+
+/// The parts of an id the errors show (`rv1:<layout16>:<deck16>:<rule>:<x>:<y>:<tile>:<group>:<i>`).
+fn id_parts(id: &str) -> Option<Value> {
+    let p: Vec<&str> = id.split(':').collect();
+    if p.len() != 9 || p[0] != "rv1" {
+        return None;
+    }
+    let pm = |s: &str| s.parse::<i64>().ok().map(|v| v as f64 / 1000.0);
+    Some(json!({
+        "layout_sha256_prefix": p[1],
+        "deck_hash_prefix": p[2],
+        "rule_id": p[3].replace("%3A", ":").replace("%25", "%"),
+        "location_nm": [pm(p[4])?, pm(p[5])?],
+        "tile_id": p[6],
+        "violation_group_id": p[7],
+    }))
+}
+
+/// `resolve_read`, with a missing file reported as the layout no longer being pinned.
+fn resolve_pinned(ctx: &ToolContext, raw: &str, id: &str) -> Result<String, ToolError> {
+    match ctx.state.roots.resolve_read(raw) {
+        Ok(path) => Ok(path.display().to_string()),
+        Err(e) if e.code == ErrorCode::FileNotFound => Err(ToolError::new(
+            ErrorCode::LayoutNotPinned,
+            format!("the layout of {id} is gone ({})", e.message),
+        )
+        .with_details(json!({"violation_id": id, "layout": raw, "reason": "layout_gone"}))
+        .recoverable(false)
+        .with_hint("the layout this id was made on no longer exists; run evaluate on the current layout and use its violation_ids")),
+        Err(e) => Err(e),
+    }
+}
+
+async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
+    let wait = take_wait(&mut args);
+    let resolved_from = match str_arg(&args, "violation_id").map(str::to_owned) {
+        Some(id) => {
+            let parts = id_parts(&id).ok_or_else(|| {
+                ToolError::new(
+                    ErrorCode::InvalidInput,
+                    "not a reticle violation_id (rv1:…, from evaluate at report_level=detailed)",
+                )
+                .with_details(json!({"violation_id": id}))
+            })?;
+            if let Some(pin) = str_arg(&args, "layout_artifact_id") {
+                let pin = pin.trim_start_matches("sha256:");
+                let prefix = parts["layout_sha256_prefix"].as_str().unwrap_or_default();
+                if !(pin.starts_with(prefix) || prefix.starts_with(pin)) {
+                    return Err(ToolError::new(
+                        ErrorCode::LayoutNotPinned,
+                        "layout_artifact_id names another layout than the violation_id",
+                    )
+                    .with_details(json!({"violation_id": id, "layout_artifact_id": pin, "violation_id_layout_sha256": prefix, "reason": "pin_mismatch"}))
+                    .recoverable(false)
+                    .with_hint("pass the layout_artifact_id of the evaluate call that returned this id, or evaluate again"));
+                }
+            }
+            if let Some((evaluation, _record)) = ctx.state.violations.get(&id) {
+                // Fast path: the evaluate call's arguments, unless the call overrides them.
+                for (from, to) in EVALUATE_ARGS {
+                    if let (Some(v), false) = (evaluation.args.get(from), args.contains_key(to)) {
+                        args.insert(to.into(), v.clone());
+                    }
+                }
+                "session_cache"
+            } else {
+                let missing: Vec<&str> = ["layout", "deck"]
+                    .into_iter()
+                    .filter(|k| !args.contains_key(*k))
+                    .collect();
+                if !missing.is_empty() {
+                    return Err(ToolError::new(
+                        ErrorCode::CacheEvicted,
+                        format!(
+                            "{id} is not in this connection's violation cache; pass {} to re-resolve it from the id",
+                            missing.join(" and ")
+                        ),
+                    )
+                    .with_details(json!({
+                        "violation_id": id,
+                        "missing_arguments": missing,
+                        "also_pass_if_evaluate_had_them": ["clip_um (evaluate's box_um)", "layer", "cell", "pixel_nm", "model", "tile_nm"],
+                        "violation": parts,
+                    }))
+                    .recoverable(true)
+                    .with_hint(format!(
+                        "call optimize again with layout (the file whose SHA-256 starts with {}) and deck, plus the clip_um/pixel_nm/model/tile_nm of the evaluate call",
+                        parts["layout_sha256_prefix"].as_str().unwrap_or("?")
+                    )));
+                }
+                "violation_id"
+            }
+        }
+        None => {
+            let missing: Vec<&str> = ["layout", "deck"]
+                .into_iter()
+                .filter(|k| !args.contains_key(*k))
+                .collect();
+            if !missing.is_empty() {
+                return Err(ToolError::new(
+                    ErrorCode::InvalidInput,
+                    format!(
+                        "optimize without a violation_id needs {}",
+                        missing.join(" and ")
+                    ),
+                )
+                .with_details(json!({"missing_arguments": missing})));
+            }
+            "none"
+        }
+    };
+    let id = str_arg(&args, "violation_id").unwrap_or("").to_owned();
+    let raw = str_arg(&args, "layout").unwrap_or_default().to_owned();
+    let layout = if id.is_empty() {
+        ctx.state.roots.resolve_read(&raw)?.display().to_string()
+    } else {
+        resolve_pinned(&ctx, &raw, &id)?
+    };
+    args.insert("layout".into(), json!(layout));
+    let deck = str_arg(&args, "deck").unwrap_or_default().to_owned();
+    if deck_is_path(&deck) {
+        let path = ctx.state.roots.resolve_read(&deck)?;
+        args.insert("deck".into(), json!(path));
+    }
+    if resolved_from != "none" {
+        args.insert("resolved_from".into(), json!(resolved_from));
+    }
+    let dir = ctx.state.sessions.new_job_dir("opt")?;
+    let extras = JobExtras {
+        artifact_dir: Some(dir),
+        on_result: None,
+    };
+    run_op_with(&ctx, "optimize", OP, args, wait, extras).await
+}
+
+fn porcelain(payload: &Value, _detail: Detail) -> String {
+    if payload.get("metrics").is_none() {
+        return format!(
+            "{} {} (poll it with poll(job_id))",
+            payload["job_id"].as_str().unwrap_or("?"),
+            payload["status"].as_str().unwrap_or("?")
+        );
+    }
+    let (b, a) = (&payload["metrics"]["before"], &payload["metrics"]["after"]);
+    let t = &payload["target"];
+    let mut text = format!(
+        "{} {}: optimized {} {} (window {}..{} × {}..{} nm, {} ILT iterations)\n\
+         L2 {} → {} px, PVB {} → {} px, EPE violations {} → {}, rule records {} → {}\n",
+        payload["job_id"].as_str().unwrap_or("?"),
+        payload["status"].as_str().unwrap_or("?"),
+        t["mode"].as_str().unwrap_or("?"),
+        t["resolved_violation_id"].as_str().unwrap_or(""),
+        payload["window_nm"]["left"],
+        payload["window_nm"]["right"],
+        payload["window_nm"]["bottom"],
+        payload["window_nm"]["top"],
+        payload["ilt"]["iterations_run"],
+        b["l2_px"],
+        a["l2_px"],
+        b["pvb_px"],
+        a["pvb_px"],
+        b["epe_violations"],
+        a["epe_violations"],
+        b["violation_records"],
+        a["violation_records"],
+    );
+    let resolved = payload["violations_resolved"]
+        .as_array()
+        .map_or(0, Vec::len);
+    text.push_str(&format!("groups resolved: {resolved}\n"));
+    for m in payload["group_members"].as_array().into_iter().flatten() {
+        text.push_str(&format!(
+            "  {} {} ({})\n",
+            m["resolution"].as_str().unwrap_or("?"),
+            m["violation_id"].as_str().unwrap_or("?"),
+            m["dedup_strategy"].as_str().unwrap_or("?"),
+        ));
+    }
+    let s = &payload["state_after"];
+    text.push_str(&format!(
+        "mask: {} ({} polygons), picture: {}",
+        s["mask_gds"]["path"].as_str().unwrap_or("?"),
+        s["polygons"]["gds_polygons"],
+        s["mask_png"]["path"].as_str().unwrap_or("?"),
+    ));
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_parts_name_what_a_miss_needs() {
+        let p = id_parts(
+            "rv1:0123456789abcdef:fedcba9876543210:M1.W:1500:-2000:T_1_0:00112233aabbccdd:3",
+        )
+        .unwrap();
+        assert_eq!(p["layout_sha256_prefix"], "0123456789abcdef");
+        assert_eq!(p["location_nm"], json!([1.5, -2.0]));
+        assert!(id_parts("rv1:x").is_none());
+    }
+}

@@ -1,0 +1,174 @@
+//! The session's violation cache (seed 000 §5 fast path; docs/DECISIONS.md D45).
+//!
+//! `evaluate` at `report_level: detailed` records, for every violation it returned, the
+//! evaluation that produced it (its resolved arguments: layout path, deck, layer, cell,
+//! clip, pixel size, model, tile size) and the record's grouping. `optimize(violation_id)`
+//! looks the id up here and needs no other argument. The session is the MCP connection,
+//! which for stdio is this host process: the cache lives in [`crate::state::HostState`]
+//! and dies with it. It holds at most [`MAX_RECORDS`] records; the oldest evaluations go
+//! first. A miss is not an error by itself: `optimize` re-resolves the id from its parts
+//! when the caller pins the layout (tools/optimize.rs).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde_json::{Map, Value};
+
+/// Most records remembered per session (about 300 bytes each).
+pub const MAX_RECORDS: usize = 200_000;
+
+/// One `evaluate` call whose records are cached.
+#[derive(Debug)]
+pub struct Evaluation {
+    /// Its arguments after host resolution (canonical paths), without `report_level`,
+    /// `limits` and the host-only arguments.
+    pub args: Map<String, Value>,
+    /// The layout's SHA-256, as the report gave it.
+    pub layout_sha256: String,
+}
+
+/// What the cache keeps of one record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CachedRecord {
+    /// `violation_group_id`.
+    pub group_id: String,
+    /// `canonical` or `shadow`.
+    pub dedup_strategy: String,
+    /// The id of the group's canonical record.
+    pub canonical_violation_id: String,
+    /// The rule.
+    pub rule_id: String,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    evaluations: VecDeque<(u64, Arc<Evaluation>, Vec<String>)>,
+    index: HashMap<String, (u64, CachedRecord)>,
+    next: u64,
+}
+
+/// Violation id → the evaluation and record it came from, for one session.
+#[derive(Debug, Default)]
+pub struct ViolationCache {
+    inner: Mutex<Inner>,
+}
+
+impl ViolationCache {
+    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records the violations of an `evaluate` payload produced from `args`; returns how
+    /// many were cached. Payloads without `violations` (aggregate) cache nothing.
+    pub fn insert(&self, args: Map<String, Value>, payload: &Value) -> usize {
+        let Some(records) = payload["violations"].as_array() else {
+            return 0;
+        };
+        if records.is_empty() {
+            return 0;
+        }
+        let evaluation = Arc::new(Evaluation {
+            args,
+            layout_sha256: payload["layout"]["sha256"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        });
+        let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        let mut inner = self.inner();
+        inner.next += 1;
+        let seq = inner.next;
+        let mut ids = Vec::with_capacity(records.len());
+        for r in records.iter().take(MAX_RECORDS) {
+            let id = s(&r["violation_id"]);
+            let record = CachedRecord {
+                group_id: s(&r["violation_group_id"]),
+                dedup_strategy: s(&r["dedup_strategy"]),
+                canonical_violation_id: s(&r["dedup_provenance"]["canonical_violation_id"]),
+                rule_id: s(&r["rule_id"]),
+            };
+            inner.index.insert(id.clone(), (seq, record));
+            ids.push(id);
+        }
+        let cached = ids.len();
+        inner.evaluations.push_back((seq, evaluation, ids));
+        let mut total: usize = inner.evaluations.iter().map(|e| e.2.len()).sum();
+        while total > MAX_RECORDS && inner.evaluations.len() > 1 {
+            let Some((old, _, old_ids)) = inner.evaluations.pop_front() else {
+                break;
+            };
+            total -= old_ids.len();
+            for id in old_ids {
+                if inner.index.get(&id).is_some_and(|(s, _)| *s == old) {
+                    inner.index.remove(&id);
+                }
+            }
+        }
+        cached
+    }
+
+    /// The evaluation and record of `violation_id`, if this session has it.
+    pub fn get(&self, violation_id: &str) -> Option<(Arc<Evaluation>, CachedRecord)> {
+        let inner = self.inner();
+        let (seq, record) = inner.index.get(violation_id)?;
+        let evaluation = inner
+            .evaluations
+            .iter()
+            .find(|e| e.0 == *seq)
+            .map(|e| Arc::clone(&e.1))?;
+        Some((evaluation, record.clone()))
+    }
+
+    /// Records cached now.
+    pub fn len(&self) -> usize {
+        self.inner().index.len()
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn payload(ids: &[&str]) -> Value {
+        json!({
+            "layout": {"sha256": "ab"},
+            "violations": ids.iter().map(|id| json!({
+                "violation_id": id, "violation_group_id": "g", "dedup_strategy": "shadow",
+                "rule_id": "R", "dedup_provenance": {"canonical_violation_id": "c"},
+            })).collect::<Vec<_>>(),
+        })
+    }
+
+    #[test]
+    fn hits_misses_and_aggregate_payloads() {
+        let c = ViolationCache::default();
+        let mut args = Map::new();
+        args.insert("layout".into(), json!("/x.gds"));
+        assert_eq!(c.insert(args.clone(), &json!({"layout": {}})), 0);
+        assert_eq!(c.insert(args, &payload(&["a", "b"])), 2);
+        let (e, r) = c.get("b").unwrap();
+        assert_eq!(e.args["layout"], "/x.gds");
+        assert_eq!(e.layout_sha256, "ab");
+        assert_eq!(r.canonical_violation_id, "c");
+        assert!(c.get("z").is_none());
+    }
+
+    #[test]
+    fn the_oldest_evaluations_are_evicted_first() {
+        let c = ViolationCache::default();
+        let big: Vec<String> = (0..MAX_RECORDS).map(|i| format!("v{i}")).collect();
+        let refs: Vec<&str> = big.iter().map(String::as_str).collect();
+        c.insert(Map::new(), &payload(&["old"]));
+        c.insert(Map::new(), &payload(&refs));
+        assert!(c.get("old").is_none(), "evicted");
+        assert!(c.get("v0").is_some());
+        assert_eq!(c.len(), MAX_RECORDS);
+    }
+}

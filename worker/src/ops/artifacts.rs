@@ -1,0 +1,163 @@
+//! Files a job writes into its artifact directory (D44, D45).
+//!
+//! The host creates one private directory per job under the artifact root
+//! (`KLAYOUT_MCP_ARTIFACT_ROOT/jobs/<prefix>_<random>/`) and names it in the job's
+//! `artifact_dir`; the worker writes only there, under fixed names chosen here, through a
+//! temporary file and a rename. Nothing a caller supplies becomes a path component.
+//! Images are large (a 2048² `f32` image is 16 MiB), so they travel as files rather than
+//! as base64 in the op's JSON.
+
+use std::path::{Path, PathBuf};
+
+use reticle_kernel::Grid;
+use reticle_protocol::error::{ErrorCode, ToolError};
+use serde_json::{Value, json};
+
+use crate::job::JobCtx;
+
+fn internal(message: String) -> ToolError {
+    ToolError::new(ErrorCode::InternalError, message)
+}
+
+/// The job's artifact directory.
+///
+/// # Errors
+/// `INTERNAL_ERROR` when the host gave the job none, or it is not a plain directory.
+pub fn dir(ctx: &JobCtx<'_>) -> Result<PathBuf, ToolError> {
+    let dir = ctx
+        .context
+        .artifact_dir
+        .as_deref()
+        .ok_or_else(|| internal("the job has no artifact directory".into()))?;
+    let meta = std::fs::symlink_metadata(dir)
+        .map_err(|e| internal(format!("artifact directory {dir}: {e}")))?;
+    if !meta.is_dir() {
+        return Err(internal(format!(
+            "artifact directory {dir} is not a plain directory"
+        )));
+    }
+    Ok(PathBuf::from(dir))
+}
+
+/// Writes `bytes` as `dir/name` (temp file + rename) and describes it:
+/// `{path, sha256, bytes}`.
+///
+/// # Errors
+/// `INTERNAL_ERROR` on an I/O failure or a name that is not plain.
+pub fn write(dir: &Path, name: &'static str, bytes: &[u8]) -> Result<Value, ToolError> {
+    let plain = !name.is_empty()
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if !plain {
+        return Err(internal(format!("refusing artifact name {name:?}")));
+    }
+    let target = dir.join(name);
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, &target))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            internal(format!("cannot write {}: {e}", target.display()))
+        })?;
+    Ok(json!({
+        "path": target,
+        "sha256": reticle_layout::sha256_hex(bytes),
+        "bytes": bytes.len(),
+    }))
+}
+
+/// PNG with fixed settings (RGBA8, no ancillary chunks): equal pixels give equal bytes.
+///
+/// # Errors
+/// `INTERNAL_ERROR` when encoding fails.
+pub fn png_rgba(width: usize, height: usize, rgba: &[u8]) -> Result<Vec<u8>, ToolError> {
+    let fail = |e: png::EncodingError| internal(format!("png: {e}"));
+    let mut out = Vec::new();
+    let w = u32::try_from(width).map_err(|_| internal("png too wide".into()))?;
+    let h = u32::try_from(height).map_err(|_| internal("png too tall".into()))?;
+    let mut enc = png::Encoder::new(&mut out, w, h);
+    enc.set_color(png::ColorType::Rgba);
+    enc.set_depth(png::BitDepth::Eight);
+    enc.set_compression(png::Compression::Balanced);
+    let mut writer = enc.write_header().map_err(fail)?;
+    writer.write_image_data(rgba).map_err(fail)?;
+    writer.finish().map_err(fail)?;
+    Ok(out)
+}
+
+/// RGBA bytes of `grid` with row 0 (the bottom of the clip) at the bottom of the picture,
+/// each pixel coloured by `color`.
+pub fn rgba_of<T>(grid: &Grid<T>, color: impl Fn(usize, usize, &T) -> [u8; 4]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(grid.width * grid.height * 4);
+    for row in (0..grid.height).rev() {
+        for x in 0..grid.width {
+            out.extend_from_slice(&color(x, row, grid.at(x, row)));
+        }
+    }
+    out
+}
+
+/// A `.npy` (format 1.0) of a 2-D array `[height, width]`, row 0 = the bottom row of the
+/// clip, C order; `descr` is the NumPy type (`<f4`, `|u1`) and `data` its little-endian bytes.
+fn npy(descr: &str, height: usize, width: usize, data: &[u8]) -> Vec<u8> {
+    let mut header =
+        format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({height}, {width}), }}");
+    // Magic (6) + version (2) + length (2) + header + '\n' is a multiple of 64.
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = Vec::with_capacity(10 + header.len() + data.len());
+    out.extend_from_slice(b"\x93NUMPY\x01\x00");
+    out.extend_from_slice(&u16::try_from(header.len()).unwrap_or(0).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(data);
+    out
+}
+
+/// A float32 grid as `.npy`.
+#[must_use]
+pub fn npy_f32(grid: &Grid<f32>) -> Vec<u8> {
+    let data: Vec<u8> = grid.data.iter().flat_map(|v| v.to_le_bytes()).collect();
+    npy("<f4", grid.height, grid.width, &data)
+}
+
+/// A 0/1 grid as `.npy` (uint8).
+#[must_use]
+pub fn npy_u8(grid: &Grid<u8>) -> Vec<u8> {
+    npy("|u1", grid.height, grid.width, &grid.data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn npy_header_is_aligned_and_describes_the_array() {
+        let g = Grid {
+            width: 3,
+            height: 2,
+            data: vec![0.0f32, 1.0, 2.0, 3.0, 4.0, 5.0],
+        };
+        let b = npy_f32(&g);
+        assert_eq!(&b[..8], b"\x93NUMPY\x01\x00");
+        let hlen = usize::from(u16::from_le_bytes([b[8], b[9]]));
+        assert_eq!((10 + hlen) % 64, 0);
+        let header = std::str::from_utf8(&b[10..10 + hlen]).unwrap();
+        assert!(header.contains("'shape': (2, 3)"), "{header}");
+        assert_eq!(b.len(), 10 + hlen + 6 * 4);
+        assert_eq!(&b[10 + hlen + 4..10 + hlen + 8], &1.0f32.to_le_bytes());
+    }
+
+    #[test]
+    fn artifact_names_are_plain_and_writes_are_whole() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(write(tmp.path(), "../x", b"").is_err());
+        assert!(write(tmp.path(), ".x", b"").is_err());
+        let v = write(tmp.path(), "a.png", b"abc").unwrap();
+        assert_eq!(v["bytes"], 3);
+        assert_eq!(std::fs::read(tmp.path().join("a.png")).unwrap(), b"abc");
+    }
+}

@@ -1,0 +1,168 @@
+//! `demo.render`: `evaluate` at `report_level: detailed` plus a picture of the window with
+//! the violations drawn on it (issue 7 item 7, `reticle demo`; D48). Not reachable from
+//! MCP: the host's `reticle demo` command runs it with a job artifact directory.
+//!
+//! The picture (PNG, row 0 of the clip at the bottom): drawn polygons grey, the nominal
+//! printed image's outline cyan, each violation's marker box red (canonical records) or
+//! orange (shadows), grown to at least 9 pixels so checkpoints are visible.
+
+use std::path::PathBuf;
+
+use reticle_kernel::Grid;
+use reticle_kernel::model::ModelSpec;
+use reticle_protocol::error::ToolError;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::evaluate::{self, DEFAULT_TILE_NM, Limits, ReportLevel, Setup, load_deck, target_layer};
+use super::simulate;
+use super::{Op, artifacts, cancelled, parse_args};
+use crate::job::JobCtx;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    layout: PathBuf,
+    deck: String,
+    #[serde(default)]
+    layer: Option<String>,
+    #[serde(default)]
+    box_um: Option<[f64; 4]>,
+    #[serde(default)]
+    pixel_nm: Option<f64>,
+    #[serde(default)]
+    model: Option<ModelSpec>,
+}
+
+/// The `demo.render` op.
+pub struct DemoRender;
+
+const STEPS: u64 = 8;
+
+fn outline(g: &Grid<u8>, x: usize, y: usize) -> bool {
+    if *g.at(x, y) == 0 {
+        return false;
+    }
+    let off = |dx: isize, dy: isize| {
+        let (nx, ny) = (x as isize + dx, y as isize + dy);
+        nx < 0
+            || ny < 0
+            || nx as usize >= g.width
+            || ny as usize >= g.height
+            || *g.at(nx as usize, ny as usize) == 0
+    };
+    off(-1, 0) || off(1, 0) || off(0, -1) || off(0, 1)
+}
+
+impl Op for DemoRender {
+    fn name(&self) -> &'static str {
+        "demo.render"
+    }
+
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+        let args: Args = parse_args(self.name(), args_json)?;
+        let (deck, deck_source) = load_deck(ctx, &args.deck)?;
+        let deck_hash = deck.deck_hash();
+        let target = target_layer(&deck, args.layer.as_deref())?;
+        let is_glp = args
+            .layout
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("glp"));
+        let layout_name = args
+            .layout
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let imaged = simulate::image(
+            ctx,
+            simulate::Args {
+                layout: args.layout.clone(),
+                layer: (!is_glp).then(|| target.to_string()),
+                cell: None,
+                box_um: args.box_um,
+                pixel_nm: args.pixel_nm,
+                model: args.model.clone(),
+            },
+            STEPS,
+        )?;
+        let setup = Setup {
+            deck,
+            deck_source,
+            deck_hash,
+            target,
+            tile_nm: DEFAULT_TILE_NM,
+            layout_name,
+            report_level: ReportLevel::Detailed,
+            limits: Limits::default(),
+        };
+        let report = evaluate::report(ctx, &setup, &imaged, None, &|n, m| {
+            ctx.progress.report(n, STEPS, m);
+        })?;
+        if ctx.cancel.is_cancelled() {
+            return Err(cancelled(ctx.job_id));
+        }
+        let frame = &imaged.frame;
+        let (w, h) = (imaged.target.width, imaged.target.height);
+        let dbu_nm = imaged.layout.dbu_nm;
+        // Marker boxes in pixels, canonical drawn last (on top).
+        let mut boxes: Vec<(bool, [usize; 4])> = Vec::new();
+        for r in report["violations"].as_array().into_iter().flatten() {
+            let Some(b) = r["bbox_nm"].as_array() else {
+                continue;
+            };
+            let px = |nm: &Value, origin: f64, n: usize| {
+                let v = (nm.as_f64().unwrap_or(0.0) / dbu_nm - origin) / frame.pixel_nm;
+                v.clamp(0.0, n as f64 - 1.0)
+            };
+            let (mut x0, mut y0) = (px(&b[0], frame.left_nm, w), px(&b[1], frame.bottom_nm, h));
+            let (mut x1, mut y1) = (px(&b[2], frame.left_nm, w), px(&b[3], frame.bottom_nm, h));
+            let grow = |lo: &mut f64, hi: &mut f64, n: usize| {
+                let missing = (8.0 - (*hi - *lo)).max(0.0) / 2.0;
+                *lo = (*lo - missing - 1.0).max(0.0);
+                *hi = (*hi + missing + 1.0).min(n as f64 - 1.0);
+            };
+            grow(&mut x0, &mut x1, w);
+            grow(&mut y0, &mut y1, h);
+            boxes.push((
+                r["dedup_strategy"] == "canonical",
+                [x0 as usize, y0 as usize, x1 as usize, y1 as usize],
+            ));
+        }
+        boxes.sort_by_key(|b| b.0);
+        let mut marks = Grid::filled(w, h, 0u8);
+        for (canonical, [x0, y0, x1, y1]) in boxes {
+            let color = if canonical { 2 } else { 1 };
+            for x in x0..=x1 {
+                for y in [y0, y1] {
+                    *marks.at_mut(x, y) = color;
+                    if y + 1 < h {
+                        *marks.at_mut(x, y + 1) = color;
+                    }
+                }
+            }
+            for y in y0..=y1 {
+                for x in [x0, x1] {
+                    *marks.at_mut(x, y) = color;
+                    if x + 1 < w {
+                        *marks.at_mut(x + 1, y) = color;
+                    }
+                }
+            }
+        }
+        let printed = imaged.output.corners[0].printed.as_ref();
+        let rgba = artifacts::rgba_of(&imaged.target, |x, y, &t| match *marks.at(x, y) {
+            2 => [235, 40, 40, 255],
+            1 => [255, 150, 30, 255],
+            _ if printed.is_some_and(|p| outline(p, x, y)) => [40, 220, 235, 255],
+            _ if t != 0 => [120, 120, 130, 255],
+            _ => [14, 14, 20, 255],
+        });
+        let png = artifacts::png_rgba(w, h, &rgba)?;
+        let dir = artifacts::dir(ctx)?;
+        let file = artifacts::write(&dir, "demo_violations.png", &png)?;
+        ctx.progress.report(STEPS, STEPS, "picture written");
+        Ok(json!({"report": report, "png": file, "legend": {
+            "grey": "drawn polygons", "cyan": "printed outline (nominal corner)",
+            "red": "canonical violation records", "orange": "shadow records"}}))
+    }
+}
