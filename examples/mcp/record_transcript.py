@@ -6,7 +6,8 @@
 The skeleton is the transcript with `{"recv": null}` where an answer goes. Each
 answer is recorded with volatile values masked: `"{{*}}"` for timings and pids (the
 keys in VOLATILE, `serverInfo.version`, plus the skeleton's `{"comment": …, "volatile": [...]}`), ids the
-server generates (`job_…`, `ses_…`) bound once as `{{job_id}}` / `{{session_id}}`,
+server generates (`job_…`, `ses_…`) bound as `{{job_id}}` / `{{session_id}}` (later ones
+`{{job_id_2}}`, …),
 and a JSON-rendered `content[0].text` (which repeats `structuredContent`) as `"{{*}}"`.
 Review the output before committing it: it is the expected behaviour from then on.
 
@@ -105,14 +106,17 @@ class Recorder:
         if isinstance(value, list):
             return [self.mask(v) for v in value]
         if isinstance(value, str):
-            for name, pattern in ID_PATTERNS:
+            for base, pattern in ID_PATTERNS:
                 for found in pattern.findall(value):
-                    bound = self.bindings.setdefault(name, found)
-                    if bound != found:
-                        raise SystemExit(f"a second {name} {found}: extend the recorder")
+                    # The first id of a kind is {{job_id}}, later ones {{job_id_2}}, …
+                    name = next((n for n, b in self.bindings.items() if b == found), None)
+                    if name is None:
+                        taken = sum(1 for n in self.bindings if n == base or n.startswith(base + "_"))
+                        name = base if taken == 0 else f"{base}_{taken + 1}"
+                        self.bindings[name] = found
                     if value == found:
                         return "{{%s}}" % name
-                value = value.replace(self.bindings.get(name, "\0"), "{{%s}}" % name)
+                    value = value.replace(found, "{{%s}}" % name)
             return value.replace(ARTIFACTS, "${ARTIFACTS}").replace(str(ROOT), "${REPO}")
         return value
 

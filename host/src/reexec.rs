@@ -4,7 +4,7 @@
 //! The old image stops reading stdin between two reads (`transport::stdin`), lets
 //! requests that do not wait on a job finish, and writes a [`ReexecSnapshot`] — the
 //! negotiated session, pending requests, the job table with each unfinished job's
-//! recipe, layout sessions, roots, counters, the event-log position, and the bytes and
+//! recipe, layout sessions, the violation cache, roots, counters, the event-log position, and the bytes and
 //! frames it had read but not yet served — to a private file (libmcp's
 //! `write_snapshot_file`: 0600, created exclusively under a 0700 directory). It then
 //! points fd 1 back at the protocol stream and `execve`s the new binary with the same
@@ -121,6 +121,9 @@ pub struct ReexecSnapshot {
     pub pump: PumpState,
     /// Layout sessions (`Sessions::export`).
     pub layout_sessions: Value,
+    /// The violation cache of seed 000 §5 (`ViolationCache::export`).
+    #[serde(default)]
+    pub violations: Value,
     /// The roots in force and their source.
     pub roots: (Vec<PathBuf>, RootsSource),
     /// The worker binary in use (after a rollout it differs from the configured one).

@@ -98,6 +98,7 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
     });
     if let Some(snapshot) = &restored {
         state.sessions.import(&snapshot.layout_sessions);
+        state.violations.import(&snapshot.violations);
     }
     let (frames_tx, frames_rx) = mpsc::channel(READ_AHEAD);
     let (carried, pump_state) = restored
@@ -215,6 +216,7 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
         frames,
         pump,
         layout_sessions: state.sessions.export(),
+        violations: state.violations.export(),
         roots: state.roots.snapshot(),
         worker_exe: release.current,
         previous_worker_exe: release.previous,

@@ -119,6 +119,43 @@ impl ViolationCache {
         Some((evaluation, record.clone()))
     }
 
+    /// The cache as plain JSON (a host reexec carries it: the connection, and so the
+    /// session of seed 000 §5, survives the reexec).
+    pub fn export(&self) -> Value {
+        let inner = self.inner();
+        let evaluations: Vec<Value> = inner
+            .evaluations
+            .iter()
+            .map(|(_, evaluation, ids)| {
+                let records: Vec<Value> = ids
+                    .iter()
+                    .filter_map(|id| {
+                        let (_, r) = inner.index.get(id)?;
+                        Some(serde_json::json!({
+                            "violation_id": id, "violation_group_id": r.group_id,
+                            "dedup_strategy": r.dedup_strategy, "rule_id": r.rule_id,
+                            "dedup_provenance": {"canonical_violation_id": r.canonical_violation_id},
+                        }))
+                    })
+                    .collect();
+                serde_json::json!({
+                    "args": evaluation.args,
+                    "payload": {"layout": {"sha256": evaluation.layout_sha256}, "violations": records},
+                })
+            })
+            .collect();
+        Value::Array(evaluations)
+    }
+
+    /// Refills the cache from [`Self::export`]'s JSON, oldest evaluation first.
+    pub fn import(&self, exported: &Value) {
+        for evaluation in exported.as_array().into_iter().flatten() {
+            if let Some(args) = evaluation["args"].as_object() {
+                self.insert(args.clone(), &evaluation["payload"]);
+            }
+        }
+    }
+
     /// Records cached now.
     pub fn len(&self) -> usize {
         self.inner().index.len()
@@ -158,6 +195,23 @@ mod tests {
         assert_eq!(e.layout_sha256, "ab");
         assert_eq!(r.canonical_violation_id, "c");
         assert!(c.get("z").is_none());
+    }
+
+    #[test]
+    fn export_and_import_keep_every_record() {
+        let c = ViolationCache::default();
+        let mut args = Map::new();
+        args.insert("layout".into(), json!("/x.gds"));
+        c.insert(args, &payload(&["a", "b"]));
+        let again = ViolationCache::default();
+        again.import(&c.export());
+        assert_eq!(again.len(), 2);
+        let (e, r) = again.get("a").unwrap();
+        assert_eq!(
+            (e.args["layout"].as_str(), e.layout_sha256.as_str()),
+            (Some("/x.gds"), "ab")
+        );
+        assert_eq!(r, c.get("a").unwrap().1);
     }
 
     #[test]

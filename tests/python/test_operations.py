@@ -182,6 +182,13 @@ async def test_reexec_keeps_the_session_and_the_pid(reticle_bin, server_env):
             before = await ready_health(client)
             pid = before["server"]["pid"]
             assert before["server"]["reexecs"] == 0
+            # Violation ids of this session (seed 000 §5): optimize by id alone must still
+            # work after the handover.
+            evaluated = await client.call_tool("evaluate", {
+                "layout": str(LAYOUT), "deck": "iccad13_m1", "pixel_nm": 8,
+                "report_level": "detailed", "wait": True, "render": "json"})
+            assert not evaluated.is_error, evaluated
+            violation_id = evaluated.structured_content["violations"][0]["violation_id"]
             # A job that outlives the handover: the new image must finish it under its id.
             started = await client.call_tool("simulate", {"layout": str(LAYOUT)})
             job_id = started.structured_content["job_id"]
@@ -207,6 +214,11 @@ async def test_reexec_keeps_the_session_and_the_pid(reticle_bin, server_env):
                     break
                 await anyio.sleep(0.1)
             assert polled.structured_content["status"] == "completed", polled.structured_content
+            optimized = await client.call_tool("optimize", {
+                "violation_id": violation_id, "iterations": 2, "refine_iterations": 0,
+                "wait": True, "render": "json"})
+            assert not optimized.is_error, optimized
+            assert optimized.structured_content["target"]["resolved_from"] == "session_cache"
             # Counters continued rather than restarting from zero.
             telemetry = (await client.call_tool("telemetry", {"render": "json"})).structured_content
             assert telemetry["totals"]["requests"] > stream.count("simulate") + stream.count("health")
