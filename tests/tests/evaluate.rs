@@ -543,3 +543,76 @@ fn ctrl_c_stops_reticle_eval_and_kills_its_worker() {
         assert!(!reticle_tests::alive(w), "worker {w} still alive");
     }
 }
+
+/// A two-layer GDSII (1 nm dbu): one M1 bar (11/0) and two V1 vias (12/0) on it, one
+/// well inside, one whose right edge is 3 nm from the bar's end.
+fn two_layer_gds(dir: &Path) -> String {
+    use reticle_layout::geom::{BBox, Point};
+    use reticle_layout::model::{Cell, LayerKey, Library, Shape};
+    let rect = |l: i64, b: i64, r: i64, t: i64| {
+        Shape::Box(BBox::from_corners(Point::new(l, b), Point::new(r, t)))
+    };
+    let mut cell = Cell {
+        name: "TOP".into(),
+        shapes: Default::default(),
+        instances: Vec::new(),
+    };
+    cell.shapes.insert(
+        LayerKey {
+            layer: 11,
+            datatype: 0,
+        },
+        vec![rect(0, 0, 400, 200)],
+    );
+    cell.shapes.insert(
+        LayerKey {
+            layer: 12,
+            datatype: 0,
+        },
+        vec![rect(100, 60, 170, 130), rect(327, 60, 397, 130)],
+    );
+    let mut lib = Library::new("ENCL", 1e-9);
+    lib.cells.push(cell);
+    let path = dir.join("via_enclosure.gds");
+    std::fs::write(&path, reticle_layout::gds::write_gds(&lib).unwrap()).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn enclosure_rules_read_the_enclosing_layer() {
+    let dir = tempfile::tempdir().unwrap();
+    let gds = two_layer_gds(dir.path());
+    let mut host = start("cpu", &roots(dir.path()));
+    let report = evaluate(
+        &mut host,
+        "encl",
+        // No box: the window is centred on the vias' extent, x = 248.5 (a half dbu).
+        json!({"layout": gds, "deck": "nangate45_m1v1", "layer": "12/0", "pixel_nm": 8,
+               "report_level": "detailed"}),
+    );
+    let by_rule = report["counts"]["by_rule"].as_array().unwrap();
+    let enclosure = by_rule.iter().find(|r| r["rule_id"] == "V1.EN.M1").unwrap();
+    assert_eq!(enclosure["checked"], true, "{enclosure}");
+    assert_eq!(enclosure["engine_path"], "mrc.standard");
+    let records: Vec<&Value> = report["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["rule_id"] == "V1.EN.M1")
+        .collect();
+    // One edge pair: the via's right edge (x = 397) against the bar's end (x = 400).
+    assert_eq!(records.len(), 1, "{records:?}");
+    let [x, y] = [0, 1].map(|i| records[0]["location_nm"][i].as_f64().unwrap());
+    assert!(
+        (x - 398.5).abs() <= 1.0 && (60.0..=130.0).contains(&y),
+        "({x}, {y})"
+    );
+    // The well-enclosed via and the widths are clean.
+    let others: Vec<&Value> = report["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["rule_id"] != "V1.EN.M1")
+        .collect();
+    assert!(others.is_empty(), "{others:?}");
+}

@@ -82,6 +82,7 @@ impl Op for DemoRender {
                 box_um: args.box_um,
                 pixel_nm: args.pixel_nm,
                 model: args.model.clone(),
+                context_layers: super::evaluate::context_layers(&deck, target),
             },
             STEPS,
         )?;

@@ -482,6 +482,7 @@ impl Op for Evaluate {
             box_um: args.box_um,
             pixel_nm: args.pixel_nm,
             model: args.model.clone(),
+            context_layers: context_layers(&deck, target),
         };
         let imaged = simulate::image(ctx, sim_args, STEPS)?;
         if ctx.cancel.is_cancelled() {
@@ -501,6 +502,22 @@ impl Op for Evaluate {
             ctx.progress.report(n, STEPS, message)
         })
     }
+}
+
+/// The second layers the deck's mask enclosure rules on `target` need (read with the
+/// target, clipped to the same window, not imaged).
+pub(crate) fn context_layers(deck: &RuleDeck, target: LayerRef) -> Vec<String> {
+    let mut layers: Vec<String> = deck
+        .rules
+        .iter()
+        .filter(|r| {
+            r.layer == target && r.kind == RuleKind::Enclosure && r.applies_to == AppliesTo::Mask
+        })
+        .filter_map(|r| r.other_layer.map(|l| l.to_string()))
+        .collect();
+    layers.sort();
+    layers.dedup();
+    layers
 }
 
 /// What a report needs besides the images: the deck, the layer, the tiling and the
@@ -572,10 +589,37 @@ pub(crate) fn report(
         let mut printed_region: Option<Region> = None;
         for (i, rule) in rules.iter().enumerate() {
             let run = match (rule.kind, rule.applies_to) {
-                (RuleKind::Enclosure, _) => RuleRun {
+                (RuleKind::Enclosure, AppliesTo::Mask) => {
+                    // The enclosing layer as drawn (an optimize mask override replaces
+                    // only the target layer).
+                    let other: Vec<Polygon> = rule
+                        .other_layer
+                        .and_then(|l| imaged.layout.context.get(&l.to_string()))
+                        .map(|polygons| {
+                            polygons
+                                .iter()
+                                .filter_map(|p| clip_polygon(p, &window))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let outer = Region::from_polygons(&other);
+                    for v in
+                        check_rule(rule, &mask_region, Some(&outer), dbu_nm).map_err(check_err)?
+                    {
+                        found.push(from_violation(i, &v, dbu_nm));
+                    }
+                    RuleRun {
+                        checked: true,
+                        skipped_reason: None,
+                        engine_path: "mrc.standard",
+                    }
+                }
+                (RuleKind::Enclosure, AppliesTo::Printed) => RuleRun {
                     checked: false,
-                    skipped_reason: Some("enclosure needs a second layer; evaluate loads one"),
-                    engine_path: "mrc.standard",
+                    skipped_reason: Some(
+                        "enclosure of printed shapes needs the enclosing layer imaged too; evaluate images one layer",
+                    ),
+                    engine_path: "drc.printed_contour",
                 },
                 (RuleKind::Epe, _) => RuleRun {
                     checked: true,

@@ -491,6 +491,7 @@ impl Op for Optimize {
             box_um: args.clip_um,
             pixel_nm: args.pixel_nm,
             model: args.model.clone(),
+            context_layers: super::evaluate::context_layers(&deck, target),
         };
         let imaged = simulate::image(ctx, sim_args, total)?;
         let sha = imaged.layout.sha256.clone();

@@ -40,6 +40,10 @@ pub(crate) struct Args {
     pub(crate) pixel_nm: Option<f64>,
     #[serde(default)]
     pub(crate) model: Option<ModelSpec>,
+    /// Layers read with `layer`, clipped to the same window but not imaged: the second
+    /// layer of a rule such as enclosure (`evaluate` fills it; not a tool argument).
+    #[serde(default, skip)]
+    pub(crate) context_layers: Vec<String>,
 }
 
 /// The default window side (and Hopkins period) when neither the caller nor the model says.
@@ -101,6 +105,8 @@ pub(crate) struct LoadedLayout {
     pub(crate) polygons: Vec<Polygon>,
     /// The window in dbu.
     pub(crate) window: BBox,
+    /// Polygons of the `context_layers`, by the layer text as asked (same window).
+    pub(crate) context: std::collections::BTreeMap<String, Vec<Polygon>>,
 }
 
 pub(crate) fn parse_layer(text: &str) -> Result<LayerKey, ToolError> {
@@ -120,16 +126,14 @@ pub(crate) fn parse_layer(text: &str) -> Result<LayerKey, ToolError> {
 }
 
 fn square_around(center_x: f64, center_y: f64, side: f64) -> BBox {
-    let half = side / 2.0;
+    // Round the corner once and add the side: rounding both corners of a centre at .5
+    // gave a window one dbu wider than high (not a square, INVALID_BOX).
+    let side = side.round() as i64;
+    let left = (center_x - side as f64 / 2.0).round() as i64;
+    let bottom = (center_y - side as f64 / 2.0).round() as i64;
     BBox::from_corners(
-        Point::new(
-            (center_x - half).round() as i64,
-            (center_y - half).round() as i64,
-        ),
-        Point::new(
-            (center_x + half).round() as i64,
-            (center_y + half).round() as i64,
-        ),
+        Point::new(left, bottom),
+        Point::new(left + side, bottom + side),
     )
 }
 
@@ -159,12 +163,18 @@ fn load(
         })?;
         let polygons = layout.polygons(args.layer.as_deref());
         let window = um_box(1.0).unwrap_or_else(reticle_kernel::iccad::window);
+        let context = args
+            .context_layers
+            .iter()
+            .map(|name| (name.clone(), layout.polygons(Some(name))))
+            .collect();
         return Ok(LoadedLayout {
             format: "glp",
             sha256,
             dbu_nm: 1.0,
             polygons,
             window,
+            context,
         });
     }
     let limits = crate::job::layout_limits(&ctx.context.limits);
@@ -212,7 +222,30 @@ fn load(
         }
     };
     options.clip = Some(window);
-    let flat = flatten(&library, cell, &options).map_err(crate::job::flatten_error)?;
+    let context_keys = match layer {
+        Some(_) => args
+            .context_layers
+            .iter()
+            .map(|text| Ok((text.clone(), parse_layer(text)?)))
+            .collect::<Result<Vec<_>, ToolError>>()?,
+        None => Vec::new(),
+    };
+    if let Some(layers) = options.layers.as_mut() {
+        layers.extend(context_keys.iter().map(|(_, key)| *key));
+    }
+    let mut flat = flatten(&library, cell, &options).map_err(crate::job::flatten_error)?;
+    let context = context_keys
+        .iter()
+        .map(|(text, key)| {
+            (
+                text.clone(),
+                flat.polygons.get(key).cloned().unwrap_or_default(),
+            )
+        })
+        .collect();
+    if let Some(layer) = layer {
+        flat.polygons.retain(|key, _| *key == layer);
+    }
     let mut layers = flat.polygons.into_iter();
     let polygons = match (layer, layers.len()) {
         (Some(_), _) | (None, 0 | 1) => layers.next().map(|(_, p)| p).unwrap_or_default(),
@@ -230,6 +263,7 @@ fn load(
         dbu_nm,
         polygons,
         window,
+        context,
     })
 }
 
@@ -589,5 +623,20 @@ impl Op for Simulate {
             "metrics": {"l2_px": output.l2, "pvb_px": output.pvb, "epe": epe_report},
             "timing_ms": {"imaging": (imaging_ms * 10.0).round() / 10.0, "total": (started.elapsed().as_secs_f64() * 1e4).round() / 10.0},
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::square_around;
+
+    #[test]
+    fn a_window_around_a_half_dbu_centre_is_square() {
+        for (cx, cy) in [(248.5, 95.0), (0.5, 0.5), (-3.5, 7.25), (100.0, 100.0)] {
+            let w = square_around(cx, cy, 2048.0);
+            assert_eq!(w.right - w.left, 2048, "{cx},{cy}: {w:?}");
+            assert_eq!(w.top - w.bottom, 2048, "{cx},{cy}: {w:?}");
+            assert!((w.left as f64 + 1024.0 - cx).abs() <= 0.5);
+        }
     }
 }
