@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use reticle_tests::{Host, binary, check_jsonrpc_value};
+use reticle_tests::{Host, binary, check_jsonrpc_value, fixtures_dir};
 use serde_json::{Value, json};
 
 /// `reticle ctl ARGS` against `host`; returns (exit code, stdout, stderr).
@@ -29,7 +29,15 @@ fn ctl(host: &Host, runtime: &Path, args: &[&str]) -> (i32, String, String) {
 
 fn start(runtime: &Path, extra: &[(&str, &str)]) -> Host {
     let runtime = runtime.to_str().expect("utf-8 path");
-    let mut env = vec![("XDG_RUNTIME_DIR", runtime), ("RETICLE_BACKEND", "cpu")];
+    let fixtures = fixtures_dir();
+    let mut env = vec![
+        ("XDG_RUNTIME_DIR", runtime),
+        ("RETICLE_BACKEND", "cpu"),
+        (
+            "RETICLE_ALLOWED_ROOTS",
+            fixtures.to_str().expect("utf-8 path"),
+        ),
+    ];
     env.extend_from_slice(extra);
     Host::start_initialized(&env)
 }
@@ -138,8 +146,54 @@ fn reexec_carries_a_request_split_across_the_handover() {
         host.child.try_wait().unwrap().is_none(),
         "the host process is the same"
     );
-    // Every line the client saw was JSON-RPC (the new image's set-up wrote nothing else).
+    // A second reexec while a call waits on a 2 s job: the next image re-runs the job
+    // under its id and answers the waiting call once, successfully.
+    let layout = fixtures_dir().join("layouts/lines_and_pad.glp");
+    host.send(&json!({"jsonrpc": "2.0", "id": "long", "method": "tools/call", "params": {
+        "name": "simulate", "arguments": {"layout": layout, "pixel_nm": 0.5, "wait": true, "render": "json"}}}));
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, out, err) = ctl(&host, runtime.path(), &["reexec"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let long = loop {
+        let line = host.recv_line(Duration::from_secs(1)).unwrap_or_default();
+        if let Ok(message) = serde_json::from_str::<Value>(&line)
+            && message["id"] == "long"
+        {
+            break message;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no answer to the waiting call"
+        );
+    };
+    check_jsonrpc_value(&long).unwrap();
+    assert_eq!(long["result"]["isError"], false, "{long}");
+    assert_eq!(long["result"]["structuredContent"]["status"], "completed");
+    let (_, events, _) = ctl(&host, runtime.path(), &["events", "--since", "seq:0"]);
+    let execs: Vec<Value> = events
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r["event"] == "reexec" && r["step"] == "exec")
+        .collect();
+    assert_eq!(execs.len(), 2, "{execs:?}");
+    assert_eq!(
+        execs[1]["pending_requests"], 1,
+        "the waiting call was handed over: {}",
+        execs[1]
+    );
+    let again = health(&mut host, "h3");
+    assert_eq!(
+        (
+            again["server"]["pid"].as_u64(),
+            again["server"]["reexecs"].as_u64()
+        ),
+        (Some(u64::from(pid)), Some(2))
+    );
+    // Every line the client saw was JSON-RPC (the new image's set-up wrote nothing else),
+    // and the waiting call was answered once.
     for line in host.drain_lines(Duration::from_millis(200)) {
+        assert!(!line.contains("\"id\":\"long\""), "answered twice: {line}");
         let message: Value = serde_json::from_str(&line).unwrap();
         check_jsonrpc_value(&message).unwrap();
     }

@@ -281,13 +281,14 @@ impl Server {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        let snapshot = self.snapshot();
-        // From here on nothing may answer or change: the snapshot is the truth.
-        self.jobs.detach_all();
+        // Taking the entries out is what hands the requests over: a task that finishes
+        // from now on finds its entry gone and does not answer (the next image does).
         let entries: Vec<InFlight> = lock(&self.in_flight).drain().map(|(_, r)| r).collect();
         for entry in &entries {
             entry.abort.abort();
         }
+        let snapshot = self.snapshot(&entries);
+        self.jobs.detach_all();
         tasks.shutdown().await;
         self.workers.shutdown().await;
         tracing::info!(
@@ -305,8 +306,9 @@ impl Server {
         }
     }
 
-    /// The session as the next process image needs it.
-    fn snapshot(&self) -> ServerSnapshot {
+    /// The session as the next process image needs it, with `pending` as the requests to
+    /// answer.
+    fn snapshot(&self, pending: &[InFlight]) -> ServerSnapshot {
         let session = {
             let s = lock(&self.session);
             SessionSnapshot {
@@ -317,8 +319,8 @@ impl Server {
                 requests_sent: s.requests_sent,
             }
         };
-        let pending = lock(&self.in_flight)
-            .values()
+        let pending = pending
+            .iter()
             .map(|r| match r.job.get() {
                 Some(job_id) => PendingRequest::AwaitJob {
                     id: r.id.clone(),
@@ -505,20 +507,24 @@ impl Server {
                 let job_cell = Arc::new(OnceLock::new());
                 let _ = job_cell.set(job_id.clone());
                 let task_key = key.clone();
-                let method = "tools/call".to_owned();
+                let entry_id = id.clone();
+                let entry_params = params.clone();
                 let mut in_flight = lock(&self.in_flight);
                 let handle = tasks.spawn(async move {
                     let response = server.await_job(&id, &job_id, &params).await;
-                    lock(&server.in_flight).remove(&task_key);
-                    server.out.send(&response).await;
+                    if lock(&server.in_flight).remove(&task_key).is_some() {
+                        server.out.send(&response).await;
+                    }
                 });
                 in_flight.insert(
                     key,
+                    // The same shape as the original call's entry: a second reexec
+                    // hands it over again.
                     InFlight {
                         abort: handle,
-                        id: Value::Null,
-                        method,
-                        params: Map::new(),
+                        id: entry_id,
+                        method: "tools/call".to_owned(),
+                        params: entry_params,
                         job: job_cell,
                     },
                 );
@@ -727,8 +733,11 @@ impl Server {
                 }
             };
             // Remove first: once the response is queued, a late cancel has nothing to abort.
-            lock(&server.in_flight).remove(&task_key);
-            server.out.send(&response).await;
+            // An entry already gone means the request was cancelled or handed to the next
+            // image at a reexec: either way this task must not answer.
+            if lock(&server.in_flight).remove(&task_key).is_some() {
+                server.out.send(&response).await;
+            }
         });
         in_flight.insert(
             key,

@@ -66,8 +66,8 @@ pub struct ToolContext {
     /// The call's validated arguments (set by [`ToolRegistry::call`]): a job keeps them
     /// as its recipe, so a host reexec can run it again.
     pub arguments: Map<String, Value>,
-    /// The id of the job this call started, once it did (the server reads it to
-    /// re-attach a waiting call to its job after a reexec).
+    /// The id of the job this call waits on, once it does (the server reads it to
+    /// re-attach the waiting call to its job after a reexec).
     pub job_cell: Arc<OnceLock<String>>,
     /// Set when the call re-creates a job from a reexec snapshot: the job keeps its id
     /// and history, and the call returns at once.
@@ -104,7 +104,6 @@ impl ToolContext {
         if let Some(task) = &self.task {
             let _ = task.job_id.set(job_id.clone());
         }
-        let _ = self.job_cell.set(job_id);
         let token = self.meta.progress_token.clone();
         if self.task.is_some() || self.restore.is_some() || (token.is_none() && !wait) {
             let view = rx.borrow().clone();
@@ -115,6 +114,8 @@ impl ToolContext {
                 "progress": view.progress,
             }));
         }
+        // Only a call that waits is "waiting on its job": a reexec re-attaches it to the job.
+        let _ = self.job_cell.set(job_id);
         let mut last = f64::NEG_INFINITY;
         let out = self.out.clone();
         let view =
