@@ -214,6 +214,10 @@ fn the_event_log_rotates_under_its_cap_and_reads_back_in_order() {
     for i in 0..200 {
         host.request(json!(i), "ping", json!({}));
     }
+    // A line that is not JSON is not a request, but it is an event.
+    host.write_raw(b"{not json\n");
+    let rejected = host.recv();
+    assert_eq!(rejected["error"]["code"], -32700, "{rejected}");
     let logs = host.dir.path().join("logs");
     let mut files: Vec<_> = std::fs::read_dir(&logs)
         .unwrap()
@@ -239,6 +243,12 @@ fn the_event_log_rotates_under_its_cap_and_reads_back_in_order() {
     assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "contiguous");
     let requests: Vec<&Value> = records.iter().filter(|r| r["event"] == "request").collect();
     assert_eq!(requests.last().unwrap()["id"], 199);
+    let rejected: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["event"] == "frame.rejected")
+        .collect();
+    assert_eq!(rejected.len(), 1, "{rejected:?}");
+    assert_eq!(rejected[0]["reason"], "parse_error");
     assert!(records.len() < 200, "older records were rotated away");
     // --since by seq returns only what came after.
     let last = *seqs.last().unwrap();

@@ -594,6 +594,10 @@ impl Server {
             Frame::TooLarge { bytes } => {
                 FrameCounters::bump(&counters.oversize_rejected);
                 tracing::warn!(bytes, "rejected a line over the size limit");
+                self.state.events.record(
+                    "frame.rejected",
+                    json!({"reason": "payload_too_large", "bytes": bytes}),
+                );
                 self.out
                     .send(&jsonrpc::payload_too_large(bytes, MAX_FRAME_BYTES))
                     .await;
@@ -610,6 +614,11 @@ impl Server {
                 };
                 FrameCounters::bump(counter);
                 tracing::warn!(code, %message, "invalid message");
+                self.state.events.record(
+                    "frame.rejected",
+                    json!({"reason": if code == PARSE_ERROR { "parse_error" } else { "invalid_request" },
+                           "code": code, "id": id}),
+                );
                 self.out
                     .send(&jsonrpc::error(&id, code, &message, None))
                     .await;
