@@ -69,8 +69,14 @@ pub struct DocumentSchemaFile {
     pub text: &'static str,
 }
 
-/// Document schemas: the violation report (seed 000 §2) and the rule deck.
+/// Document schemas: the violation report (seed 000 §2), the rule deck, and the seed 000
+/// acceptance fixture.
 pub const DOCUMENT_SCHEMAS: &[DocumentSchemaFile] = &[
+    DocumentSchemaFile {
+        name: "acceptance_fixture",
+        path: "protocol/schemas/acceptance_fixture.json",
+        text: include_str!("../schemas/acceptance_fixture.json"),
+    },
     DocumentSchemaFile {
         name: "rule_deck",
         path: "protocol/schemas/rule_deck.json",

@@ -80,7 +80,7 @@ fn missing_or_unparseable_file_exits_2() {
     assert_eq!(result["reason"], "parse_error");
 }
 
-/// The shipped rule decks (`fixtures/**/*.json`) against the published `rule_deck` schema.
+/// Every shipped JSON fixture (`fixtures/**/*.json`).
 fn fixture_jsons() -> Vec<PathBuf> {
     fn walk(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).unwrap() {
@@ -95,23 +95,46 @@ fn fixture_jsons() -> Vec<PathBuf> {
     let mut files = Vec::new();
     walk(&reticle_tests::fixtures_dir(), &mut files);
     files.sort();
-    assert!(files.len() >= 2, "shipped decks: {files:?}");
+    assert!(files.len() >= 3, "shipped fixtures: {files:?}");
     files
 }
 
+/// Every shipped fixture validates against its schema: the one its `$schema` member
+/// names (what `reticle validate FILE` uses), else `rule_deck` (the decks). A corrupted
+/// copy exits 1 and names the pointers of what was broken.
 #[test]
-fn shipped_fixture_decks_are_valid_and_a_corrupted_copy_names_pointers() {
+fn shipped_fixtures_are_valid_and_a_corrupted_copy_names_pointers() {
     let dir = tempfile::tempdir().unwrap();
+    let mut named = 0;
     for file in fixture_jsons() {
-        let (code, result) = run(&[file.to_str().unwrap(), "--schema", "rule_deck"]);
+        let doc: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        let file_arg = file.to_str().unwrap();
+        let (code, result) = match doc.get("$schema") {
+            Some(_) => {
+                named += 1;
+                run(&[file_arg])
+            }
+            None => run(&[file_arg, "--schema", "rule_deck"]),
+        };
         assert_eq!(code, 0, "{}: {result}", file.display());
         assert_eq!(result["ok"], true);
-        let mut doc: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
-        doc["version"] = Value::from(7);
-        doc["layers"] = Value::from("M1");
+        let mut broken = doc.clone();
+        let expected: [&str; 2] = if doc.get("$schema").is_some() {
+            broken["counts"]["records"] = Value::from("100");
+            broken["assertions"][0]["scope"] = Value::from("everything");
+            ["/counts/records", "/assertions/0/scope"]
+        } else {
+            broken["version"] = Value::from(7);
+            broken["layers"] = Value::from("M1");
+            ["/version", "/layers"]
+        };
         let copy = dir.path().join(file.file_name().unwrap());
-        std::fs::write(&copy, serde_json::to_vec(&doc).unwrap()).unwrap();
-        let (code, result) = run(&[copy.to_str().unwrap(), "--schema", "rule_deck"]);
+        std::fs::write(&copy, serde_json::to_vec(&broken).unwrap()).unwrap();
+        let mut args = vec![copy.to_str().unwrap()];
+        if doc.get("$schema").is_none() {
+            args.extend(["--schema", "rule_deck"]);
+        }
+        let (code, result) = run(&args);
         assert_eq!(code, 1, "{}: {result}", copy.display());
         let paths: Vec<&str> = result["errors"]
             .as_array()
@@ -120,8 +143,10 @@ fn shipped_fixture_decks_are_valid_and_a_corrupted_copy_names_pointers() {
             .map(|e| e["path"].as_str().unwrap())
             .collect();
         assert!(
-            paths.contains(&"/version") && paths.contains(&"/layers"),
-            "{result}"
+            expected.iter().all(|p| paths.contains(p)),
+            "{}: expected {expected:?} in {result}",
+            file.display()
         );
     }
+    assert!(named >= 1, "the acceptance fixture names its schema");
 }
