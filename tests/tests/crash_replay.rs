@@ -30,8 +30,9 @@ impl Lcg {
 
 fn simulate_args() -> Value {
     let layout = fixtures_dir().join("layouts/lines_and_pad.glp");
-    // 8 nm pixels keep each job short, so many jobs run between kills.
-    json!({"layout": layout, "pixel_nm": 8.0, "wait": true, "render": "json"})
+    // 4 nm pixels: short jobs (tens of ms with warm kernels), but long enough that a kill
+    // every 30–130 ms finds a busy worker often.
+    json!({"layout": layout, "pixel_nm": 4.0, "wait": true, "render": "json"})
 }
 
 #[test]
@@ -87,7 +88,7 @@ fn workers_killed_at_random_moments_lose_and_duplicate_nothing() {
     let mut killed = Vec::new();
     let mut spared = 0;
     let mut health_pending = false;
-    let mut next_kill = Instant::now() + Duration::from_millis(100 + rng.below(300));
+    let mut next_kill = Instant::now() + Duration::from_millis(30 + rng.below(100));
     let deadline = Instant::now() + Duration::from_secs(600);
     while answers.len() < REQUESTS {
         assert!(
@@ -112,7 +113,7 @@ fn workers_killed_at_random_moments_lose_and_duplicate_nothing() {
         };
         if id.starts_with("health-") {
             health_pending = false;
-            next_kill = Instant::now() + Duration::from_millis(100 + rng.below(300));
+            next_kill = Instant::now() + Duration::from_millis(30 + rng.below(100));
             let workers = message["result"]["structuredContent"]["workers"]["workers"]
                 .as_array()
                 .cloned()
