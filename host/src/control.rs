@@ -37,6 +37,8 @@ macro_rules! say {
 
 /// Longest request line the control socket reads.
 const MAX_REQUEST: u64 = 64 * 1024;
+/// How long the control socket waits for a request line.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The directory of control sockets for this user, created 0700 and checked.
 ///
@@ -183,7 +185,10 @@ async fn serve_one(
     {
         let (reader, _) = stream.split();
         let mut reader = tokio::io::BufReader::new(reader.take(MAX_REQUEST));
-        reader.read_line(&mut line).await?;
+        // A peer that never finishes its line must not hold a task forever.
+        tokio::time::timeout(REQUEST_TIMEOUT, reader.read_line(&mut line))
+            .await
+            .map_err(|_| std::io::Error::other("no request line within 10 s"))??;
     }
     let answer = match serde_json::from_str::<Value>(&line) {
         Ok(request) => handle(&request, server, commands, host_exe).await,

@@ -108,6 +108,9 @@ pub struct HostState {
     reexecs: AtomicU64,
     ledger: Mutex<OperationalLedger>,
     history: Mutex<History>,
+    /// Set when the session is being handed to the next image: requests stopped from
+    /// then on are not finished here (the next image finishes their records).
+    handing_over: std::sync::atomic::AtomicBool,
     /// Transport counters.
     pub frames: FrameCounters,
     in_flight: AtomicU64,
@@ -147,6 +150,7 @@ impl HostState {
             reexecs: AtomicU64::new(0),
             ledger: Mutex::new(OperationalLedger::new(Generation::genesis())),
             history: Mutex::new(History::default()),
+            handing_over: std::sync::atomic::AtomicBool::new(false),
             frames: FrameCounters::default(),
             in_flight: AtomicU64::new(0),
             log_file,
@@ -235,6 +239,26 @@ impl HostState {
             started: Instant::now(),
             finished: false,
         }
+    }
+
+    /// Continues the record of request `id`, which a previous image began (its ledger
+    /// count came with the snapshot): only the outcome is recorded here.
+    pub fn resume(&self, method: &str, id: &Value) -> RequestRecord<'_> {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        RequestRecord {
+            state: self,
+            method: method.to_owned(),
+            ledger_method: RpcMethod::try_new(method).ok(),
+            id: id.clone(),
+            started: Instant::now(),
+            finished: false,
+        }
+    }
+
+    /// From now on, requests that stop unfinished are being handed to the next image
+    /// (reexec): their records stay open in the ledger the snapshot carries.
+    pub fn begin_handover(&self) {
+        self.handing_over.store(true, Ordering::SeqCst);
     }
 
     /// Requests being processed now.
@@ -559,6 +583,12 @@ impl RequestRecord<'_> {
 
 impl Drop for RequestRecord<'_> {
     fn drop(&mut self) {
+        if !self.finished && self.state.handing_over.load(Ordering::SeqCst) {
+            // Handed to the next image, which records the outcome (`resume`).
+            self.finished = true;
+            self.state.in_flight.fetch_sub(1, Ordering::Relaxed);
+            return;
+        }
         self.finish(Some("cancelled"));
     }
 }

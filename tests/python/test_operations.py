@@ -221,7 +221,12 @@ async def test_reexec_keeps_the_session_and_the_pid(reticle_bin, server_env):
             assert optimized.structured_content["target"]["resolved_from"] == "session_cache"
             # Counters continued rather than restarting from zero.
             telemetry = (await client.call_tool("telemetry", {"render": "json"})).structured_content
-            assert telemetry["totals"]["requests"] > stream.count("simulate") + stream.count("health")
+            totals = telemetry["totals"]
+            assert totals["requests"] > stream.count("simulate") + stream.count("health")
+            # A call handed over is counted once, with the outcome the new image gave it:
+            # nothing failed, and every request is a success, an error or in flight.
+            assert totals["errors"] == 0, totals
+            assert totals["requests"] == totals["successes"] + totals["in_flight"], totals
             code, out, _ = ctl(reticle_bin, server_env, "events", "--since", "seq:0")
             records = [json.loads(line) for line in out.splitlines()]
             handover = [r for r in records if r["event"] == "reexec"]

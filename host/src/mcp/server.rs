@@ -282,7 +282,9 @@ impl Server {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         // Taking the entries out is what hands the requests over: a task that finishes
-        // from now on finds its entry gone and does not answer (the next image does).
+        // from now on finds its entry gone and does not answer (the next image does),
+        // and an aborted request leaves its telemetry record open for the next image.
+        self.state.begin_handover();
         let entries: Vec<InFlight> = lock(&self.in_flight).drain().map(|(_, r)| r).collect();
         for entry in &entries {
             entry.abort.abort();
@@ -480,12 +482,15 @@ impl Server {
         match request {
             PendingRequest::Redispatch { id, method, params } => {
                 tracing::info!(request_id = %id, method, "re-dispatching a request after reexec");
-                self.spawn_request(id, method, params, tasks).await;
+                self.spawn_request_as(id, method, params, tasks, true).await;
             }
             PendingRequest::Fail { id, method, params } => {
                 let message = format!(
                     "{method} was interrupted by a host reexec and is not replayable; its outcome is unknown"
                 );
+                self.state
+                    .resume(&ledger_key_of(&method, &params), &id)
+                    .error("ambiguous_outcome");
                 let response = if method == "tools/call" {
                     let error = ToolError::new(reticle_protocol::ErrorCode::WorkerFault, message)
                         .with_fault(libmcp::FaultClass::AmbiguousOutcome, None)
@@ -536,13 +541,7 @@ impl Server {
     /// progress notifications, and returns that call's response.
     async fn await_job(&self, id: &Value, job_id: &str, params: &Map<String, Value>) -> Value {
         let meta = request_meta(params).unwrap_or_default();
-        let record = self.state.begin(
-            &format!(
-                "tools/call:{}",
-                params.get("name").and_then(Value::as_str).unwrap_or("?")
-            ),
-            id,
-        );
+        let record = self.state.resume(&ledger_key_of("tools/call", params), id);
         let Ok(rx) = self.jobs.subscribe(job_id) else {
             record.error("JOB_NOT_FOUND");
             let error = ToolError::new(
@@ -705,6 +704,20 @@ impl Server {
         params: Map<String, Value>,
         tasks: &mut JoinSet<()>,
     ) {
+        self.spawn_request_as(id, method, params, tasks, false)
+            .await;
+    }
+
+    /// Spawns a request; `resumed` for one a previous image counted already (its
+    /// telemetry record continues instead of starting again).
+    async fn spawn_request_as(
+        &self,
+        id: Value,
+        method: String,
+        params: Map<String, Value>,
+        tasks: &mut JoinSet<()>,
+        resumed: bool,
+    ) {
         let key = id.to_string();
         if lock(&self.in_flight).contains_key(&key) {
             FrameCounters::bump(&self.state.frames.invalid_requests);
@@ -731,7 +744,7 @@ impl Server {
             let request_id = id.clone();
             let inner = AbortOnDrop(tokio::spawn(async move {
                 worker
-                    .handle_request(&request_id, &method, params, job_cell)
+                    .handle_request(&request_id, &method, params, job_cell, resumed)
                     .await
             }));
             let response = match inner.join().await {
@@ -766,17 +779,19 @@ impl Server {
         method: &str,
         params: Map<String, Value>,
         job_cell: Arc<OnceLock<String>>,
+        resumed: bool,
     ) -> Value {
         let meta = match request_meta(&params) {
             Ok(meta) => Arc::new(meta),
             Err(e) => return jsonrpc::error(id, e.code, &e.message, e.data),
         };
-        let ledger_key = match (method, params.get("name").and_then(Value::as_str)) {
-            ("tools/call", Some(name)) => format!("tools/call:{name}"),
-            _ => method.to_owned(),
-        };
+        let ledger_key = ledger_key_of(method, &params);
         let state = Arc::clone(&self.state);
-        let record = state.begin(&ledger_key, id);
+        let record = if resumed {
+            state.resume(&ledger_key, id)
+        } else {
+            state.begin(&ledger_key, id)
+        };
         // Every public request is journaled with its replay contract: a tool's own,
         // Convergent for protocol methods (reads, or idempotent like tasks/cancel).
         let contract = match (method, params.get("name").and_then(Value::as_str)) {
@@ -1244,6 +1259,14 @@ impl Server {
                 "params": {"level": level.as_str(), "logger": "reticle", "data": data}});
             self.out.send(&note).await;
         }
+    }
+}
+
+/// The telemetry key of a request: `tools/call:<tool>` for tool calls, else the method.
+fn ledger_key_of(method: &str, params: &Map<String, Value>) -> String {
+    match (method, params.get("name").and_then(Value::as_str)) {
+        ("tools/call", Some(name)) => format!("tools/call:{name}"),
+        _ => method.to_owned(),
     }
 }
 

@@ -38,9 +38,11 @@ pub fn payload(state: &HostState, workers: &WorkerPool, jobs: &Jobs) -> Value {
         .as_ref()
         .and_then(|p| p.rollout.last.as_ref())
         .is_some_and(|last| !last.ok);
-    let status = if host.consecutive_failures > 0 || rollout_failed {
+    // A pool that was never asked to start (lazy workers) is not a problem; one that is
+    // starting is "starting"; one that failed to start is "degraded".
+    let status = if host.consecutive_failures > 0 || rollout_failed || workers.failed() {
         "degraded"
-    } else if pool.is_none() {
+    } else if pool.is_none() && workers.started() {
         "starting"
     } else {
         "ok"
