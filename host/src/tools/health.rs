@@ -38,12 +38,10 @@ pub fn payload(state: &HostState, workers: &WorkerPool, jobs: &Jobs) -> Value {
         .as_ref()
         .and_then(|p| p.rollout.last.as_ref())
         .is_some_and(|last| !last.ok);
-    // A pool that was never asked to start (lazy workers) is not a problem; one that is
-    // starting is "starting"; one that failed to start is "degraded".
+    // The summary says whether something is wrong; a pool still starting is not (the
+    // lifecycle says `starting`), one that failed to start is.
     let status = if host.consecutive_failures > 0 || rollout_failed || workers.failed() {
         "degraded"
-    } else if pool.is_none() && workers.started() {
-        "starting"
     } else {
         "ok"
     };
