@@ -550,30 +550,13 @@ impl Server {
             );
             return jsonrpc::result(id, crate::tools::error_result(&error));
         };
-        let token = meta.progress_token.clone();
-        let out = self.out.clone();
-        let mut last = f64::NEG_INFINITY;
-        let view =
-            crate::jobs::wait(&self.jobs, rx, |view| {
-                let note = token.as_ref().filter(|_| view.progress.done > last).map(|token| {
-                last = view.progress.done;
-                let mut params = json!({"progressToken": token, "progress": view.progress.done});
-                if let Some(total) = view.progress.total {
-                    params["total"] = json!(total);
-                }
-                if let Some(message) = &view.progress.message {
-                    params["message"] = json!(message);
-                }
-                json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
-            });
-                let out = out.clone();
-                async move {
-                    if let Some(note) = note {
-                        out.send(&note).await;
-                    }
-                }
-            })
-            .await;
+        let view = crate::tools::wait_reporting_progress(
+            &self.jobs,
+            rx,
+            &self.out,
+            meta.progress_token.clone(),
+        )
+        .await;
         let mut result = self.tools.deferred_result(&view);
         if view.status == JobStatus::Completed {
             record.success();
@@ -1121,14 +1104,8 @@ impl Server {
                     && view.progress.done > last_progress
                 {
                     last_progress = view.progress.done;
-                    let mut params = json!({"progressToken": token, "progress": view.progress.done,
-                        "_meta": tasks::related_task_meta(&view.job_id)});
-                    if let Some(total) = view.progress.total {
-                        params["total"] = json!(total);
-                    }
-                    if let Some(message) = &view.progress.message {
-                        params["message"] = json!(message);
-                    }
+                    let mut params = crate::tools::progress_params(token, &view);
+                    params["_meta"] = tasks::related_task_meta(&view.job_id);
                     out.send(&json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}))
                         .await;
                 }

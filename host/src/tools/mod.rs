@@ -116,31 +116,49 @@ impl ToolContext {
         }
         // Only a call that waits is "waiting on its job": a reexec re-attaches it to the job.
         let _ = self.job_cell.set(job_id);
-        let mut last = f64::NEG_INFINITY;
-        let out = self.out.clone();
-        let view =
-            job_table::wait(&self.jobs, rx, |view| {
-                let note = token.as_ref().filter(|_| view.progress.done > last).map(|token| {
-                last = view.progress.done;
-                let mut params = json!({"progressToken": token, "progress": view.progress.done});
-                if let Some(total) = view.progress.total {
-                    params["total"] = json!(total);
-                }
-                if let Some(message) = &view.progress.message {
-                    params["message"] = json!(message);
-                }
-                json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
-            });
-                let out = out.clone();
-                async move {
-                    if let Some(note) = note {
-                        out.send(&note).await;
-                    }
-                }
-            })
-            .await;
+        let view = wait_reporting_progress(&self.jobs, rx, &self.out, token).await;
         final_payload(view)
     }
+}
+
+/// `notifications/progress` params for `view` under `token` (total and message when known).
+pub(crate) fn progress_params(token: &Value, view: &JobView) -> Value {
+    let mut params = json!({"progressToken": token, "progress": view.progress.done});
+    if let Some(total) = view.progress.total {
+        params["total"] = json!(total);
+    }
+    if let Some(message) = &view.progress.message {
+        params["message"] = json!(message);
+    }
+    params
+}
+
+/// Waits for a job to end on behalf of a call (dropping the wait cancels the job), sending
+/// `notifications/progress` for `token`, strictly increasing, when the call has one.
+pub(crate) async fn wait_reporting_progress(
+    jobs: &Arc<Jobs>,
+    rx: tokio::sync::watch::Receiver<JobView>,
+    out: &Outbound,
+    token: Option<Value>,
+) -> JobView {
+    let mut last = f64::NEG_INFINITY;
+    job_table::wait(jobs, rx, |view| {
+        let note = token
+            .as_ref()
+            .filter(|_| view.progress.done > last)
+            .map(|token| {
+                last = view.progress.done;
+                json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                       "params": progress_params(token, &view)})
+            });
+        let out = out.clone();
+        async move {
+            if let Some(note) = note {
+                out.send(&note).await;
+            }
+        }
+    })
+    .await
 }
 
 /// A finished job's answer as its waiting call returns it: the payload named with
