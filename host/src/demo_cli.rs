@@ -11,11 +11,9 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::supervisor::{Supervisor, SupervisorConfig, WorkerStderr};
 use crate::tools::evaluate::table;
 use crate::tools::worker_job::run_with_replay;
 
@@ -59,33 +57,14 @@ pub fn demo(opts: &DemoArgs) -> ExitCode {
     .to_string();
     let roots = vec![dir.display().to_string()];
     let artifact_dir = dir.display().to_string();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::eval_cli::cli_runtime("demo") {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("reticle demo: cannot start the runtime: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     runtime.block_on(async move {
-        let mut config = match SupervisorConfig::from_env() {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("reticle demo: {e}");
-                return ExitCode::from(2);
-            }
-        };
-        config.workers = 1;
-        config.worker_stderr = WorkerStderr::Null;
-        let supervisor = match Supervisor::start(config).await {
-            Ok(s) => Arc::new(s),
-            Err(e) => {
-                eprintln!("reticle demo: cannot start a worker: {e}");
-                return ExitCode::from(2);
-            }
+        let supervisor = match crate::eval_cli::one_worker("demo").await {
+            Ok(s) => s,
+            Err(code) => return code,
         };
         eprintln!(
             "reticle demo: evaluating {} against iccad13_m1 (imaging, rule checks, picture)…",

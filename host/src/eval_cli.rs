@@ -174,34 +174,15 @@ pub fn eval(opts: &EvalArgs) -> ExitCode {
         .iter()
         .map(|p| p.display().to_string())
         .collect();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match cli_runtime("eval") {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("reticle eval: cannot start the runtime: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let format = opts.format;
     runtime.block_on(async move {
-        let mut config = match SupervisorConfig::from_env() {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("reticle eval: {e}");
-                return ExitCode::from(2);
-            }
-        };
-        config.workers = 1;
-        config.worker_stderr = WorkerStderr::Null;
-        let supervisor = match Supervisor::start(config).await {
-            Ok(s) => Arc::new(s),
-            Err(e) => {
-                eprintln!("reticle eval: cannot start a worker: {e}");
-                return ExitCode::from(2);
-            }
+        let supervisor = match one_worker("eval").await {
+            Ok(s) => s,
+            Err(code) => return code,
         };
         let tty = std::io::stderr().is_terminal();
         let job_id = format!("eval-{}", std::process::id());
@@ -237,5 +218,33 @@ pub fn eval(opts: &EvalArgs) -> ExitCode {
         };
         supervisor.shutdown().await;
         emit(format, &result)
+    })
+}
+
+/// The runtime of a one-shot CLI command (`reticle eval`, `reticle demo`); a failure is
+/// reported on stderr as `reticle <command>: …` and becomes exit code 2.
+pub(crate) fn cli_runtime(command: &str) -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("reticle {command}: cannot start the runtime: {e}");
+            ExitCode::from(2)
+        })
+}
+
+/// A one-worker supervisor for a CLI command (configured from the environment, worker
+/// stderr discarded); a failure is reported on stderr and becomes exit code 2.
+pub(crate) async fn one_worker(command: &str) -> Result<Arc<Supervisor>, ExitCode> {
+    let mut config = SupervisorConfig::from_env().map_err(|e| {
+        eprintln!("reticle {command}: {e}");
+        ExitCode::from(2)
+    })?;
+    config.workers = 1;
+    config.worker_stderr = WorkerStderr::Null;
+    Supervisor::start(config).await.map(Arc::new).map_err(|e| {
+        eprintln!("reticle {command}: cannot start a worker: {e}");
+        ExitCode::from(2)
     })
 }

@@ -100,6 +100,14 @@ fn resolve_pinned(ctx: &ToolContext, raw: &str, id: &str) -> Result<String, Tool
     }
 }
 
+/// Which of `layout` and `deck` (what an optimize without a cached id needs) are absent.
+fn missing_targets(args: &Map<String, Value>) -> Vec<&'static str> {
+    ["layout", "deck"]
+        .into_iter()
+        .filter(|k| !args.contains_key(*k))
+        .collect()
+}
+
 async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
     let wait = take_wait(&mut args);
     let resolved_from = match str_arg(&args, "violation_id").map(str::to_owned) {
@@ -133,10 +141,7 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
                 }
                 "session_cache"
             } else {
-                let missing: Vec<&str> = ["layout", "deck"]
-                    .into_iter()
-                    .filter(|k| !args.contains_key(*k))
-                    .collect();
+                let missing = missing_targets(&args);
                 if !missing.is_empty() {
                     return Err(ToolError::new(
                         ErrorCode::CacheEvicted,
@@ -161,10 +166,7 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
             }
         }
         None => {
-            let missing: Vec<&str> = ["layout", "deck"]
-                .into_iter()
-                .filter(|k| !args.contains_key(*k))
-                .collect();
+            let missing = missing_targets(&args);
             if !missing.is_empty() {
                 return Err(ToolError::new(
                     ErrorCode::InvalidInput,

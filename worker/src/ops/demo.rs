@@ -64,25 +64,14 @@ impl Op for DemoRender {
         let (deck, deck_source) = load_deck(ctx, &args.deck)?;
         let deck_hash = deck.deck_hash();
         let target = target_layer(&deck, args.layer.as_deref())?;
-        let is_glp = args
-            .layout
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("glp"));
-        let layout_name = args
-            .layout
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let layout_name = evaluate::layout_name(&args.layout);
         let imaged = simulate::image(
             ctx,
             simulate::Args {
-                layout: args.layout.clone(),
-                layer: (!is_glp).then(|| target.to_string()),
-                cell: None,
                 box_um: args.box_um,
                 pixel_nm: args.pixel_nm,
                 model: args.model.clone(),
-                context_layers: super::evaluate::context_layers(&deck, target),
+                ..evaluate::imaging_args(&args.layout, &deck, target)
             },
             STEPS,
         )?;

@@ -458,31 +458,14 @@ impl Op for Evaluate {
         let (deck, deck_source) = load_deck(ctx, &args.deck)?;
         let deck_hash = deck.deck_hash();
         let target = target_layer(&deck, args.layer.as_deref())?;
-        let is_glp = args
-            .layout
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("glp"));
-        let tile_nm = args.tile_nm.unwrap_or(DEFAULT_TILE_NM);
-        if !(tile_nm.is_finite() && tile_nm >= 1.0) {
-            return Err(invalid(
-                "tile_nm must be at least 1",
-                json!({"tile_nm": tile_nm}),
-            ));
-        }
-        let layout_name = args
-            .layout
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let tile_nm = tile_size(args.tile_nm)?;
+        let layout_name = layout_name(&args.layout);
         let sim_args = simulate::Args {
-            layout: args.layout.clone(),
-            // .glp layers are names (LEVEL M1); the file's shapes are the layer.
-            layer: (!is_glp).then(|| target.to_string()),
             cell: args.cell.clone(),
             box_um: args.box_um,
             pixel_nm: args.pixel_nm,
             model: args.model.clone(),
-            context_layers: context_layers(&deck, target),
+            ..imaging_args(&args.layout, &deck, target)
         };
         let imaged = simulate::image(ctx, sim_args, STEPS)?;
         if ctx.cancel.is_cancelled() {
@@ -502,6 +485,48 @@ impl Op for Evaluate {
             ctx.progress.report(n, STEPS, message)
         })
     }
+}
+
+/// The `simulate` arguments that image `layout` for checking `deck` on `target`: the target
+/// layer (a `.glp` file's shapes are its one layer, named by level, so no layer is passed)
+/// plus the second layers its enclosure rules read. Window, cell and model are the caller's.
+pub(crate) fn imaging_args(
+    layout: &std::path::Path,
+    deck: &RuleDeck,
+    target: LayerRef,
+) -> simulate::Args {
+    let is_glp = layout
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("glp"));
+    simulate::Args {
+        layout: layout.to_path_buf(),
+        layer: (!is_glp).then(|| target.to_string()),
+        cell: None,
+        box_um: None,
+        pixel_nm: None,
+        model: None,
+        context_layers: context_layers(deck, target),
+    }
+}
+
+/// The layout's file name, as reports name it.
+pub(crate) fn layout_name(layout: &std::path::Path) -> String {
+    layout
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// `tile_nm`, or the default; at least 1 nm.
+pub(crate) fn tile_size(tile_nm: Option<f64>) -> Result<f64, ToolError> {
+    let tile_nm = tile_nm.unwrap_or(DEFAULT_TILE_NM);
+    if !(tile_nm.is_finite() && tile_nm >= 1.0) {
+        return Err(invalid(
+            "tile_nm must be at least 1",
+            json!({"tile_nm": tile_nm}),
+        ));
+    }
+    Ok(tile_nm)
 }
 
 /// The second layers the deck's mask enclosure rules on `target` need (read with the

@@ -31,7 +31,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::evaluate::{
-    self, DEFAULT_TILE_NM, Limits, MaskOverride, ReportLevel, Setup, load_deck, r3, target_layer,
+    self, Limits, MaskOverride, ReportLevel, Setup, load_deck, r3, target_layer,
 };
 use super::simulate::{self, Imaged};
 use super::{Op, artifacts, cancelled, parse_args};
@@ -462,36 +462,20 @@ impl Op for Optimize {
             }
         }
         let target = target_layer(&deck, args.layer.as_deref())?;
-        let tile_nm = args.tile_nm.unwrap_or(DEFAULT_TILE_NM);
-        if !(tile_nm.is_finite() && tile_nm >= 1.0) {
-            return Err(invalid(
-                "tile_nm must be at least 1",
-                json!({"tile_nm": tile_nm}),
-            ));
-        }
+        let tile_nm = evaluate::tile_size(args.tile_nm)?;
         let defaults = IltParams::default();
         let iterations = args.iterations.unwrap_or(defaults.iterations);
         let refine_iterations = args.refine_iterations.unwrap_or(defaults.refine_iterations);
         // ILT progress counts both stages (the refinement may be skipped: progress jumps).
         let ilt_steps = u64::from(iterations) + u64::from(refine_iterations);
         let total = 14 + ilt_steps;
-        let is_glp = args
-            .layout
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("glp"));
-        let layout_name = args
-            .layout
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let layout_name = evaluate::layout_name(&args.layout);
         let sim_args = simulate::Args {
-            layout: args.layout.clone(),
-            layer: (!is_glp).then(|| target.to_string()),
             cell: args.cell.clone(),
             box_um: args.clip_um,
             pixel_nm: args.pixel_nm,
             model: args.model.clone(),
-            context_layers: super::evaluate::context_layers(&deck, target),
+            ..evaluate::imaging_args(&args.layout, &deck, target)
         };
         let imaged = simulate::image(ctx, sim_args, total)?;
         let sha = imaged.layout.sha256.clone();
