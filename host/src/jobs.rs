@@ -293,6 +293,10 @@ pub struct Jobs {
     admission: Mutex<()>,
     stats: Arc<JobStats>,
     events: Option<Arc<EventLog>>,
+    /// Set by [`Jobs::detach_all`]: the session is being handed to the next image, so a
+    /// waiting call dropped from now on leaves its job alone (the next image re-attaches
+    /// it) instead of cancelling it.
+    handed_over: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Jobs {
@@ -324,6 +328,7 @@ impl Jobs {
             admission: Mutex::new(()),
             stats: Arc::default(),
             events: None,
+            handed_over: Default::default(),
         })
     }
 
@@ -337,6 +342,7 @@ impl Jobs {
             admission: Mutex::new(()),
             stats: Arc::default(),
             events: Some(events),
+            handed_over: Default::default(),
         })
     }
 
@@ -553,7 +559,11 @@ impl Jobs {
     /// Stops every unfinished job's task without marking it (a reexec: the snapshot
     /// already holds the jobs, and the next image re-runs them). Their workers are
     /// killed as their futures drop; waiters see no change.
+    ///
+    /// Call it before aborting the calls that wait on these jobs: from here on a dropped
+    /// wait does not cancel its job, so the snapshot keeps the job unfinished.
     pub fn detach_all(&self) {
+        self.handed_over.store(true, Ordering::SeqCst);
         let mut entries = lock(&self.entries);
         for entry in entries.values_mut() {
             if let Some(abort) = entry.abort.take() {
@@ -804,7 +814,7 @@ where
     }
     impl Drop for CancelOnDrop<'_> {
         fn drop(&mut self) {
-            if self.armed {
+            if self.armed && !self.jobs.handed_over.load(Ordering::SeqCst) {
                 let _ = self
                     .jobs
                     .cancel(&self.job_id, "the waiting request was cancelled");
@@ -907,6 +917,23 @@ mod tests {
             tokio::time::timeout(Duration::from_millis(20), wait(&jobs, rx, |_| async {})).await;
         assert!(waiter.is_err());
         assert_eq!(jobs.poll(&id).unwrap().status, JobStatus::Cancelled);
+    }
+
+    #[tokio::test]
+    async fn a_waiter_dropped_after_a_handover_leaves_its_job_unfinished() {
+        let jobs = Jobs::new(Duration::from_secs(60));
+        let rx = jobs.submit("t", |_sink| async move {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok(json!({}))
+        });
+        let id = rx.borrow().job_id.clone();
+        let waiting = wait(&jobs, rx, |_| async {});
+        let waiter = tokio::time::timeout(Duration::from_millis(20), waiting);
+        jobs.detach_all();
+        assert!(waiter.await.is_err());
+        let view = jobs.poll(&id).unwrap();
+        assert!(!view.status.is_terminal(), "{:?}", view.status);
+        assert_eq!(jobs.export()[0].job_id, id);
     }
 
     #[tokio::test]

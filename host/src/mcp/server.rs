@@ -286,11 +286,14 @@ impl Server {
         // and an aborted request leaves its telemetry record open for the next image.
         self.state.begin_handover();
         let entries: Vec<InFlight> = lock(&self.in_flight).drain().map(|(_, r)| r).collect();
+        // Detach the jobs before aborting their waiters: an aborted wait drops on another
+        // thread whenever the runtime gets to it, and a drop before the detach would
+        // cancel the job the next image is to re-attach the call to.
+        self.jobs.detach_all();
         for entry in &entries {
             entry.abort.abort();
         }
         let snapshot = self.snapshot(&entries);
-        self.jobs.detach_all();
         tasks.shutdown().await;
         self.workers.shutdown().await;
         tracing::info!(
