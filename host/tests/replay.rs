@@ -227,12 +227,12 @@ async fn probe_required_without_a_probe_is_an_ambiguous_outcome() {
     supervisor.shutdown().await;
 }
 
-/// A Convergent job that goes over the job time limit is not replayed: the host killed
-/// its worker on purpose (D26), so the outcome is known and a re-run would go over again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_job_over_its_time_limit_fails_once_and_is_not_replayed() {
-    let runtime = tempfile::tempdir().unwrap();
-    let config = SupervisorConfig {
+/// A supervisor of one cpu worker with test heartbeats, and `limits` applied.
+async fn limited_supervisor(
+    runtime: &tempfile::TempDir,
+    limits: impl FnOnce(&mut SupervisorConfig),
+) -> Arc<Supervisor> {
+    let mut config = SupervisorConfig {
         workers: 1,
         worker_env: vec![("RETICLE_BACKEND".into(), "cpu".into())],
         runtime_dir_base: Some(runtime.path().to_path_buf()),
@@ -240,15 +240,19 @@ async fn a_job_over_its_time_limit_fails_once_and_is_not_replayed() {
         heartbeat_timeout: Duration::from_millis(1500),
         backoff_initial: Duration::from_millis(50),
         worker_stderr: WorkerStderr::Inherit,
-        job_timeout: Some(Duration::from_millis(500)),
         ..SupervisorConfig::with_worker_exe(worker_exe())
     };
-    let supervisor = Arc::new(Supervisor::start(config).await.expect("supervisor starts"));
+    limits(&mut config);
+    Arc::new(Supervisor::start(config).await.expect("supervisor starts"))
+}
+
+/// Runs `call` as a Convergent job to its end and checks it failed once with a
+/// resource fault and was not replayed; returns the error's `details.cause`.
+async fn fails_once_over_a_limit(supervisor: &Arc<Supervisor>, call: WorkerCall) -> Value {
     let jobs = Jobs::new(Duration::from_secs(60));
     let journal = Journal::new();
     let handle = journal.open("tools/call:test", ReplayContract::Convergent);
-    let sup = Arc::clone(&supervisor);
-    let call = sleep_call();
+    let sup = Arc::clone(supervisor);
     let rx = jobs.submit("test", move |sink| async move {
         run_on_worker(&sup, &call, &sink, &handle, None).await
     });
@@ -268,12 +272,48 @@ async fn a_job_over_its_time_limit_fails_once_and_is_not_replayed() {
     let error = view.error.expect("error");
     assert_eq!(error.code, ErrorCode::ResourceLimit, "{error:?}");
     assert_eq!(error.fault_class, Some(FaultClass::Resource));
-    assert_eq!(error.details["cause"]["limit"], "wall_time");
     assert!(error.hint().is_some());
-    assert_eq!(view.attempts, 1, "an over-limit job ran again");
+    assert_eq!(view.attempts, 1, "an over-limit job ran again: {error:?}");
     tokio::time::sleep(Duration::from_millis(50)).await;
     let c = journal.counts();
     assert_eq!(c["replays"], 0, "{c}");
     assert_eq!(c["open"], 0, "{c}");
+    error.details["cause"].clone()
+}
+
+/// A Convergent job that goes over the job time limit is not replayed: the host killed
+/// its worker on purpose (D26), so the outcome is known and a re-run would go over again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_over_its_time_limit_fails_once_and_is_not_replayed() {
+    let runtime = tempfile::tempdir().unwrap();
+    let supervisor = limited_supervisor(&runtime, |c| {
+        c.job_timeout = Some(Duration::from_millis(500));
+    })
+    .await;
+    let cause = fails_once_over_a_limit(&supervisor, sleep_call()).await;
+    assert_eq!(cause["limit"], "wall_time", "{cause}");
+    supervisor.shutdown().await;
+}
+
+/// A job whose allocation the kernel refuses at the worker's RLIMIT_DATA (twice the
+/// 64 MiB memory limit here) aborts its worker at once, long before a resident-memory
+/// tick: the host reads the refusal from the worker's stderr, and the job fails once
+/// with a resource fault instead of being replayed as a crash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_refused_memory_by_the_rlimit_fails_once_and_is_not_replayed() {
+    let runtime = tempfile::tempdir().unwrap();
+    let supervisor = limited_supervisor(&runtime, |c| {
+        c.memory_limit_bytes = Some(64 << 20);
+    })
+    .await;
+    let call = WorkerCall {
+        op: "debug.alloc".into(),
+        args_json: json!({"bytes": 1u64 << 30}).to_string(),
+        ..sleep_call()
+    };
+    let cause = fails_once_over_a_limit(&supervisor, call).await;
+    assert_eq!(cause["kind"], "allocation_refused", "{cause}");
+    assert_eq!(cause["allowed"], 128u64 << 20, "{cause}");
+    assert_eq!(cause["requested"], 1u64 << 30, "{cause}");
     supervisor.shutdown().await;
 }

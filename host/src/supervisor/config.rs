@@ -22,11 +22,16 @@ pub const MAX_WORKERS: usize = 64;
 pub enum WorkerStderr {
     /// Read line by line and re-emitted as `tracing` events tagged with the worker pid.
     Tracing,
-    /// Shared with the host's stderr.
+    /// Copied line by line to the host's stderr.
     Inherit,
     /// Discarded.
     Null,
 }
+
+/// A worker's private writable memory (`RLIMIT_DATA`) may reach this many times its
+/// resident-memory limit: the kernel's hard ceiling for what the once-a-second resident
+/// check would catch too late (D26).
+pub const DATA_RLIMIT_FACTOR: u64 = 2;
 
 /// How the supervisor runs its pool. [`Default`] gives the production values.
 #[derive(Debug, Clone)]
@@ -63,7 +68,8 @@ pub struct SupervisorConfig {
     /// with a resource fault (not replayed). `None`: no limit.
     pub job_timeout: Option<Duration>,
     /// A worker whose resident memory exceeds this (checked at every heartbeat) is
-    /// killed; its job fails with a resource fault (not replayed). `None`: no limit.
+    /// killed; its job fails with a resource fault (not replayed). It also sets the
+    /// worker's `RLIMIT_DATA` ([`SupervisorConfig::data_rlimit_bytes`]). `None`: no limit.
     pub memory_limit_bytes: Option<u64>,
     /// The binary of the release before `worker_exe`, for [`super::Supervisor::rollback`]
     /// (carried across a host reexec).
@@ -105,6 +111,14 @@ impl SupervisorConfig {
             worker_exe: worker_exe.into(),
             ..Self::default()
         }
+    }
+
+    /// The `RLIMIT_DATA` (soft and hard) every worker starts under:
+    /// [`DATA_RLIMIT_FACTOR`] times the resident-memory limit, `None` without one.
+    #[must_use]
+    pub fn data_rlimit_bytes(&self) -> Option<u64> {
+        self.memory_limit_bytes
+            .map(|bytes| bytes.saturating_mul(DATA_RLIMIT_FACTOR))
     }
 
     /// Defaults overridden by `RETICLE_WORKERS` and `RETICLE_WORKER_BIN`.

@@ -34,6 +34,14 @@ pub enum DeathCause {
         /// The worker's message.
         message: String,
     },
+    /// The kernel refused an allocation at the worker's `RLIMIT_DATA` and the worker
+    /// aborted (its stderr said so).
+    AllocationRefused {
+        /// The rlimit, bytes.
+        allowed: u64,
+        /// The allocation that was refused, bytes.
+        requested: u64,
+    },
     /// The host killed the worker because its job went over a limit.
     OverLimit {
         /// Which limit.
@@ -60,7 +68,10 @@ impl DeathCause {
     /// itself went over a limit (it would again, and take a worker with it each time).
     #[must_use]
     pub fn replayable(&self) -> bool {
-        !matches!(self, Self::OverLimit { .. })
+        !matches!(
+            self,
+            Self::OverLimit { .. } | Self::AllocationRefused { .. }
+        )
     }
 
     /// libmcp's fault class of this death (D17: heartbeat → timeout, broken wire →
@@ -72,7 +83,7 @@ impl DeathCause {
             Self::Protocol { .. } => FaultClass::Protocol,
             Self::ConnectionLost => FaultClass::Transport,
             Self::Exited { .. } | Self::Fault { .. } => FaultClass::Process,
-            Self::OverLimit { .. } => FaultClass::Resource,
+            Self::OverLimit { .. } | Self::AllocationRefused { .. } => FaultClass::Resource,
         }
     }
 
@@ -85,7 +96,7 @@ impl DeathCause {
             Self::HeartbeatTimeout { .. } => "worker_heartbeat_timeout",
             Self::Protocol { .. } => "worker_protocol",
             Self::Fault { .. } => "worker_fault",
-            Self::OverLimit { .. } => "worker_over_limit",
+            Self::OverLimit { .. } | Self::AllocationRefused { .. } => "worker_over_limit",
         }
     }
 }
@@ -101,6 +112,12 @@ impl fmt::Display for DeathCause {
             } => write!(f, "killed by signal {sig}"),
             Self::Exited { .. } => f.write_str("exited"),
             Self::ConnectionLost => f.write_str("closed its connection"),
+            Self::AllocationRefused { allowed, requested } => write!(
+                f,
+                "was stopped at its memory ceiling (an allocation of {} refused, RLIMIT_DATA {} MiB)",
+                Size(*requested),
+                allowed >> 20
+            ),
             Self::OverLimit {
                 limit: ResourceLimit::Memory,
                 allowed,
@@ -128,6 +145,19 @@ impl fmt::Display for DeathCause {
     }
 }
 
+/// A byte count in the largest binary unit (up to MiB) that keeps it at least 1.
+struct Size(u64);
+
+impl fmt::Display for Size {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            b if b >= 1 << 20 => write!(f, "{} MiB", b >> 20),
+            b if b >= 1 << 10 => write!(f, "{} KiB", b >> 10),
+            b => write!(f, "{b} bytes"),
+        }
+    }
+}
+
 /// How a job was stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -139,6 +169,9 @@ pub enum CancelKind {
     /// The worker stopped it cooperatively after a soft cancel.
     Soft,
 }
+
+/// What an agent can do about a job that went over the worker memory limit.
+const MEMORY_HINT: &str = "ask for a smaller window or a coarser pixel_nm; the operator can raise RETICLE_WORKER_MEMORY_MB";
 
 /// Errors of the supervisor API.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -235,13 +268,19 @@ impl SupervisorError {
                 .with_details(serde_json::json!({ "job_id": job_id, "cause": cause }))
                 .with_fault(FaultClass::Resource, None)
                 .with_hint(match limit {
-                    ResourceLimit::Memory => {
-                        "ask for a smaller window or a coarser pixel_nm; the operator can raise RETICLE_WORKER_MEMORY_MB"
-                    }
+                    ResourceLimit::Memory => MEMORY_HINT,
                     ResourceLimit::WallTime => {
                         "ask for a smaller window or a coarser pixel_nm; the operator can raise RETICLE_JOB_TIMEOUT_S"
                     }
                 }),
+            Self::WorkerDied {
+                job_id,
+                cause: cause @ DeathCause::AllocationRefused { .. },
+                ..
+            } => ToolError::new(ErrorCode::ResourceLimit, message)
+                .with_details(serde_json::json!({ "job_id": job_id, "cause": cause }))
+                .with_fault(FaultClass::Resource, None)
+                .with_hint(MEMORY_HINT),
             Self::WorkerDied { job_id, cause, .. } => {
                 let class = cause.fault_class();
                 ToolError::new(ErrorCode::WorkerFault, message)

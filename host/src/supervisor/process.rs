@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -154,6 +155,10 @@ pub struct LiveWorker {
     /// Frames to the worker.
     pub writer: OwnedWriteHalf,
     reader_task: JoinHandle<()>,
+    /// Reads the worker's stderr until the last process holding it is gone.
+    stderr_task: Option<JoinHandle<()>>,
+    /// Size of the allocation the worker's stderr reported refused; 0 if none.
+    refused_allocation: Arc<AtomicU64>,
     /// Set once the child was reaped.
     exit: Option<ExitStatus>,
 }
@@ -167,6 +172,23 @@ impl LiveWorker {
         self.guard.kill();
         let status = self.child.wait().await;
         self.reaped(status)
+    }
+
+    /// After the worker was reaped: the allocation the kernel refused it, if its stderr
+    /// said so. Waits up to 250 ms for the stderr reader to reach the end, since the
+    /// line is written just before the abort that ended the process.
+    pub async fn refused_allocation(&mut self) -> Option<u64> {
+        if let Some(task) = self.stderr_task.as_mut()
+            && tokio::time::timeout(Duration::from_millis(250), task)
+                .await
+                .is_ok()
+        {
+            self.stderr_task = None;
+        }
+        match self.refused_allocation.load(Ordering::SeqCst) {
+            0 => None,
+            size => Some(size),
+        }
     }
 
     /// Gives the process `grace` to exit by itself, then kills and reaps it.
@@ -288,13 +310,14 @@ pub async fn start_worker(
         .stdin(Stdio::null())
         // Never the host's stdout: that is the MCP stream.
         .stdout(Stdio::null())
-        .stderr(match config.worker_stderr {
-            WorkerStderr::Tracing => Stdio::piped(),
-            WorkerStderr::Inherit => Stdio::inherit(),
-            WorkerStderr::Null => Stdio::null(),
-        })
+        // Always read by the host, whatever `worker_stderr` says: it is where the Rust
+        // runtime reports the allocation the kernel refused before it aborts.
+        .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    if let Some(bytes) = config.data_rlimit_bytes() {
+        limit_data_segment(&mut command, bytes);
+    }
     let mut child = spawner
         .spawn(command)
         .await
@@ -309,9 +332,15 @@ pub async fn start_worker(
         });
     };
     let guard = GroupGuard::new(groups, slot, pid);
-    if let Some(stderr) = child.stderr.take() {
-        forward_stderr(stderr, pid);
-    }
+    let refused_allocation = Arc::new(AtomicU64::new(0));
+    let stderr_task = child.stderr.take().map(|stderr| {
+        forward_stderr(
+            stderr,
+            pid,
+            config.worker_stderr,
+            Arc::clone(&refused_allocation),
+        )
+    });
     // From here on every failure path kills and reaps through `pending`.
     let mut pending = PendingWorker { guard, child, pid };
     match handshake(config, &listener, &mut pending, started_at).await {
@@ -328,6 +357,8 @@ pub async fn start_worker(
                 events,
                 writer,
                 reader_task,
+                stderr_task,
+                refused_allocation,
                 exit: None,
             })
         }
@@ -418,14 +449,56 @@ async fn handshake(
     Ok((hello, events, writer, reader_task))
 }
 
-/// Re-emits a worker's stderr lines as tracing events tagged with its pid.
-fn forward_stderr(stderr: tokio::process::ChildStderr, pid: u32) {
+/// Starts the worker under `RLIMIT_DATA` = `bytes` (soft and hard): the kernel refuses
+/// private writable memory beyond it at allocation time, which the resident-memory
+/// check, once a second, cannot do. Address space (`RLIMIT_AS`) is left alone: GPU
+/// drivers reserve far more of it than they ever touch (D26).
+#[allow(unsafe_code)]
+fn limit_data_segment(command: &mut Command, bytes: u64) {
+    // SAFETY: the closure runs in the forked child before exec and only makes the
+    // setrlimit system call, which is async-signal-safe; it allocates nothing and
+    // touches no lock.
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_DATA, bytes, bytes)
+                .map_err(std::io::Error::from)
+        });
+    }
+}
+
+/// The size in the line the Rust runtime writes to stderr when an allocation fails,
+/// just before it aborts: `memory allocation of N bytes failed`.
+fn refused_allocation_size(line: &str) -> Option<u64> {
+    line.trim()
+        .strip_prefix("memory allocation of ")?
+        .strip_suffix(" bytes failed")?
+        .parse()
+        .ok()
+}
+
+/// Reads a worker's stderr to its end: each line goes where `mode` says, and a refused
+/// allocation's size is kept in `refused` for the death report.
+fn forward_stderr(
+    stderr: tokio::process::ChildStderr,
+    pid: u32,
+    mode: WorkerStderr,
+    refused: Arc<AtomicU64>,
+) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut lines = tokio::io::BufReader::new(stderr).lines();
         while let Ok(Some(line)) = lines.next_line().await {
-            tracing::info!(target: "reticle::worker", worker_pid = pid, "{line}");
+            if let Some(size) = refused_allocation_size(&line) {
+                refused.store(size.max(1), Ordering::SeqCst);
+            }
+            match mode {
+                WorkerStderr::Tracing => {
+                    tracing::info!(target: "reticle::worker", worker_pid = pid, "{line}");
+                }
+                WorkerStderr::Inherit => eprintln!("{line}"),
+                WorkerStderr::Null => {}
+            }
         }
-    });
+    })
 }
 
 #[cfg(test)]
@@ -438,6 +511,26 @@ mod tests {
         list.iter()
             .map(|(k, v)| ((*k).into(), (*v).into()))
             .collect()
+    }
+
+    #[test]
+    fn the_runtime_s_refused_allocation_line_is_recognised() {
+        assert_eq!(
+            refused_allocation_size("memory allocation of 1073741824 bytes failed"),
+            Some(1 << 30)
+        );
+        assert_eq!(
+            refused_allocation_size("memory allocation of 12 bytes failed\r"),
+            Some(12)
+        );
+        assert_eq!(
+            refused_allocation_size("INFO memory allocation of 12 bytes"),
+            None
+        );
+        assert_eq!(
+            refused_allocation_size("memory allocation of many bytes failed"),
+            None
+        );
     }
 
     #[test]

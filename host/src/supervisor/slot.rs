@@ -544,6 +544,7 @@ impl Slot {
         cause: DeathCause,
     ) -> ServeEnd {
         worker.kill_and_reap().await;
+        let cause = self.refine_abort(worker, cause).await;
         self.inner.emit(SupervisorEvent::WorkerFault {
             slot: self.index,
             pid: worker.pid,
@@ -559,6 +560,20 @@ impl Slot {
             }));
         }
         ServeEnd::Died(cause)
+    }
+
+    /// A worker whose stderr reported an allocation refused under its `RLIMIT_DATA` went
+    /// over its memory ceiling: a resource fault, not a crash to replay. That holds
+    /// whatever ended it next: the abort that follows, or, while the runtime was still
+    /// printing a backtrace, the resident-memory check or a missed heartbeat.
+    async fn refine_abort(&self, worker: &mut LiveWorker, cause: DeathCause) -> DeathCause {
+        let Some(allowed) = self.inner.config.data_rlimit_bytes() else {
+            return cause;
+        };
+        match worker.refused_allocation().await {
+            Some(requested) => DeathCause::AllocationRefused { allowed, requested },
+            None => cause,
+        }
     }
 
     /// Asks the worker to finish and exit; whatever is still running after the grace

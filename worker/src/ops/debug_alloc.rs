@@ -1,5 +1,7 @@
 //! `debug.alloc {bytes}`: allocates and touches `bytes` of memory and holds it until
-//! the worker exits, so tests can watch memory go away when a worker is killed.
+//! the worker exits, so tests can watch memory go away when a worker is killed and
+//! watch the host's memory limits act. It allocates as the imaging ops do: a refused
+//! allocation aborts the worker.
 
 use reticle_protocol::error::{ErrorCode, ToolError};
 use serde::Deserialize;
@@ -39,12 +41,8 @@ impl Op for DebugAlloc {
                 "allocation exceeds the address space",
             )
         })?;
-        let mut block: Vec<u8> = Vec::new();
-        block.try_reserve_exact(len).map_err(|e| {
-            ToolError::new(ErrorCode::BackendError, format!("allocation failed: {e}"))
-        })?;
         // Non-zero fill so every page is really committed (zero pages may stay shared).
-        block.resize(len, 0xA5);
+        let block = vec![0xA5_u8; len];
         ctx.progress.report(1, 1, "allocated");
         let mut ballast = ctx
             .state
