@@ -134,33 +134,22 @@ fn cli(backend: &str, roots: &str, args: &[&str]) -> (i32, String, String) {
 /// G3 on one backend: the CLI's stdout is the job's result byte for byte, and the waited
 /// call's structuredContent is that object with the job envelope (`job_id`, `status`)
 /// appended.
-fn g3(backend: &str) -> String {
+fn g3(backend: &str, cli_args: &[&str], args: &Value) -> String {
     let roots = fixtures_dir().display().to_string();
-    let (code, stdout, stderr) = cli(
-        backend,
-        &roots,
-        &[
-            "--report-level=detailed",
-            "--format=json",
-            "--deck",
-            "iccad13_m1",
-            &layout(),
-        ],
-    );
+    let (code, stdout, stderr) = cli(backend, &roots, cli_args);
     assert_eq!(code, 0, "stderr: {stderr}\nstdout: {stdout}");
     assert!(stderr.contains("eval: ["), "progress on stderr: {stderr}");
     let cli_bytes = stdout.strip_suffix('\n').expect("one line").to_owned();
     assert!(!cli_bytes.contains('\n'));
 
     let mut host = start(backend, &roots);
-    let args = json!({"layout": layout(), "deck": "iccad13_m1", "report_level": "detailed"});
     let polled = evaluate_polled(&mut host, args.clone());
     assert_eq!(
         serde_json::to_string(&polled).unwrap(),
         cli_bytes,
         "poll result vs CLI"
     );
-    let waited = evaluate(&mut host, "waited", args);
+    let waited = evaluate(&mut host, "waited", args.clone());
     let waited_bytes = serde_json::to_string(&waited).unwrap();
     let envelope = format!(
         ",\"job_id\":{},\"status\":\"completed\"}}",
@@ -185,8 +174,17 @@ fn g3(backend: &str) -> String {
 
 #[test]
 fn g3_cli_json_is_the_structured_content_on_cpu_and_gpu() {
-    let cpu = g3("cpu");
-    let gpu = g3("gpu");
+    let layout = layout();
+    let cli_args = [
+        "--report-level=detailed",
+        "--format=json",
+        "--deck",
+        "iccad13_m1",
+        &layout,
+    ];
+    let args = json!({"layout": layout, "deck": "iccad13_m1", "report_level": "detailed"});
+    let cpu = g3("cpu", &cli_args, &args);
+    let gpu = g3("gpu", &cli_args, &args);
     let (c, g): (Value, Value) = (
         serde_json::from_str(&cpu).unwrap(),
         serde_json::from_str(&gpu).unwrap(),
@@ -615,4 +613,47 @@ fn enclosure_rules_read_the_enclosing_layer() {
         .filter(|v| v["rule_id"] != "V1.EN.M1")
         .collect();
     assert!(others.is_empty(), "{others:?}");
+}
+
+/// G3 on seed 000's acceptance fixture (issue 7): its evaluate call gives the same bytes
+/// through `reticle eval`, the server on the CPU backend and the server on the GPU backend,
+/// and those bytes hold the fixture's 100 records in 12 groups.
+#[test]
+fn g3_on_the_acceptance_fixture_cli_cpu_and_gpu_agree() {
+    let fixtures = fixtures_dir();
+    let layout = fixtures.join("layouts/acceptance_100x4tiles.gds");
+    let deck = fixtures.join("decks/acceptance_width.json");
+    let (layout, deck) = (layout.to_str().unwrap(), deck.to_str().unwrap());
+    let cli_args = [
+        "--report-level=detailed",
+        "--format=json",
+        "--deck",
+        deck,
+        "--box",
+        "0",
+        "0",
+        "2.048",
+        "2.048",
+        "--pixel-nm",
+        "8",
+        "--tile-nm",
+        "1024",
+        layout,
+    ];
+    let args = json!({"layout": layout, "deck": deck, "box_um": [0.0, 0.0, 2.048, 2.048],
+                      "pixel_nm": 8, "tile_nm": 1024, "report_level": "detailed"});
+    let cpu = g3("cpu", &cli_args, &args);
+    let gpu = g3("gpu", &cli_args, &args);
+    assert_eq!(
+        cpu, gpu,
+        "CPU and GPU reports of the acceptance fixture differ"
+    );
+    let report: Value = serde_json::from_str(&cpu).unwrap();
+    let records = report["violations"].as_array().unwrap();
+    assert_eq!(records.len(), 100, "records");
+    let groups: std::collections::BTreeSet<&str> = records
+        .iter()
+        .map(|r| r["violation_group_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(groups.len(), 12, "groups");
 }
