@@ -11,6 +11,7 @@ pub mod control;
 pub mod demo_cli;
 pub mod eval_cli;
 pub mod events;
+pub mod job_dirs;
 pub mod jobs;
 pub mod journal;
 pub mod limits;

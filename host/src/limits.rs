@@ -13,6 +13,7 @@
 //! | `RETICLE_MAX_RASTER_PIXELS` | 67108864 (8192²) | `QUERY_TOO_LARGE` |
 //! | `RETICLE_MAX_ACTIVE_JOBS` | 64 | `TOOL_LIMIT_EXCEEDED` |
 //! | `RETICLE_MAX_SESSIONS` | 64 | `TOOL_LIMIT_EXCEEDED` |
+//! | `RETICLE_MAX_JOB_ARTIFACT_BYTES` | 4294967296 (4 GiB) | `TOOL_LIMIT_EXCEEDED` |
 
 use std::sync::OnceLock;
 
@@ -28,6 +29,14 @@ pub const MAX_RASTER_PIXELS_ENV: &str = "RETICLE_MAX_RASTER_PIXELS";
 pub const MAX_ACTIVE_JOBS_ENV: &str = "RETICLE_MAX_ACTIVE_JOBS";
 /// Setting: most live layout sessions (`open_layout`) at once.
 pub const MAX_SESSIONS_ENV: &str = "RETICLE_MAX_SESSIONS";
+
+/// Setting: most bytes of job artifact directories (`simulate` images, `optimize` masks)
+/// kept under the artifact root (D49).
+pub const MAX_JOB_ARTIFACT_BYTES_ENV: &str = "RETICLE_MAX_JOB_ARTIFACT_BYTES";
+
+/// Default of [`MAX_JOB_ARTIFACT_BYTES_ENV`]: room for several full-size (8192²)
+/// `simulate` image sets, small next to a workstation's disk.
+pub const DEFAULT_MAX_JOB_ARTIFACT_BYTES: u64 = 4 << 30;
 
 /// Default of [`MAX_SESSIONS_ENV`]: each session may hold up to 200 000 shape-id
 /// locators in the host and a parsed layout in a worker's cache.
@@ -46,6 +55,9 @@ pub struct HostLimits {
     pub max_active_jobs: usize,
     /// Most live layout sessions; one more `open_layout` is refused.
     pub max_sessions: usize,
+    /// Most bytes of job artifact directories; finished ones are deleted oldest first
+    /// to stay under it, and a new job is refused when running ones fill it.
+    pub max_job_artifact_bytes: u64,
 }
 
 impl Default for HostLimits {
@@ -54,6 +66,7 @@ impl Default for HostLimits {
             job: JobLimits::default(),
             max_active_jobs: DEFAULT_MAX_ACTIVE_JOBS,
             max_sessions: DEFAULT_MAX_SESSIONS,
+            max_job_artifact_bytes: DEFAULT_MAX_JOB_ARTIFACT_BYTES,
         }
     }
 }
@@ -89,6 +102,9 @@ impl HostLimits {
         }
         if let Some(n) = read(MAX_SESSIONS_ENV)? {
             limits.max_sessions = usize::try_from(n).unwrap_or(usize::MAX);
+        }
+        if let Some(n) = read(MAX_JOB_ARTIFACT_BYTES_ENV)? {
+            limits.max_job_artifact_bytes = n;
         }
         Ok(limits)
     }
@@ -140,6 +156,7 @@ mod tests {
             (MAX_RASTER_PIXELS_ENV, "4096.0"),
             (MAX_ACTIVE_JOBS_ENV, "2"),
             (MAX_SESSIONS_ENV, "3"),
+            (MAX_JOB_ARTIFACT_BYTES_ENV, "5000"),
         ]))
         .unwrap();
         assert_eq!(limits.job.max_layout_bytes, 1000);
@@ -147,6 +164,7 @@ mod tests {
         assert_eq!(limits.job.max_raster_pixels, 4096);
         assert_eq!(limits.max_active_jobs, 2);
         assert_eq!(limits.max_sessions, 3);
+        assert_eq!(limits.max_job_artifact_bytes, 5000);
         for bad in ["0", "-1", "lots", "1.5", ""] {
             let err = HostLimits::from_lookup(|n| (n == MAX_SHAPES_ENV).then(|| bad.to_owned()))
                 .unwrap_err();

@@ -83,6 +83,8 @@ pub struct Sessions {
     root: OnceLock<PathBuf>,
     /// Most live sessions (`RETICLE_MAX_SESSIONS`).
     max_live: usize,
+    /// Retention of the jobs' artifact directories (same TTL).
+    job_dirs: crate::job_dirs::JobDirs,
 }
 
 fn internal(message: String) -> ToolError {
@@ -90,7 +92,7 @@ fn internal(message: String) -> ToolError {
 }
 
 /// Random lower-case hex digits.
-fn random_hex(n: usize) -> String {
+pub(crate) fn random_hex(n: usize) -> String {
     let mut s = String::new();
     while s.len() < n {
         s.push_str(&uuid::Uuid::new_v4().simple().to_string());
@@ -100,7 +102,7 @@ fn random_hex(n: usize) -> String {
 }
 
 /// Creates `dir` (and parents) private to the user.
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -169,6 +171,10 @@ impl Sessions {
             configured_root: root,
             root: OnceLock::new(),
             max_live: crate::limits::current().max_sessions,
+            job_dirs: crate::job_dirs::JobDirs::new(
+                ttl,
+                crate::limits::current().max_job_artifact_bytes,
+            ),
         }
     }
 
@@ -550,14 +556,8 @@ impl Sessions {
     ///
     /// # Errors
     /// `INTERNAL_ERROR` when it cannot be created.
-    pub fn new_job_dir(&self, prefix: &'static str) -> Result<PathBuf, ToolError> {
-        let dir = self
-            .root()?
-            .join("jobs")
-            .join(format!("{prefix}_{}", random_hex(16)));
-        create_private_dir(&dir)
-            .map_err(|e| internal(format!("cannot create {}: {e}", dir.display())))?;
-        Ok(dir)
+    pub fn new_job_dir(&self, prefix: &'static str) -> Result<crate::job_dirs::JobDir, ToolError> {
+        self.job_dirs.create(&self.root()?.join("jobs"), prefix)
     }
 
     /// The directory of a recorded DRC run.

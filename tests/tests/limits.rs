@@ -183,3 +183,48 @@ fn live_layout_sessions_are_a_setting_with_a_typed_error() {
     let again = call(&mut host, "open-3", "open_layout", json!({"path": gds}));
     assert_eq!(again["isError"], false, "{again}");
 }
+
+/// Job artifacts are bounded (D49): with `RETICLE_MAX_JOB_ARTIFACT_BYTES` below one image
+/// set, each `simulate(images)` deletes the finished job's files before it writes its own,
+/// so the disk holds one set at a time, and the newest set is always complete.
+#[test]
+fn job_artifacts_stay_under_their_byte_quota() {
+    let (mut host, artifacts) = start(&[("RETICLE_MAX_JOB_ARTIFACT_BYTES", "100000")]);
+    let glp = fixtures_dir().join("layouts/lines_and_pad.glp");
+    let simulate = |host: &mut Host, id: &str| {
+        let result = call(
+            host,
+            id,
+            "simulate",
+            json!({"layout": glp, "pixel_nm": 8, "images": true, "wait": true}),
+        );
+        assert_ne!(result["isError"], true, "{result}");
+        result["structuredContent"]["images"].clone()
+    };
+    let paths = |images: &Value| -> Vec<std::path::PathBuf> {
+        ["aerial", "resist", "printed"]
+            .iter()
+            .flat_map(|k| ["png", "npy"].map(|f| images[k][f]["path"].as_str().unwrap().into()))
+            .collect()
+    };
+    let first = paths(&simulate(&mut host, "first"));
+    let bytes = |files: &[std::path::PathBuf]| -> u64 {
+        files
+            .iter()
+            .map(|p| std::fs::metadata(p).unwrap().len())
+            .sum()
+    };
+    // One set of 256² images (two f32 arrays, one u8 array, three PNGs) is over the quota.
+    assert!(bytes(&first) > 100_000, "{}", bytes(&first));
+    let second = paths(&simulate(&mut host, "second"));
+    assert!(
+        first.iter().all(|p| !p.exists()),
+        "the finished job's files went"
+    );
+    assert!(
+        second.iter().all(|p| p.exists()),
+        "the new job's files are whole"
+    );
+    let jobs_dir = artifacts.path().join("jobs");
+    assert_eq!(std::fs::read_dir(&jobs_dir).unwrap().count(), 1);
+}

@@ -36,8 +36,9 @@ pub(super) type OnResult = Box<dyn FnOnce(Value) -> ToolResult + Send>;
 /// What a job may have besides its arguments.
 #[derive(Default)]
 pub(super) struct JobExtras {
-    /// A host-created directory under the artifact root the job may write to (D44).
-    pub artifact_dir: Option<std::path::PathBuf>,
+    /// A host-created directory under the artifact root the job may write to (D44),
+    /// held by the job to its end so the retention sweep leaves it alone (D49).
+    pub artifact_dir: Option<crate::job_dirs::JobDir>,
     /// Applied to the worker's payload.
     pub on_result: Option<OnResult>,
 }
@@ -68,10 +69,16 @@ pub(super) async fn run_op_with(
         args_json,
         allowed_roots,
         max_attempts: MAX_ATTEMPTS,
-        artifact_dir: extras.artifact_dir.map(|d| d.display().to_string()),
+        artifact_dir: extras
+            .artifact_dir
+            .as_ref()
+            .map(|d| d.path().display().to_string()),
     };
     let on_result = extras.on_result;
+    let job_dir = extras.artifact_dir;
     ctx.run_as_job(tool, wait, move |sink| async move {
+        // In use until the job ends, however it ends (a cancel drops this future).
+        let _job_dir = job_dir;
         let supervisor = pool.get().await?;
         // Convergent (the worker is a pure function of request and files): a run lost
         // with its worker is run again on a fresh one, up to MAX_ATTEMPTS runs, as the
