@@ -181,6 +181,7 @@ fn gcd_45nm_observer_queries() {
         width: 200,
         height: 200,
         style: RenderStyle::Mask,
+        max_shapes: reticle_layout::observe::render::MAX_RENDER_SHAPES,
     };
     let a = render_view(&lib, &spec, &[]).expect("render");
     let b = render_view(&lib, &spec, &[]).expect("render");

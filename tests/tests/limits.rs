@@ -135,6 +135,20 @@ fn active_jobs_and_shapes_per_query_are_settings_with_typed_errors() {
         jobs["submitted"], 2,
         "the refused call is not a job: {jobs}"
     );
+    // The same setting bounds what render_view flattens: the whole of observer_demo.gds
+    // is more than 2 shapes.
+    let opened = call(&mut host, "open", "open_layout", json!({"path": gds}));
+    assert_eq!(opened["isError"], false, "{opened}");
+    let sid = opened["structuredContent"]["session_id"].clone();
+    let result = call(
+        &mut host,
+        "render",
+        "render_view",
+        json!({"session_id": sid}),
+    );
+    let error = error_of(&result);
+    assert_eq!(error["code"], "QUERY_TOO_LARGE", "{error}");
+    assert_eq!(error["details"]["limit"], 2, "{error}");
 }
 
 #[test]

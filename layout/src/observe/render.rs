@@ -182,6 +182,9 @@ pub struct RenderSpec {
     pub height: u32,
     /// Style.
     pub style: RenderStyle,
+    /// Most shapes the view may flatten to (the host's `RETICLE_MAX_SHAPES`);
+    /// [`MAX_RENDER_SHAPES`] caps it.
+    pub max_shapes: u64,
 }
 
 /// A rendered image.
@@ -309,7 +312,7 @@ pub fn render_view(
             layers,
             include_texts: false,
             limits: Limits {
-                max_shapes: MAX_RENDER_SHAPES,
+                max_shapes: spec.max_shapes.min(MAX_RENDER_SHAPES),
                 ..Limits::default()
             },
         },
@@ -479,6 +482,7 @@ mod tests {
             width: 100,
             height: 100,
             style,
+            max_shapes: MAX_RENDER_SHAPES,
         }
     }
 

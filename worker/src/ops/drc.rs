@@ -444,6 +444,7 @@ impl Op for DrcMarkers {
                         width: CROP_PX,
                         height: CROP_PX,
                         style: RenderStyle::Light,
+                        max_shapes: ctx.context.limits.max_shapes,
                     };
                     let r = render_view(lib, &spec, &notes).map_err(|e| observe_error(&e))?;
                     entry["crop_png_base64"] =

@@ -381,6 +381,7 @@ fn op_render(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
         width: args.width,
         height: args.height,
         style: args.style,
+        max_shapes: ctx.context.limits.max_shapes,
     };
     let r = render_view(&lib, &spec, &notes).map_err(|e| observe_error(&e))?;
     let grid = b.to_dbu(lib.dbu_um()).map_err(|e| observe_error(&e))?;
