@@ -70,6 +70,19 @@ pub enum LayoutError {
     Oasis(#[from] OasisError),
 }
 
+impl LayoutError {
+    /// The reader limit that stopped the read (`what`, its value), if that is why it
+    /// failed: the file may be fine, only bigger than this reader was allowed to take.
+    #[must_use]
+    pub fn limit_exceeded(&self) -> Option<(&'static str, u64)> {
+        match self {
+            Self::Gds(GdsError::LimitExceeded { what, limit })
+            | Self::Oasis(OasisError::LimitExceeded { what, limit }) => Some((what, *limit)),
+            _ => None,
+        }
+    }
+}
+
 /// Reads a layout in the given format, or in the format the bytes look like.
 ///
 /// # Errors

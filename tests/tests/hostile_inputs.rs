@@ -125,6 +125,28 @@ fn hostile_inputs_get_typed_errors_and_the_host_and_other_jobs_carry_on() {
             typed.contains(&code),
             "{name}: untyped or unexpected code {error}"
         );
+        // A file refused for its size names the limit (the agent can narrow the window or
+        // the operator raise the setting); a broken one is not a layout this reader takes.
+        let expected = match name.as_ref() {
+            "deflate_bomb.oas" | "huge_aref.gds" => Some("QUERY_TOO_LARGE"),
+            "truncated.gds"
+            | "truncated.oas"
+            | "bitflipped.gds"
+            | "overlong_record.gds"
+            | "self_reference.gds"
+            | "mutual_cycle.gds"
+            | "deflate_lies.oas" => Some("UNSUPPORTED_FORMAT"),
+            _ => None,
+        };
+        if let Some(expected) = expected {
+            assert_eq!(code, expected, "{name}: {error}");
+        }
+        if code == "QUERY_TOO_LARGE" {
+            assert!(
+                error["details"]["limit"].as_u64().is_some(),
+                "{name}: {error}"
+            );
+        }
         assert!(!error["message"].as_str().unwrap_or("").is_empty());
     }
 

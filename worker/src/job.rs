@@ -244,6 +244,27 @@ pub fn layout_limits(limits: &reticle_protocol::wire::JobLimits) -> reticle_layo
     }
 }
 
+/// A layout read failure as a tool error: a reader limit is `QUERY_TOO_LARGE` (naming it,
+/// with `setting` when the host's setting set it), anything else `UNSUPPORTED_FORMAT`
+/// (the bytes are not a layout this reader accepts).
+#[must_use]
+pub fn read_error(e: &reticle_layout::LayoutError, path: &str, format: &str) -> ToolError {
+    match e.limit_exceeded() {
+        Some((what, limit)) => ToolError::new(
+            ErrorCode::QueryTooLarge,
+            format!("cannot read the layout as {format}: {e}"),
+        )
+        .with_details(
+            serde_json::json!({"path": path, "format": format, "what": what, "limit": limit}),
+        ),
+        None => ToolError::new(
+            ErrorCode::UnsupportedFormat,
+            format!("cannot read the layout as {format}: {e}"),
+        )
+        .with_details(serde_json::json!({"path": path, "format": format})),
+    }
+}
+
 /// A flattening failure as a tool error: a limit is `QUERY_TOO_LARGE` (naming it, so
 /// the agent can narrow the window), anything else `INVALID_INPUT`.
 #[must_use]

@@ -111,13 +111,8 @@ pub fn load(ctx: &JobCtx<'_>, layout: &LayoutRef) -> Result<(Arc<Library>, Strin
         .with_details(json!({"path": path, "expected_sha256": expected, "sha256": sha})));
     }
     let limits = crate::job::layout_limits(&ctx.context.limits);
-    let lib = read_layout(&bytes, Some(format), &limits).map_err(|e| {
-        ToolError::new(
-            ErrorCode::UnsupportedFormat,
-            format!("cannot read the layout as {}: {e}", format.name()),
-        )
-        .with_details(json!({"path": path, "format": format.name()}))
-    })?;
+    let lib = read_layout(&bytes, Some(format), &limits)
+        .map_err(|e| crate::job::read_error(&e, &path.to_string_lossy(), format.name()))?;
     let lib = Arc::new(lib);
     ctx.state
         .layouts

@@ -178,12 +178,9 @@ fn load(
         });
     }
     let limits = crate::job::layout_limits(&ctx.context.limits);
-    let library = read_layout(bytes, None, &limits).map_err(|e| {
-        ToolError::new(
-            ErrorCode::UnsupportedFormat,
-            format!("cannot read the layout: {e}"),
-        )
-    })?;
+    let format = reticle_layout::Format::sniff(bytes).map_or("gds or oasis", |f| f.name());
+    let library = read_layout(bytes, None, &limits)
+        .map_err(|e| crate::job::read_error(&e, &args.layout.to_string_lossy(), format))?;
     let dbu_nm = library.dbu_in_meters * 1e9;
     let cell = resolve_cell(&library, args.cell.as_deref()).map_err(|e| {
         ToolError::new(ErrorCode::TopCellNotFound, e.to_string())
