@@ -100,6 +100,19 @@ pub struct ServerSnapshot {
     pub job_stats: Value,
     /// Requests to answer.
     pub pending: Vec<PendingRequest>,
+    /// 2025-11-25 tasks whose status the client was being sent, with the call's
+    /// `progressToken`: the next image follows them on (absent in older snapshots).
+    #[serde(default)]
+    pub task_watches: Vec<TaskWatch>,
+}
+
+/// A 2025-11-25 task the server streams `notifications/tasks/status` (and progress) for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskWatch {
+    /// The task (job) id.
+    pub job_id: String,
+    /// The creating call's `progressToken`, if it had one.
+    pub progress_token: Option<Value>,
 }
 
 /// Everything one image hands to the next.

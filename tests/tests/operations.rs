@@ -201,6 +201,59 @@ fn reexec_carries_a_request_split_across_the_handover() {
     assert!(status.success());
 }
 
+/// A 2025-11-25 client following a task keeps getting its `notifications/tasks/status`
+/// after a reexec: the next image re-runs the task's job under its id and follows it on,
+/// so the client hears it complete without polling.
+#[test]
+fn a_task_s_status_notifications_continue_across_a_reexec() {
+    let runtime = tempfile::tempdir().unwrap();
+    let mut host = start(runtime.path(), &[]);
+    let layout = fixtures_dir().join("layouts/lines_and_pad.glp");
+    let created = host.request(
+        json!("task"),
+        "tools/call",
+        json!({"name": "simulate", "arguments": {"layout": layout, "pixel_nm": 0.5},
+               "task": {"ttl": 600000}, "_meta": {"progressToken": "tok"}}),
+    );
+    let task_id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no task: {created}"))
+        .to_owned();
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, out, err) = ctl(&host, runtime.path(), &["reexec"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let mut progress_after_reexec = 0;
+    let status = loop {
+        let line = host.recv_line(Duration::from_secs(1)).unwrap_or_default();
+        if let Ok(message) = serde_json::from_str::<Value>(&line) {
+            check_jsonrpc_value(&message).unwrap();
+            let params = &message["params"];
+            if message["method"] == "notifications/progress" && params["progressToken"] == "tok" {
+                progress_after_reexec += 1;
+            }
+            if message["method"] == "notifications/tasks/status"
+                && params["taskId"] == task_id.as_str()
+                && params["status"] != "working"
+            {
+                break params["status"].clone();
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no status notification for {task_id} after the reexec"
+        );
+    };
+    assert_eq!(status, "completed");
+    assert!(
+        progress_after_reexec > 0,
+        "the progress token is followed on too"
+    );
+    let got = host.request(json!("get"), "tasks/get", json!({"taskId": task_id}));
+    assert_eq!(got["result"]["status"], "completed", "{got}");
+    assert_eq!(health(&mut host, "h")["server"]["reexecs"], 1);
+}
+
 #[test]
 fn the_event_log_rotates_under_its_cap_and_reads_back_in_order() {
     let runtime = tempfile::tempdir().unwrap();

@@ -22,7 +22,7 @@ use super::era::{
 use super::tasks::{self, LIST_PAGE, META_MODEL_IMMEDIATE_RESPONSE, TASKS_EXTENSION};
 use crate::jobs::{JobOptions, JobRecord, JobStatus, JobView, Jobs, RestoredJob};
 use crate::journal::{Journal, JournalHandle};
-use crate::reexec::{PendingRequest, ServerSnapshot, SessionSnapshot};
+use crate::reexec::{PendingRequest, ServerSnapshot, SessionSnapshot, TaskWatch};
 use crate::state::{FrameCounters, HostState};
 use crate::tools::{TaskRequest, TaskSupport, ToolContext, ToolRegistry};
 use crate::transport::frame::{Frame, MAX_FRAME_BYTES};
@@ -128,6 +128,9 @@ pub struct Server {
     jobs: Arc<Jobs>,
     journal: Arc<Journal>,
     workers: Arc<WorkerPool>,
+    /// 2025-11-25 tasks being followed (job id → the call's progress token), so a
+    /// reexec can follow them on in the next image.
+    task_watches: Arc<Mutex<HashMap<String, Option<Value>>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -153,6 +156,7 @@ impl Server {
             jobs: Jobs::with_events(job_ttl, events),
             journal: Journal::new(),
             workers,
+            task_watches: Arc::default(),
         }
     }
 
@@ -359,11 +363,20 @@ impl Server {
                 }
             })
             .collect();
+        let mut task_watches: Vec<TaskWatch> = lock(&self.task_watches)
+            .iter()
+            .map(|(job_id, progress_token)| TaskWatch {
+                job_id: job_id.clone(),
+                progress_token: progress_token.clone(),
+            })
+            .collect();
+        task_watches.sort_by(|a, b| a.job_id.cmp(&b.job_id));
         ServerSnapshot {
             session,
             jobs: self.jobs.export(),
             job_stats: self.jobs.stats(),
             pending,
+            task_watches,
         }
     }
 
@@ -395,6 +408,11 @@ impl Server {
             } else {
                 self.rerun_job(record).await;
             }
+        }
+        // The client still expects status notifications for the tasks it was following;
+        // each was unfinished at the handover, so one that is over already is announced.
+        for watch in &snapshot.task_watches {
+            self.follow_task(&watch.job_id, watch.progress_token.clone(), true);
         }
     }
 
@@ -1082,7 +1100,7 @@ impl Server {
             created["resultType"] = json!("task");
             return created;
         }
-        self.notify_task_changes(&job_id, meta.progress_token.clone());
+        self.follow_task(&job_id, meta.progress_token.clone(), false);
         let mut meta_out = tasks::related_task_meta(&job_id);
         meta_out[META_MODEL_IMMEDIATE_RESPONSE] = json!(format!(
             "{tool} is running as task {job_id}; its result will be available from tasks/result"
@@ -1092,14 +1110,29 @@ impl Server {
 
     /// Follows a 2025-11-25 task until it ends: `notifications/progress` for the
     /// call's `progressToken` (valid for the task's lifetime) and
-    /// `notifications/tasks/status` on every status change.
-    fn notify_task_changes(&self, job_id: &str, progress_token: Option<Value>) {
+    /// `notifications/tasks/status` on every status change. `announce_end`: a task
+    /// already over when this starts is announced once (after a reexec, the client
+    /// last heard of it unfinished).
+    fn follow_task(&self, job_id: &str, progress_token: Option<Value>, announce_end: bool) {
         let Ok(mut rx) = self.jobs.subscribe(job_id) else {
             return;
         };
         let out = self.out.clone();
+        let watches = Arc::clone(&self.task_watches);
+        lock(&watches).insert(job_id.to_owned(), progress_token.clone());
+        let job_id = job_id.to_owned();
         tokio::spawn(async move {
-            let mut last_status = tasks::legacy_status(rx.borrow().status);
+            let current = rx.borrow_and_update().clone();
+            let mut last_status = tasks::legacy_status(current.status);
+            if announce_end && current.status.is_terminal() {
+                out.send(
+                    &json!({"jsonrpc": "2.0", "method": "notifications/tasks/status",
+                    "params": tasks::legacy_task(&current)}),
+                )
+                .await;
+                lock(&watches).remove(&job_id);
+                return;
+            }
             let mut last_progress = f64::NEG_INFINITY;
             while rx.changed().await.is_ok() {
                 let view = rx.borrow_and_update().clone();
@@ -1125,6 +1158,7 @@ impl Server {
                     break;
                 }
             }
+            lock(&watches).remove(&job_id);
         });
     }
 
