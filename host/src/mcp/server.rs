@@ -410,9 +410,9 @@ impl Server {
             }
         }
         // The client still expects status notifications for the tasks it was following;
-        // each was unfinished at the handover, so one that is over already is announced.
+        // each was unfinished ("working") when the old image last told it.
         for watch in &snapshot.task_watches {
-            self.follow_task(&watch.job_id, watch.progress_token.clone(), true);
+            self.follow_task(&watch.job_id, watch.progress_token.clone(), "working");
         }
     }
 
@@ -1100,7 +1100,11 @@ impl Server {
             created["resultType"] = json!("task");
             return created;
         }
-        self.follow_task(&job_id, meta.progress_token.clone(), false);
+        self.follow_task(
+            &job_id,
+            meta.progress_token.clone(),
+            tasks::legacy_status(view.status),
+        );
         let mut meta_out = tasks::related_task_meta(&job_id);
         meta_out[META_MODEL_IMMEDIATE_RESPONSE] = json!(format!(
             "{tool} is running as task {job_id}; its result will be available from tasks/result"
@@ -1110,10 +1114,9 @@ impl Server {
 
     /// Follows a 2025-11-25 task until it ends: `notifications/progress` for the
     /// call's `progressToken` (valid for the task's lifetime) and
-    /// `notifications/tasks/status` on every status change. `announce_end`: a task
-    /// already over when this starts is announced once (after a reexec, the client
-    /// last heard of it unfinished).
-    fn follow_task(&self, job_id: &str, progress_token: Option<Value>, announce_end: bool) {
+    /// `notifications/tasks/status` on every status change after `last_told`, the
+    /// status the client last heard (a change before this task runs is sent too).
+    fn follow_task(&self, job_id: &str, progress_token: Option<Value>, last_told: &'static str) {
         let Ok(mut rx) = self.jobs.subscribe(job_id) else {
             return;
         };
@@ -1124,12 +1127,14 @@ impl Server {
         tokio::spawn(async move {
             let current = rx.borrow_and_update().clone();
             let mut last_status = tasks::legacy_status(current.status);
-            if announce_end && current.status.is_terminal() {
+            if last_status != last_told {
                 out.send(
                     &json!({"jsonrpc": "2.0", "method": "notifications/tasks/status",
                     "params": tasks::legacy_task(&current)}),
                 )
                 .await;
+            }
+            if current.status.is_terminal() {
                 lock(&watches).remove(&job_id);
                 return;
             }
