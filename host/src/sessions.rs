@@ -117,12 +117,7 @@ pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 /// `INTERNAL_ERROR` on an I/O failure, or when `dir` is a symlink or `name` is not a plain
 /// file name.
 pub fn write_artifact(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf, ToolError> {
-    let plain = !name.is_empty()
-        && !name.starts_with('.')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-    if !plain {
+    if !reticle_protocol::wire::is_plain_artifact_name(name) {
         return Err(internal(format!("refusing artifact name {name:?}")));
     }
     let meta = std::fs::symlink_metadata(dir)

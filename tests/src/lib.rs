@@ -14,6 +14,21 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// The fields seed 000 §2 requires on every violation record.
+pub const SEED000_RECORD_FIELDS: [&str; 11] = [
+    "violation_id",
+    "violation_group_id",
+    "rule_id",
+    "rule_deck",
+    "severity",
+    "coordinate_frame",
+    "location_nm",
+    "transforms",
+    "context",
+    "dedup_strategy",
+    "dedup_provenance",
+];
+
 /// `target/<profile>/<name>`, next to the running test executable.
 ///
 /// # Panics

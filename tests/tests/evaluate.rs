@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use reticle_tests::{Host, binary, fixtures_dir, repo_root};
+use reticle_tests::{Host, SEED000_RECORD_FIELDS, binary, fixtures_dir, repo_root};
 use serde_json::{Value, json};
 
 /// A deck of mask rules made to fire on `lines_and_pad.glp` (60 nm lines 80 nm apart):
@@ -308,19 +308,7 @@ fn canonical_and_shadow_records() {
     let violations = report["violations"].as_array().unwrap();
     let mut groups: std::collections::BTreeMap<String, Vec<&Value>> = Default::default();
     for v in violations {
-        for key in [
-            "violation_id",
-            "violation_group_id",
-            "rule_id",
-            "rule_deck",
-            "severity",
-            "coordinate_frame",
-            "location_nm",
-            "transforms",
-            "context",
-            "dedup_strategy",
-            "dedup_provenance",
-        ] {
+        for key in SEED000_RECORD_FIELDS {
             assert!(v.get(key).is_some(), "{key} missing in {v}");
         }
         assert_eq!(v["coordinate_frame"], "input_layout_native");

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use reticle_tests::{Host, fixtures_dir, repo_root};
+use reticle_tests::{Host, SEED000_RECORD_FIELDS, fixtures_dir, repo_root};
 use serde_json::{Value, json};
 
 fn acceptance_layout() -> String {
@@ -93,20 +93,6 @@ fn report_only(mut v: Value) -> Value {
     v
 }
 
-const SECTION_2_FIELDS: [&str; 11] = [
-    "violation_id",
-    "violation_group_id",
-    "rule_id",
-    "rule_deck",
-    "severity",
-    "coordinate_frame",
-    "location_nm",
-    "transforms",
-    "context",
-    "dedup_strategy",
-    "dedup_provenance",
-];
-
 fn fixture_path() -> PathBuf {
     repo_root().join("fixtures/mcp_acceptance/100x4tiles_12collisions.json")
 }
@@ -181,7 +167,7 @@ fn acceptance_fixture_100_records_4_tiles_12_groups_24_assertions() {
     }
     // Every §2 field on every record, with the pinned enum values.
     for r in &records {
-        for f in SECTION_2_FIELDS {
+        for f in SEED000_RECORD_FIELDS {
             assert!(r.get(f).is_some(), "record lacks {f}: {r}");
         }
         assert_eq!(r["coordinate_frame"], "input_layout_native");

@@ -191,12 +191,8 @@ pub fn table(payload: &Value) -> String {
 }
 
 fn porcelain(payload: &Value, _detail: Detail) -> String {
-    if payload.get("metrics").is_none() {
-        return format!(
-            "{} {} (poll it with poll(job_id))",
-            payload["job_id"].as_str().unwrap_or("?"),
-            payload["status"].as_str().unwrap_or("?")
-        );
+    if let Some(line) = super::started_job_line(payload) {
+        return line;
     }
     format!(
         "{} {}: {}",

@@ -597,6 +597,19 @@ pub fn error_result(error: &ToolError) -> Value {
     })
 }
 
+/// The porcelain line of a job tool's payload that is only the job envelope (the call
+/// did not wait): `<job_id> <status> (poll it with poll(job_id))`; `None` once the payload
+/// carries `metrics`, the result every job tool here returns.
+pub(crate) fn started_job_line(payload: &Value) -> Option<String> {
+    payload.get("metrics").is_none().then(|| {
+        format!(
+            "{} {} (poll it with poll(job_id))",
+            payload["job_id"].as_str().unwrap_or("?"),
+            payload["status"].as_str().unwrap_or("?")
+        )
+    })
+}
+
 /// `text` cut to at most `max` characters, with an ellipsis when cut.
 pub fn clip(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {

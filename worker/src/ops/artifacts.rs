@@ -45,12 +45,7 @@ pub fn dir(ctx: &JobCtx<'_>) -> Result<PathBuf, ToolError> {
 /// # Errors
 /// `INTERNAL_ERROR` on an I/O failure or a name that is not plain.
 pub fn write(dir: &Path, name: &'static str, bytes: &[u8]) -> Result<Value, ToolError> {
-    let plain = !name.is_empty()
-        && !name.starts_with('.')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-    if !plain {
+    if !reticle_protocol::wire::is_plain_artifact_name(name) {
         return Err(internal(format!("refusing artifact name {name:?}")));
     }
     let target = dir.join(name);
