@@ -3,13 +3,17 @@
 //! - [`error`]: tool errors as values and their stable codes.
 //! - [`schemas`]: the JSON Schemas of every public tool.
 //! - [`wire`]: the private host ↔ worker protocol (length-prefixed msgpack).
+//! - [`violation_id`]: the self-describing `violation_id` ([`ViolationId`]), written and
+//!   parsed here only.
 //! - [`SCHEMA_VERSION`]: stamped on every response payload.
 
 pub mod error;
 pub mod schemas;
+pub mod violation_id;
 pub mod wire;
 
 pub use error::{ErrorCode, ToolError};
+pub use violation_id::{ParseViolationIdError, ViolationId};
 
 /// Version of every response payload's schema (seed 000 §4): minor bumps add
 /// fields or enum values, major bumps remove or change meaning.

@@ -15,7 +15,7 @@
 //! artifact root.
 
 use libmcp::ReplayContract;
-use reticle_protocol::{ErrorCode, ToolError};
+use reticle_protocol::{ErrorCode, ToolError, ViolationId};
 use serde_json::{Map, Value, json};
 
 use super::evaluate::deck_is_path;
@@ -70,18 +70,14 @@ fn str_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
 
 /// The parts of an id the errors show (`rv1:<layout16>:<deck16>:<rule>:<x>:<y>:<tile>:<group>:<i>`).
 fn id_parts(id: &str) -> Option<Value> {
-    let p: Vec<&str> = id.split(':').collect();
-    if p.len() != 9 || p[0] != "rv1" {
-        return None;
-    }
-    let pm = |s: &str| s.parse::<i64>().ok().map(|v| v as f64 / 1000.0);
+    let id: ViolationId = id.parse().ok()?;
     Some(json!({
-        "layout_sha256_prefix": p[1],
-        "deck_hash_prefix": p[2],
-        "rule_id": p[3].replace("%3A", ":").replace("%25", "%"),
-        "location_nm": [pm(p[4])?, pm(p[5])?],
-        "tile_id": p[6],
-        "violation_group_id": p[7],
+        "layout_sha256_prefix": id.layout_sha16,
+        "deck_hash_prefix": id.deck16,
+        "rule_id": id.rule_id,
+        "location_nm": id.location_nm(),
+        "tile_id": id.tile_id,
+        "violation_group_id": id.group_id,
     }))
 }
 

@@ -30,6 +30,7 @@ use reticle_kernel::rules::{
 };
 use reticle_layout::clip::clip_polygon;
 use reticle_layout::{BBox, Point, Polygon};
+use reticle_protocol::ViolationId;
 use reticle_protocol::error::{ErrorCode, ToolError};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -419,34 +420,6 @@ fn tile_id(t: (i64, i64)) -> String {
     format!("T_{}_{}", t.0, t.1)
 }
 
-fn escape_id(s: &str) -> String {
-    s.replace('%', "%25").replace(':', "%3A")
-}
-
-/// Self-describing `violation_id` (seed 000 §5, D23).
-fn violation_id(
-    layout_sha: &str,
-    deck_hash: &str,
-    rule: &Rule,
-    at_pm: (i64, i64),
-    tile: &str,
-    group: &str,
-    index: usize,
-) -> String {
-    let deck_hex = deck_hash.trim_start_matches("sha256:");
-    format!(
-        "rv1:{}:{}:{}:{}:{}:{}:{}:{}",
-        &layout_sha[..16.min(layout_sha.len())],
-        &deck_hex[..16.min(deck_hex.len())],
-        escape_id(&rule.id),
-        at_pm.0,
-        at_pm.1,
-        tile,
-        group,
-        index
-    )
-}
-
 impl Op for Evaluate {
     fn name(&self) -> &'static str {
         "evaluate"
@@ -825,15 +798,16 @@ pub(crate) fn report(
                         r3((t.1 * tile_dbu) as f64 * dbu_nm),
                     ];
                     let loc = [f.at_pm.0 as f64 / 1000.0, f.at_pm.1 as f64 / 1000.0];
-                    let vid = violation_id(
+                    let vid = ViolationId::new(
                         &imaged.layout.sha256,
                         deck_hash,
-                        rule,
+                        &rule.id,
                         f.at_pm,
                         &tid,
                         &gid,
                         index,
-                    );
+                    )
+                    .to_string();
                     if is_canonical {
                         canonical_vid.clone_from(&vid);
                     }

@@ -26,6 +26,7 @@ use reticle_kernel::rules::Region;
 use reticle_kernel::{Grid, ImagingError, KeepImages, LithoJob, LithoOutput, ModelKernels};
 use reticle_layout::clip::clip_polygon;
 use reticle_layout::{BBox, Cell, LayerKey, Library, Point, Polygon, Shape, write_gds};
+use reticle_protocol::ViolationId;
 use reticle_protocol::error::{ErrorCode, ToolError};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -82,48 +83,6 @@ struct Args {
     /// Set by the host: `session_cache` when the arguments came from its cache.
     #[serde(default)]
     resolved_from: Option<String>,
-}
-
-/// The parts of a self-describing `violation_id` (D23):
-/// `rv1:<layout16>:<deck16>:<rule>:<x pm>:<y pm>:<tile>:<group>:<index>`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParsedId {
-    /// First 16 hex digits of the layout's SHA-256.
-    pub layout_sha16: String,
-    /// First 16 hex digits of the deck hash.
-    pub deck16: String,
-    /// The rule id (unescaped).
-    pub rule_id: String,
-    /// Location, picometres.
-    pub at_pm: (i64, i64),
-    /// Report tile.
-    pub tile_id: String,
-    /// `violation_group_id`.
-    pub group_id: String,
-    /// Index of the record in its group.
-    pub index: usize,
-}
-
-/// Parses a `violation_id`; `None` when it is not one of ours.
-#[must_use]
-pub fn parse_violation_id(id: &str) -> Option<ParsedId> {
-    let parts: Vec<&str> = id.split(':').collect();
-    if parts.len() != 9 || parts[0] != "rv1" {
-        return None;
-    }
-    let hex16 = |s: &str| s.len() == 16 && s.bytes().all(|b| b.is_ascii_hexdigit());
-    if !hex16(parts[1]) || !hex16(parts[2]) || !hex16(parts[7]) || parts[3].is_empty() {
-        return None;
-    }
-    Some(ParsedId {
-        layout_sha16: parts[1].to_owned(),
-        deck16: parts[2].to_owned(),
-        rule_id: parts[3].replace("%3A", ":").replace("%25", "%"),
-        at_pm: (parts[4].parse().ok()?, parts[5].parse().ok()?),
-        tile_id: parts[6].to_owned(),
-        group_id: parts[7].to_owned(),
-        index: parts[8].parse().ok()?,
-    })
 }
 
 /// The `optimize` op.
@@ -441,7 +400,7 @@ impl Op for Optimize {
             ));
         }
         let parsed = match &args.violation_id {
-            Some(id) => Some(parse_violation_id(id).ok_or_else(|| {
+            Some(id) => Some(id.parse::<ViolationId>().map_err(|_| {
                 invalid(
                     "not a reticle violation_id (rv1:…, from evaluate at report_level=detailed)",
                     json!({"violation_id": id}),
@@ -833,22 +792,6 @@ impl Op for Optimize {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn violation_ids_parse_and_reject_foreign_strings() {
-        let id =
-            "rv1:0123456789abcdef:fedcba9876543210:M1.W%3AX:1500:-2000:T_1_0:00112233aabbccdd:3";
-        let p = parse_violation_id(id).unwrap();
-        assert_eq!(p.rule_id, "M1.W:X");
-        assert_eq!(p.at_pm, (1500, -2000));
-        assert_eq!(p.tile_id, "T_1_0");
-        assert_eq!(p.index, 3);
-        assert!(parse_violation_id("v1a2b3").is_none());
-        assert!(
-            parse_violation_id("rv1:xyz:fedcba9876543210:R:1:2:T:00112233aabbccdd:0").is_none()
-        );
-        assert!(parse_violation_id(&id.replace(":3", ":x")).is_none());
-    }
 
     #[test]
     fn rectangles_cover_exactly_the_set_pixels() {
