@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::clip::clip_polygon;
 use crate::geom::{BBox, Point, Polygon};
+use crate::hierarchy::{Placement, PlacementVisitor, transform_bbox, walk_placements};
 use crate::limits::Limits;
 use crate::model::{HierarchyError, LayerKey, Library, Repetition, Shape};
 use crate::transform::{Affine, CoordinateOverflow};
@@ -169,14 +170,14 @@ pub fn walk(
     let mut walker = Walker {
         lib,
         opts,
-        summary,
         visit,
         shapes: 0,
         points: 0,
         placements: 0,
         path: vec![cell],
     };
-    walker.run(cell)
+    walker.own_shapes(cell, &Affine::IDENTITY)?;
+    walk_placements(lib, cell, &summary.bboxes, opts.clip.as_ref(), &mut walker)
 }
 
 const fn limit(what: &'static str, limit: u64) -> FlattenError {
@@ -273,26 +274,6 @@ fn union(a: Option<[f64; 4]>, b: [f64; 4]) -> Option<[f64; 4]> {
     }))
 }
 
-pub(crate) fn transform_bbox(m: &Affine, b: [f64; 4]) -> [f64; 4] {
-    let corners = [(b[0], b[1]), (b[2], b[1]), (b[2], b[3]), (b[0], b[3])];
-    let mut out = [
-        f64::INFINITY,
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-        f64::NEG_INFINITY,
-    ];
-    for (x, y) in corners {
-        let (tx, ty) = m.apply_f64(x, y);
-        out = [
-            out[0].min(tx),
-            out[1].min(ty),
-            out[2].max(tx),
-            out[3].max(ty),
-        ];
-    }
-    out
-}
-
 /// Displacements whose bounding box equals that of all copies of the repetition.
 fn extreme_displacements(rep: Option<&Repetition>) -> Vec<(f64, f64)> {
     match rep {
@@ -328,7 +309,6 @@ fn extreme_displacements(rep: Option<&Repetition>) -> Vec<(f64, f64)> {
 struct Walker<'a, 'v> {
     lib: &'a Library,
     opts: &'a FlattenOptions,
-    summary: Summary,
     visit: &'v mut dyn FnMut(FlatShape<'_>),
     shapes: u64,
     points: u64,
@@ -435,220 +415,38 @@ impl Walker<'_, '_> {
         }
         Ok(())
     }
+}
 
-    /// Depth-first walk with an explicit stack, so no limit setting can overflow the
-    /// thread's stack.
-    fn run(&mut self, root: usize) -> Result<(), FlattenError> {
-        struct Frame {
-            cell: usize,
-            m: Affine,
-            depth: u32,
-            /// Next instance of `cell` to expand.
-            inst: usize,
-            /// Copies of the current instance still to visit, once started.
-            copies: Option<CopyRange>,
+/// The limits of [`FlattenOptions`] checked as the walk goes; each placement entered
+/// emits its cell's own shapes.
+impl PlacementVisitor for Walker<'_, '_> {
+    type Error = FlattenError;
+
+    fn instance(&mut self, depth: u32, copies: u64) -> Result<(), FlattenError> {
+        let limits = &self.opts.limits;
+        if depth > limits.max_depth {
+            return Err(limit("hierarchy depth", u64::from(limits.max_depth)));
         }
-        let lib = self.lib;
-        let opts = self.opts;
-        let limits = &opts.limits;
-        self.own_shapes(root, &Affine::IDENTITY)?;
-        let mut stack = vec![Frame {
-            cell: root,
-            m: Affine::IDENTITY,
-            depth: 0,
-            inst: 0,
-            copies: None,
-        }];
-        while let Some(frame) = stack.last_mut() {
-            let Some(inst) = lib.cells[frame.cell].instances.get(frame.inst) else {
-                stack.pop();
-                if !stack.is_empty() {
-                    self.path.pop();
-                }
-                continue;
-            };
-            let Some(child_bb) = self.summary.bboxes[inst.cell] else {
-                frame.inst += 1; // nothing kept below
-                continue;
-            };
-            if frame.copies.is_none() {
-                if frame.depth + 1 > limits.max_depth {
-                    return Err(limit("hierarchy depth", u64::from(limits.max_depth)));
-                }
-                let range = CopyRange::visible(inst, &frame.m, child_bb, opts.clip.as_ref());
-                if range.len() > limits.max_array {
-                    return Err(limit("array size", limits.max_array));
-                }
-                frame.copies = Some(range);
-            }
-            let Some(k) = frame.copies.as_mut().and_then(CopyRange::next) else {
-                frame.inst += 1;
-                frame.copies = None;
-                continue;
-            };
-            self.placements += 1;
-            if self.placements > limits.max_placements {
-                return Err(limit("placements", limits.max_placements));
-            }
-            let (dx, dy) = inst
-                .repetition
-                .as_ref()
-                .map_or((0, 0), |r| r.displacement(k));
-            let shifted =
-                Affine::translation(dx as f64, dy as f64).then_inner(&inst.transform.to_affine());
-            let child_m = frame.m.then_inner(&shifted);
-            if let Some(c) = &opts.clip {
-                let b = transform_bbox(&child_m, child_bb);
-                // One dbu of slack covers rounding of non-Manhattan vertices.
-                if b[0] > c.right as f64 + 1.0
-                    || b[2] < c.left as f64 - 1.0
-                    || b[1] > c.top as f64 + 1.0
-                    || b[3] < c.bottom as f64 - 1.0
-                {
-                    continue;
-                }
-            }
-            let child = Frame {
-                cell: inst.cell,
-                m: child_m,
-                depth: frame.depth + 1,
-                inst: 0,
-                copies: None,
-            };
-            self.path.push(child.cell);
-            self.own_shapes(child.cell, &child.m)?;
-            stack.push(child);
+        if copies > limits.max_array {
+            return Err(limit("array size", limits.max_array));
         }
         Ok(())
     }
-}
 
-/// The copies of an instance a walk visits: columns `i0..=i1` × rows `j0..=j1` of a lattice
-/// with `cols` columns (copy index `j·cols + i`); a plain instance or explicit list is one
-/// row.
-pub(crate) struct CopyRange {
-    i0: u64,
-    i1: u64,
-    j1: u64,
-    cols: u64,
-    i: u64,
-    j: u64,
-    empty: bool,
-}
-
-impl CopyRange {
-    fn all(n: u64) -> Self {
-        Self {
-            i0: 0,
-            i1: n.saturating_sub(1),
-            j1: 0,
-            cols: n.max(1),
-            i: 0,
-            j: 0,
-            empty: n == 0,
+    fn placement(&mut self) -> Result<(), FlattenError> {
+        self.placements += 1;
+        if self.placements > self.opts.limits.max_placements {
+            return Err(limit("placements", self.opts.limits.max_placements));
         }
+        Ok(())
     }
 
-    /// With a clip and an axis-aligned lattice, only the columns and rows whose copies can
-    /// touch the clip (computed in the parent's coordinates), so a query on a huge array
-    /// costs what it shows; otherwise every copy.
-    pub(crate) fn visible(
-        inst: &crate::model::Instance,
-        m: &Affine,
-        child_bb: [f64; 4],
-        clip: Option<&BBox>,
-    ) -> Self {
-        let all = Self::all(inst.placement_count());
-        let (
-            Some(clip),
-            Some(Repetition::Array {
-                cols,
-                rows,
-                col_step,
-                row_step,
-            }),
-        ) = (clip, inst.repetition.as_ref())
-        else {
-            return all;
-        };
-        if col_step.y != 0 || row_step.x != 0 {
-            return all;
-        }
-        let Some(inv) = m.inverse() else {
-            return all;
-        };
-        let c = transform_bbox(
-            &inv,
-            [
-                clip.left as f64 - 1.0,
-                clip.bottom as f64 - 1.0,
-                clip.right as f64 + 1.0,
-                clip.top as f64 + 1.0,
-            ],
-        );
-        let b = transform_bbox(&inst.transform.to_affine(), child_bb);
-        let Some((i0, i1)) =
-            axis_range(u64::from(*cols), col_step.x as f64, b[0], b[2], c[0], c[2])
-        else {
-            return Self { empty: true, ..all };
-        };
-        let Some((j0, j1)) =
-            axis_range(u64::from(*rows), row_step.y as f64, b[1], b[3], c[1], c[3])
-        else {
-            return Self { empty: true, ..all };
-        };
-        Self {
-            i0,
-            i1,
-            j1,
-            cols: u64::from(*cols),
-            i: i0,
-            j: j0,
-            empty: false,
-        }
+    fn enter(&mut self, placement: &Placement) -> Result<(), FlattenError> {
+        self.path.push(placement.cell);
+        self.own_shapes(placement.cell, &placement.transform)
     }
 
-    /// Number of copies left to visit (saturating).
-    pub(crate) fn len(&self) -> u64 {
-        if self.empty {
-            0
-        } else {
-            (self.i1 - self.i0 + 1).saturating_mul(self.j1 - self.j + 1)
-        }
+    fn leave(&mut self) {
+        self.path.pop();
     }
-
-    pub(crate) fn next(&mut self) -> Option<u64> {
-        if self.empty || self.j > self.j1 {
-            return None;
-        }
-        let k = self.j.saturating_mul(self.cols).saturating_add(self.i);
-        if self.i >= self.i1 {
-            self.i = self.i0;
-            self.j += 1;
-        } else {
-            self.i += 1;
-        }
-        Some(k)
-    }
-}
-
-/// Indices `i < n` for which `[lo + i·s, hi + i·s]` meets `[a, b]`, as an inclusive range.
-fn axis_range(n: u64, s: f64, lo: f64, hi: f64, a: f64, b: f64) -> Option<(u64, u64)> {
-    if n == 0 || !(lo.is_finite() && hi.is_finite() && a.is_finite() && b.is_finite()) {
-        return if n == 0 { None } else { Some((0, n - 1)) };
-    }
-    let last = (n - 1) as f64;
-    let (from, to) = if s == 0.0 {
-        if lo <= b && hi >= a {
-            (0.0, last)
-        } else {
-            return None;
-        }
-    } else if s > 0.0 {
-        (((a - hi) / s).ceil(), ((b - lo) / s).floor())
-    } else {
-        (((b - lo) / s).ceil(), ((a - hi) / s).floor())
-    };
-    let (from, to) = (from.max(0.0), to.min(last));
-    (from <= to).then_some((from as u64, to as u64))
 }

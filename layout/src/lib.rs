@@ -12,6 +12,7 @@
 //! - [`read_layout`]: either format, detected from the bytes or named by the caller.
 //! - [`flatten`](mod@flatten): hierarchy → polygons per layer ([`flatten()`], [`walk`]),
 //!   with clip box, layer filter and limits enforced while walking.
+//!   The placement walk itself (`hierarchy`) is shared with the observer's region query.
 //! - [`bbox`]: hierarchical cell boxes with KLayout's semantics ([`cell_bboxes`]).
 //! - [`stats`]: per-layer shape counts of a flattened cell without flattening
 //!   ([`flat_shape_counts`]).
@@ -24,6 +25,7 @@ pub mod flatten;
 pub mod gds;
 pub mod geom;
 pub mod glp;
+mod hierarchy;
 pub mod limits;
 pub mod model;
 pub mod oasis;

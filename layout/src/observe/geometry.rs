@@ -76,16 +76,23 @@ pub fn dist(a: P, b: P) -> f64 {
     (a.0 - b.0).hypot(a.1 - b.1)
 }
 
-/// Distance from `p` to the segment `a`–`b`.
+/// Distance from `p` to the segment `a`–`b` (a degenerate segment is the point `a`).
+///
+/// The one implementation in reticle: measurements use it, and so does the simplification
+/// of printed contours before rule checks (`reticle-eval`), whose kept vertices depend on
+/// the exact rounding of this expression (square root of the summed squares), so it must
+/// not change.
 #[must_use]
 pub fn point_segment_distance(p: P, a: P, b: P) -> f64 {
     let (dx, dy) = (b.0 - a.0, b.1 - a.1);
     let len2 = dx * dx + dy * dy;
-    if len2 == 0.0 {
-        return dist(p, a);
-    }
-    let t = (((p.0 - a.0) * dx + (p.1 - a.1) * dy) / len2).clamp(0.0, 1.0);
-    dist(p, (a.0 + t * dx, a.1 + t * dy))
+    let t = if len2 > 0.0 {
+        (((p.0 - a.0) * dx + (p.1 - a.1) * dy) / len2).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let (qx, qy) = (a.0 + t * dx, a.1 + t * dy);
+    ((p.0 - qx).powi(2) + (p.1 - qy).powi(2)).sqrt()
 }
 
 fn cross(o: P, a: P, b: P) -> f64 {

@@ -25,8 +25,8 @@ use serde::{Deserialize, Serialize};
 use super::cells::{ArrayInfo, TransformInfo, instance_name, transform_info};
 use super::error::ObserveError;
 use super::units::{DbuBox, DbuPoint, LayerRef, MicronBox, MicronPoint, dbu_to_um, layer_filter};
-use crate::flatten::{CopyRange, transform_bbox};
 use crate::geom::{BBox, Point, Polygon};
+use crate::hierarchy::{Placement, PlacementVisitor, child_transform, walk_placements};
 use crate::model::{LayerKey, Library, PathEnds, Repetition, Shape};
 use crate::transform::Affine;
 
@@ -327,17 +327,6 @@ impl PlacedShape {
     }
 }
 
-/// The transform of copy `copy` of instance `inst` inside a parent mapped by `m` (the same
-/// composition the flattener uses, so placements agree to the dbu).
-fn child_transform(m: &Affine, inst: &crate::model::Instance, copy: u64) -> Affine {
-    let (dx, dy) = inst
-        .repetition
-        .as_ref()
-        .map_or((0, 0), |r| r.displacement(copy));
-    let shifted = Affine::translation(dx as f64, dy as f64).then_inner(&inst.transform.to_affine());
-    m.then_inner(&shifted)
-}
-
 fn place_geometry(shape: &Shape, m: &Affine) -> Result<PlacedGeometry, ObserveError> {
     let corners = |b: &BBox| {
         [
@@ -536,14 +525,6 @@ pub fn resolve_ids(
         .collect()
 }
 
-/// What one frame of the walk is looking at.
-struct Frame {
-    cell: usize,
-    m: Affine,
-    next_inst: usize,
-    copies: Option<CopyRange>,
-}
-
 /// Visits every shape of `root` (and, with `descend`, of everything it places) whose placed
 /// box meets `clip` (closed), on the kept layers, in a deterministic order.
 ///
@@ -574,44 +555,78 @@ fn walk_shapes(
     want_id: Option<&str>,
     visit: &mut dyn FnMut(PlacedShape),
 ) -> Result<(), ObserveError> {
-    let boxes = crate::bbox::cell_bboxes(lib, None)?;
-    let meets = |b: &BBox| {
-        clip.is_none_or(|c| {
-            b.left <= c.right && c.left <= b.right && b.bottom <= c.top && c.bottom <= b.top
-        })
-    };
+    let boxes: Vec<Option<[f64; 4]>> = crate::bbox::cell_bboxes(lib, None)?
+        .into_iter()
+        .map(|b| b.map(|b| [b.left as f64, b.bottom as f64, b.right as f64, b.top as f64]))
+        .collect();
     let root_name = lib.cells[root].name.clone();
-    let mut steps: Vec<Step> = Vec::new();
-    let mut names: Vec<String> = vec![root_name.clone()];
-    let mut visited = 0u64;
-    let mut placements = 0u64;
-    let mut own = |cell: usize,
-                   m: &Affine,
-                   steps: &[Step],
-                   names: &[String],
-                   visited: &mut u64|
-     -> Result<(), ObserveError> {
+    let mut walk = ShapeWalk {
+        lib,
+        clip,
+        layers,
+        budget,
+        want_id,
+        visit,
+        names: vec![root_name.clone()],
+        root_name,
+        steps: Vec::new(),
+        visited: 0,
+        placements: 0,
+    };
+    walk.own(root, &Affine::IDENTITY)?;
+    if !descend {
+        return Ok(());
+    }
+    walk_placements(lib, root, &boxes, clip.as_ref(), &mut walk)
+}
+
+/// The state of one region walk: where it is (placement steps and their names from the
+/// query cell) and how much of the budget it spent.
+struct ShapeWalk<'a, 'v> {
+    lib: &'a Library,
+    clip: Option<BBox>,
+    layers: Option<&'a BTreeSet<LayerKey>>,
+    budget: &'a QueryBudget,
+    want_id: Option<&'a str>,
+    visit: &'v mut dyn FnMut(PlacedShape),
+    root_name: String,
+    steps: Vec<Step>,
+    names: Vec<String>,
+    visited: u64,
+    placements: u64,
+}
+
+impl ShapeWalk<'_, '_> {
+    /// Visits the shapes `cell` holds directly, placed by `m`, whose box meets the clip.
+    fn own(&mut self, cell: usize, m: &Affine) -> Result<(), ObserveError> {
+        let lib = self.lib;
+        let budget = self.budget;
+        let meets = |b: &BBox| {
+            self.clip.is_none_or(|c| {
+                b.left <= c.right && c.left <= b.right && b.bottom <= c.top && c.bottom <= b.top
+            })
+        };
         for (key, shapes) in &lib.cells[cell].shapes {
-            if layers.is_some_and(|l| !l.contains(key)) {
+            if self.layers.is_some_and(|l| !l.contains(key)) {
                 continue;
             }
             for (index, shape) in shapes.iter().enumerate() {
-                *visited += 1;
-                if *visited > budget.max_visited_shapes {
+                self.visited += 1;
+                if self.visited > budget.max_visited_shapes {
                     return Err(ObserveError::QueryTooLarge {
                         what: "shapes visited",
                         limit: budget.max_visited_shapes,
                     });
                 }
                 let locator = ShapeLocator {
-                    root: root_name.clone(),
-                    steps: steps.to_vec(),
+                    root: self.root_name.clone(),
+                    steps: self.steps.clone(),
                     layer: key.layer,
                     datatype: key.datatype,
                     index,
                 };
                 let id = shape_id(lib, &locator, shape);
-                if want_id.is_some_and(|w| w != id) {
+                if self.want_id.is_some_and(|w| w != id) {
                     continue;
                 }
                 let geometry = place_geometry(shape, m)?;
@@ -623,11 +638,11 @@ fn walk_shapes(
                 if !bb.is_some_and(|b| meets(&b)) {
                     continue;
                 }
-                visit(PlacedShape {
+                (self.visit)(PlacedShape {
                     id,
                     locator,
                     cell: lib.cells[cell].name.clone(),
-                    instance_path: names.to_vec(),
+                    instance_path: self.names.clone(),
                     key: *key,
                     shape: shape.clone(),
                     transform: *m,
@@ -636,85 +651,49 @@ fn walk_shapes(
             }
         }
         Ok(())
-    };
-    own(root, &Affine::IDENTITY, &steps, &names, &mut visited)?;
-    if !descend {
-        return Ok(());
     }
-    let mut stack = vec![Frame {
-        cell: root,
-        m: Affine::IDENTITY,
-        next_inst: 0,
-        copies: None,
-    }];
-    loop {
-        let depth = stack.len() as u32;
-        let Some(frame) = stack.last_mut() else { break };
-        let Some(inst) = lib.cells[frame.cell].instances.get(frame.next_inst) else {
-            stack.pop();
-            steps.pop();
-            names.pop();
-            continue;
-        };
-        let Some(child_bb) = boxes[inst.cell] else {
-            frame.next_inst += 1;
-            continue;
-        };
-        let cbb = [
-            child_bb.left as f64,
-            child_bb.bottom as f64,
-            child_bb.right as f64,
-            child_bb.top as f64,
-        ];
-        if frame.copies.is_none() {
-            if depth > budget.max_depth {
-                return Err(ObserveError::QueryTooLarge {
-                    what: "hierarchy depth",
-                    limit: u64::from(budget.max_depth),
-                });
-            }
-            frame.copies = Some(CopyRange::visible(inst, &frame.m, cbb, clip.as_ref()));
-        }
-        let Some(k) = frame.copies.as_mut().and_then(CopyRange::next) else {
-            frame.next_inst += 1;
-            frame.copies = None;
-            continue;
-        };
-        placements += 1;
-        if placements > budget.max_placements {
+}
+
+/// The query budget checked as the walk goes; each placement entered visits its cell's
+/// own shapes with the placement's provenance.
+impl PlacementVisitor for ShapeWalk<'_, '_> {
+    type Error = ObserveError;
+
+    fn instance(&mut self, depth: u32, _copies: u64) -> Result<(), ObserveError> {
+        if depth > self.budget.max_depth {
             return Err(ObserveError::QueryTooLarge {
-                what: "placements visited",
-                limit: budget.max_placements,
+                what: "hierarchy depth",
+                limit: u64::from(self.budget.max_depth),
             });
         }
-        let m = child_transform(&frame.m, inst, k);
-        if let Some(c) = &clip {
-            let b = transform_bbox(&m, cbb);
-            if b[0] > c.right as f64 + 1.0
-                || b[2] < c.left as f64 - 1.0
-                || b[1] > c.top as f64 + 1.0
-                || b[3] < c.bottom as f64 - 1.0
-            {
-                continue;
-            }
-        }
-        let step = Step {
-            instance: frame.next_inst,
-            copy: k,
-        };
-        let parent = frame.cell;
-        let child = inst.cell;
-        names.push(step_name(lib, parent, step));
-        steps.push(step);
-        own(child, &m, &steps, &names, &mut visited)?;
-        stack.push(Frame {
-            cell: child,
-            m,
-            next_inst: 0,
-            copies: None,
-        });
+        Ok(())
     }
-    Ok(())
+
+    fn placement(&mut self) -> Result<(), ObserveError> {
+        self.placements += 1;
+        if self.placements > self.budget.max_placements {
+            return Err(ObserveError::QueryTooLarge {
+                what: "placements visited",
+                limit: self.budget.max_placements,
+            });
+        }
+        Ok(())
+    }
+
+    fn enter(&mut self, placement: &Placement) -> Result<(), ObserveError> {
+        let step = Step {
+            instance: placement.instance,
+            copy: placement.copy,
+        };
+        self.names.push(step_name(self.lib, placement.parent, step));
+        self.steps.push(step);
+        self.own(placement.cell, &placement.transform)
+    }
+
+    fn leave(&mut self) {
+        self.steps.pop();
+        self.names.pop();
+    }
 }
 
 /// Finds a shape by id with a full walk of `root` (for ids whose locator was lost, e.g.
