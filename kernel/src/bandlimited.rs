@@ -43,7 +43,8 @@ impl MaskBand {
     }
 }
 
-/// Computes the band `|u|, |v| <= half` of the DFT of a square real mask.
+/// Computes the band `|u|, |v| <= half` of the DFT of a square real mask (`half` is
+/// capped at the Nyquist bin).
 pub fn mask_band(
     mask: &Grid<f32>,
     half: usize,
@@ -51,6 +52,21 @@ pub fn mask_band(
 ) -> Result<MaskBand, Cancelled> {
     let n = mask.width;
     let half = half.min((n - 1) / 2);
+    let data = real_band(&mask.data, n, half, cancel)?;
+    Ok(MaskBand { n, half, data })
+}
+
+/// The band `|u|, |v| <= half` of the unnormalized forward DFT of a real `n × n` image
+/// (row-major), as `(2·half+1)²` coefficients, row `v + half`, column `u + half`. Two
+/// real rows share one complex row FFT; only the band's columns are transformed. A
+/// `half` past the Nyquist bin reads aliased bins (the DFT is periodic); [`mask_band`]
+/// caps it, the ILT's exact transposes rely on it not being capped.
+pub fn real_band<T: Copy + Into<f64> + Sync>(
+    image: &[T],
+    n: usize,
+    half: usize,
+    cancel: &CancelToken,
+) -> Result<Vec<Complex64>, Cancelled> {
     let side = 2 * half + 1;
     let row_fft = fft::plan(n, Direction::Forward);
     // Row pass: rowspec[y][j] = Σ_x m[y][x] e^{-2πi u x/n}, u = j - half.
@@ -65,9 +81,9 @@ pub fn mask_band(
             let mut scratch = vec![Complex64::default(); row_fft.get_inplace_scratch_len()];
             for (pi, pair) in out.chunks_mut(2 * side).enumerate() {
                 let y0 = (ti * pairs_per_task + pi) * 2;
-                let row = |y: usize| -> &[f32] {
+                let row = |y: usize| -> &[T] {
                     if y < n {
-                        &mask.data[y * n..(y + 1) * n]
+                        &image[y * n..(y + 1) * n]
                     } else {
                         &[]
                     }
@@ -75,8 +91,8 @@ pub fn mask_band(
                 let (a, b) = (row(y0), row(y0 + 1));
                 for (x, z) in buf.iter_mut().enumerate() {
                     *z = Complex64::new(
-                        a.get(x).map_or(0.0, |&v| f64::from(v)),
-                        b.get(x).map_or(0.0, |&v| f64::from(v)),
+                        a.get(x).map_or(0.0, |&v| v.into()),
+                        b.get(x).map_or(0.0, |&v| v.into()),
                     );
                 }
                 row_fft.process_with_scratch(&mut buf, &mut scratch);
@@ -113,7 +129,7 @@ pub fn mask_band(
             data[jv * side + ju] = cols[ju * n + fft::wrap(v, n)];
         }
     }
-    Ok(MaskBand { n, half, data })
+    Ok(data)
 }
 
 /// Side of the coarse grid used for kernels of side `s` on an `n` grid: the smallest
@@ -171,8 +187,12 @@ pub fn coarse_intensity(
         })
 }
 
-/// Sequential 2D transform of a small square buffer.
-fn small_2d(data: &mut [Complex64], m: usize, plan: &std::sync::Arc<dyn rustfft::Fft<f64>>) {
+/// Sequential 2D transform of a small square buffer (rows, then columns).
+pub(crate) fn small_2d(
+    data: &mut [Complex64],
+    m: usize,
+    plan: &std::sync::Arc<dyn rustfft::Fft<f64>>,
+) {
     let mut scratch = vec![Complex64::default(); plan.get_inplace_scratch_len()];
     plan.process_with_scratch(data, &mut scratch);
     let mut col = vec![Complex64::default(); m];

@@ -31,6 +31,7 @@
 use num_complex::Complex64;
 use rayon::prelude::*;
 
+use crate::bandlimited::{real_band, small_2d};
 use crate::fft::{self, Direction};
 use crate::imaging::{Corner, ImagingBackend, ImagingError, KeepImages, LithoJob, Resist};
 use crate::metrics::{Checkpoint, EpeConfig};
@@ -87,7 +88,7 @@ impl Default for IltParams {
             weight_pvb: 0.5,
             weight_band: 3.0,
             resist: Resist::ICCAD2013,
-            doses: [1.0, 1.02, 0.98],
+            doses: crate::resist::ICCAD2013_DOSES,
             pixel_nm: 1.0,
             epe: EpeConfig::ICCAD2013,
         }
@@ -284,16 +285,7 @@ fn grid_f32(g: &Grid<u8>) -> Grid<f32> {
 
 fn corners(model: &ModelKernels, params: &IltParams) -> Vec<Corner> {
     let defocus = model.defocus.as_ref().unwrap_or(&model.focus);
-    let mk = |name: &str, k: &std::sync::Arc<KernelSet>, dose| Corner {
-        name: name.into(),
-        kernels: std::sync::Arc::clone(k),
-        dose,
-    };
-    vec![
-        mk("nominal", &model.focus, params.doses[0]),
-        mk("max", &model.focus, params.doses[1]),
-        mk("min", defocus, params.doses[2]),
-    ]
+    crate::resist::corners_at(&model.focus, defocus, params.doses)
 }
 
 fn evaluate_with(
@@ -674,10 +666,10 @@ impl Problem {
     }
 
     /// The mask band (half `c`) of a coarse mask, frozen part included.
-    fn band(&self, mc: &[f64]) -> Vec<Complex64> {
+    fn band(&self, mc: &[f64], cancel: &CancelToken) -> Result<Vec<Complex64>, Cancelled> {
         let c = self.c;
         let side = 2 * c + 1;
-        let mut b = band_of(mc, self.nc, c);
+        let mut b = real_band(mc, self.nc, c, cancel)?;
         for (i, z) in b.iter_mut().enumerate() {
             *z *= self.dfac[i / side] * self.dfac[i % side];
         }
@@ -686,7 +678,7 @@ impl Problem {
                 *z += f;
             }
         }
-        b
+        Ok(b)
     }
 
     /// Fields (unnormalized, on the `m` grid) and the `N × N` intensity of one set.
@@ -728,7 +720,7 @@ impl Problem {
         }
         let half = 2 * self.c;
         let scale = 1.0 / (m * m) as f64;
-        let mut spec = band_of(&ic, m, half);
+        let mut spec = real_band(&ic, m, half, cancel)?;
         for z in &mut spec {
             *z *= scale;
         }
@@ -744,7 +736,7 @@ impl Problem {
         cancel: &CancelToken,
     ) -> Result<f64, Cancelled> {
         let mc = self.mask(p, beta);
-        let band = self.band(&mc);
+        let band = self.band(&mc, cancel)?;
         let (f_fields, f_int) = self.image(&self.sets[0], &band, cancel)?;
         cancel.check()?;
         let (d_fields, d_int) = self.image(&self.sets[1], &band, cancel)?;
@@ -810,7 +802,7 @@ impl Problem {
     ) -> Result<Vec<Complex64>, Cancelled> {
         let m = self.m;
         let half = 2 * self.c;
-        let gs = band_of(g, self.nc, half);
+        let gs = real_band(g, self.nc, half, cancel)?;
         let gc: Vec<f64> = real_from_band(&gs, half, m)
             .into_iter()
             .map(|v| v / (m * m) as f64)
@@ -873,63 +865,8 @@ fn sigmoid(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
 }
 
-/// The band `|u|, |v| <= half` of the unnormalized forward DFT of a real `n × n` image,
-/// `[(v + half)·side + (u + half)]`, `side = 2·half + 1`.
-fn band_of(x: &[f64], n: usize, half: usize) -> Vec<Complex64> {
-    let side = 2 * half + 1;
-    let row_fft = fft::plan(n, Direction::Forward);
-    // Row pass, two real rows per complex FFT.
-    let mut rowspec = vec![Complex64::default(); n * side];
-    rowspec
-        .par_chunks_mut(2 * side)
-        .enumerate()
-        .for_each(|(pi, pair)| {
-            let y0 = 2 * pi;
-            let mut buf = vec![Complex64::default(); n];
-            let mut scratch = vec![Complex64::default(); row_fft.get_inplace_scratch_len()];
-            for (xi, z) in buf.iter_mut().enumerate() {
-                let a = x[y0 * n + xi];
-                let b = if y0 + 1 < n {
-                    x[(y0 + 1) * n + xi]
-                } else {
-                    0.0
-                };
-                *z = Complex64::new(a, b);
-            }
-            row_fft.process_with_scratch(&mut buf, &mut scratch);
-            for j in 0..side {
-                let u = j as isize - half as isize;
-                let zp = buf[fft::wrap(u, n)];
-                let zm = buf[fft::wrap(-u, n)].conj();
-                pair[j] = (zp + zm) * 0.5;
-                if pair.len() > side {
-                    let d = (zp - zm) * 0.5;
-                    pair[side + j] = Complex64::new(d.im, -d.re);
-                }
-            }
-        });
-    let col_fft = fft::plan(n, Direction::Forward);
-    let cols: Vec<Vec<Complex64>> = (0..side)
-        .into_par_iter()
-        .map(|j| {
-            let mut col: Vec<Complex64> = (0..n).map(|y| rowspec[y * side + j]).collect();
-            let mut scratch = vec![Complex64::default(); col_fft.get_inplace_scratch_len()];
-            col_fft.process_with_scratch(&mut col, &mut scratch);
-            col
-        })
-        .collect();
-    let mut out = vec![Complex64::default(); side * side];
-    for jv in 0..side {
-        let v = jv as isize - half as isize;
-        for (ju, col) in cols.iter().enumerate() {
-            out[jv * side + ju] = col[fft::wrap(v, n)];
-        }
-    }
-    out
-}
-
 /// `Re Σ_{|u|,|v| <= half} b[v][u] e^{+2πi (u x + v y)/n}` on the `n × n` grid: the
-/// transpose of [`band_of`] under the real inner product.
+/// transpose of [`real_band`] under the real inner product.
 fn real_from_band(b: &[Complex64], half: usize, n: usize) -> Vec<f64> {
     let side = 2 * half + 1;
     // Hermitian part: the real part of the transform equals the transform of it.
@@ -977,24 +914,6 @@ fn real_from_band(b: &[Complex64], half: usize, n: usize) -> Vec<f64> {
             }
         });
     out
-}
-
-/// Sequential 2D transform of a small square buffer.
-fn small_2d(data: &mut [Complex64], m: usize, plan: &std::sync::Arc<dyn rustfft::Fft<f64>>) {
-    let mut scratch = vec![Complex64::default(); plan.get_inplace_scratch_len()];
-    for row in data.chunks_mut(m) {
-        plan.process_with_scratch(row, &mut scratch);
-    }
-    let mut col = vec![Complex64::default(); m];
-    for x in 0..m {
-        for y in 0..m {
-            col[y] = data[y * m + x];
-        }
-        plan.process_with_scratch(&mut col, &mut scratch);
-        for y in 0..m {
-            data[y * m + x] = col[y];
-        }
-    }
 }
 
 #[cfg(test)]
@@ -1155,7 +1074,11 @@ mod tests {
         };
         for (set, ks) in [(0, &m.focus), (1, m.defocus.as_ref().expect("defocus"))] {
             let (_, coarse) = pb
-                .image(&pb.sets[set], &pb.band(&mc), &cancel)
+                .image(
+                    &pb.sets[set],
+                    &pb.band(&mc, &cancel).expect("band"),
+                    &cancel,
+                )
                 .expect("image");
             let full = crate::bandlimited::aerial(&fine, ks, 1.0, &cancel).expect("aerial");
             let mut worst = 0.0f64;

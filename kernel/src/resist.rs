@@ -49,26 +49,38 @@ impl Resist {
     }
 }
 
+/// Names of the three process corners, in the order every corner list of reticle uses
+/// (images, doses, reports): nominal and max image with the focus kernels, min with the
+/// defocus kernels.
+pub const CORNER_NAMES: [&str; 3] = ["nominal", "max", "min"];
+
+/// The ICCAD-2013 doses of [`CORNER_NAMES`]: nominal 1.00, max 1.02, min 0.98.
+pub const ICCAD2013_DOSES: [f32; 3] = [1.0, 1.02, 0.98];
+
+/// The corners [`CORNER_NAMES`] at `doses`: nominal = focus @ `doses[0]`, max = focus @
+/// `doses[1]`, min = defocus @ `doses[2]`.
+#[must_use]
+pub fn corners_at(
+    focus: &Arc<KernelSet>,
+    defocus: &Arc<KernelSet>,
+    doses: [f32; 3],
+) -> Vec<Corner> {
+    CORNER_NAMES
+        .into_iter()
+        .zip([focus, focus, defocus])
+        .zip(doses)
+        .map(|((name, kernels), dose)| Corner {
+            name: name.into(),
+            kernels: Arc::clone(kernels),
+            dose,
+        })
+        .collect()
+}
+
 /// The ICCAD-2013 corners: nominal = focus @ 1.00, max = focus @ 1.02, min = defocus @ 0.98.
 #[must_use]
 pub fn iccad_corners(focus: &Arc<KernelSet>, defocus: &Arc<KernelSet>) -> Vec<Corner> {
-    vec![
-        Corner {
-            name: "nominal".into(),
-            kernels: Arc::clone(focus),
-            dose: 1.0,
-        },
-        Corner {
-            name: "max".into(),
-            kernels: Arc::clone(focus),
-            dose: 1.02,
-        },
-        Corner {
-            name: "min".into(),
-            kernels: Arc::clone(defocus),
-            dose: 0.98,
-        },
-    ]
+    corners_at(focus, defocus, ICCAD2013_DOSES)
 }
 
 #[cfg(test)]
