@@ -6,32 +6,21 @@
 //! printed image's outline cyan, each violation's marker box red (canonical records) or
 //! orange (shadows), grown to at least 9 pixels so checkpoints are visible.
 
-use std::path::PathBuf;
-
+use reticle_eval::report::{Limits, ReportLevel};
 use reticle_kernel::Grid;
-use reticle_kernel::model::ModelSpec;
 use reticle_protocol::error::ToolError;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::evaluate::{self, DEFAULT_TILE_NM, Limits, ReportLevel, Setup, load_deck, target_layer};
-use super::simulate;
-use super::{Op, artifacts, cancelled, parse_args};
+use super::deck_job::parse_deck_args;
+use super::{Op, artifacts, cancelled};
 use crate::job::JobCtx;
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Args {
-    layout: PathBuf,
-    deck: String,
-    #[serde(default)]
-    layer: Option<String>,
-    #[serde(default)]
+/// `demo.render`'s own arguments (the shared ones are [`super::deck_job::DeckArgs`]).
+#[derive(Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+struct Own {
     box_um: Option<[f64; 4]>,
-    #[serde(default)]
-    pixel_nm: Option<f64>,
-    #[serde(default)]
-    model: Option<ModelSpec>,
 }
 
 /// The `demo.render` op.
@@ -60,34 +49,11 @@ impl Op for DemoRender {
     }
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-        let args: Args = parse_args(self.name(), args_json)?;
-        let (deck, deck_source) = load_deck(ctx, &args.deck)?;
-        let deck_hash = deck.deck_hash();
-        let target = target_layer(&deck, args.layer.as_deref())?;
-        let layout_name = evaluate::layout_name(&args.layout);
-        let imaged = simulate::image(
-            ctx,
-            simulate::Args {
-                box_um: args.box_um,
-                pixel_nm: args.pixel_nm,
-                model: args.model.clone(),
-                ..evaluate::imaging_args(&args.layout, &deck, target)
-            },
-            STEPS,
-        )?;
-        let setup = Setup {
-            deck,
-            deck_source,
-            deck_hash,
-            target,
-            tile_nm: DEFAULT_TILE_NM,
-            layout_name,
-            report_level: ReportLevel::Detailed,
-            limits: Limits::default(),
-        };
-        let report = evaluate::report(ctx, &setup, &imaged, None, &|n, m| {
-            ctx.progress.report(n, STEPS, m);
+        let (args, own): (_, Own) = parse_deck_args(self.name(), args_json)?;
+        let setup = args.setup(ctx, None, ReportLevel::Detailed, Limits::default(), |_| {
+            Ok(())
         })?;
+        let (imaged, report) = args.evaluate(ctx, &setup, own.box_um, STEPS)?;
         if ctx.cancel.is_cancelled() {
             return Err(cancelled(ctx.job_id));
         }

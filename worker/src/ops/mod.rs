@@ -9,6 +9,7 @@ pub mod artifacts;
 mod debug_alloc;
 mod debug_crash;
 mod debug_sleep;
+mod deck_job;
 mod demo;
 pub mod drc;
 mod engine_info;
@@ -17,6 +18,7 @@ pub mod observe;
 pub mod optimize;
 pub mod simulate;
 
+use reticle_eval::EvalError;
 use reticle_protocol::error::{ErrorCode, ToolError};
 use serde::de::DeserializeOwned;
 
@@ -71,13 +73,16 @@ pub fn names() -> Vec<&'static str> {
 
 /// Parses an op's arguments; a mismatch is the caller's error, never a panic.
 pub fn parse_args<T: DeserializeOwned>(op: &str, args_json: &str) -> Result<T, ToolError> {
-    serde_json::from_str(args_json).map_err(|e| {
-        ToolError::new(
-            ErrorCode::InvalidInput,
-            format!("invalid arguments for {op}: {e}"),
-        )
-        .with_details(serde_json::json!({ "op": op }))
-    })
+    serde_json::from_str(args_json).map_err(|e| invalid_arguments(op, &e))
+}
+
+/// The error for arguments of `op` that do not parse.
+fn invalid_arguments(op: &str, e: &serde_json::Error) -> ToolError {
+    ToolError::new(
+        ErrorCode::InvalidInput,
+        format!("invalid arguments for {op}: {e}"),
+    )
+    .with_details(serde_json::json!({ "op": op }))
 }
 
 /// The error an op returns when its job was cancelled.
@@ -85,6 +90,14 @@ pub fn parse_args<T: DeserializeOwned>(op: &str, args_json: &str) -> Result<T, T
 pub fn cancelled(job_id: &str) -> ToolError {
     ToolError::new(ErrorCode::Cancelled, "the job was cancelled")
         .with_details(serde_json::json!({ "job_id": job_id }))
+}
+
+/// An evaluation error as the op's error (cancellation names the job).
+fn eval_error(e: EvalError, job_id: &str) -> ToolError {
+    match e {
+        EvalError::Cancelled => cancelled(job_id),
+        EvalError::Tool(e) => e,
+    }
 }
 
 #[cfg(test)]

@@ -10,10 +10,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use reticle_kernel::metrics::{EpeConfig, epe};
+use reticle_eval::gauges::iccad_epe_config;
+use reticle_eval::{ImagedWindow, LayoutWindow};
+use reticle_kernel::metrics::epe;
 use reticle_kernel::model::{HopkinsSpec, ModelSpec};
 use reticle_kernel::optics::{Optics, Source};
-use reticle_kernel::{Corner, Grid, ImagingError, KeepImages, LithoJob, Resist, raster};
+use reticle_kernel::resist::{CORNER_NAMES, iccad_corners};
+use reticle_kernel::{Grid, KeepImages, LithoJob, Resist, raster};
 use reticle_layout::{
     BBox, FlattenOptions, LayerKey, Point, Polygon, flatten, glp, read_layout, resolve_cell,
     sha256_hex,
@@ -56,14 +59,6 @@ fn invalid(message: impl Into<String>, details: Value) -> ToolError {
     ToolError::new(ErrorCode::InvalidInput, message).with_details(details)
 }
 
-fn backend_error(e: ImagingError, job_id: &str) -> ToolError {
-    match e {
-        ImagingError::Cancelled => cancelled(job_id),
-        ImagingError::Invalid(m) => invalid(m, json!({})),
-        ImagingError::Backend(m) => ToolError::new(ErrorCode::BackendError, m),
-    }
-}
-
 /// 193 nm water immersion, NA 1.35, annular 0.6–0.9, with a 60 nm defocus corner.
 fn default_model(period_nm: f64) -> ModelSpec {
     ModelSpec::Hopkins(HopkinsSpec {
@@ -91,22 +86,6 @@ fn model_period(model: &ModelSpec) -> f64 {
         ModelSpec::Hopkins(h) => h.period_nm,
         ModelSpec::Kernels(k) => k.period_nm,
     }
-}
-
-/// The polygons of one layer in the simulation window.
-pub(crate) struct LoadedLayout {
-    /// `glp` or `gds/oasis`.
-    pub(crate) format: &'static str,
-    /// SHA-256 of the file bytes (hex).
-    pub(crate) sha256: String,
-    /// nm per database unit.
-    pub(crate) dbu_nm: f64,
-    /// The layer's polygons (dbu), clipped to the window for GDSII/OASIS.
-    pub(crate) polygons: Vec<Polygon>,
-    /// The window in dbu.
-    pub(crate) window: BBox,
-    /// Polygons of the `context_layers`, by the layer text as asked (same window).
-    pub(crate) context: std::collections::BTreeMap<String, Vec<Polygon>>,
 }
 
 pub(crate) fn parse_layer(text: &str) -> Result<LayerKey, ToolError> {
@@ -142,7 +121,7 @@ fn load(
     bytes: &[u8],
     side_nm: f64,
     ctx: &JobCtx<'_>,
-) -> Result<LoadedLayout, ToolError> {
+) -> Result<LayoutWindow, ToolError> {
     let sha256 = sha256_hex(bytes);
     let is_glp = args
         .layout
@@ -168,7 +147,7 @@ fn load(
             .iter()
             .map(|name| (name.clone(), layout.polygons(Some(name))))
             .collect();
-        return Ok(LoadedLayout {
+        return Ok(LayoutWindow {
             format: "glp",
             sha256,
             dbu_nm: 1.0,
@@ -254,7 +233,7 @@ fn load(
             .with_details(json!({"layers": n})));
         }
     };
-    Ok(LoadedLayout {
+    Ok(LayoutWindow {
         format: "gds/oasis",
         sha256,
         dbu_nm,
@@ -264,43 +243,24 @@ fn load(
     })
 }
 
-/// One window imaged at the three ICCAD-2013 corners, with what produced it.
-pub(crate) struct Imaged {
-    /// The layout window and its polygons.
-    pub(crate) layout: LoadedLayout,
+/// How a window was imaged: what the evaluation does not read (where the file is, how
+/// long imaging took, on which backend).
+pub(crate) struct ImagingRun {
     /// The canonical path of the layout file.
     pub(crate) path: PathBuf,
-    /// Pixel grid placement (frame units are dbu).
-    pub(crate) frame: reticle_kernel::raster::PixelFrame,
-    /// Grid size.
-    pub(crate) grid: (usize, usize),
-    /// Pixel size in nm.
-    pub(crate) pixel_nm: f64,
-    /// The model used.
-    pub(crate) model: ModelSpec,
-    /// Its period (nm).
-    pub(crate) period: f64,
-    /// Number of focus kernels.
-    pub(crate) focus_kernels: usize,
-    /// Resist used.
-    pub(crate) resist: Resist,
-    /// Corner outputs (nominal, max, min) with aerial images and prints, L2 and PVB.
-    pub(crate) output: reticle_kernel::LithoOutput,
     /// Imaging time.
     pub(crate) imaging_ms: f64,
-    /// The rasterized mask (exact area coverage, `[0, 1]`).
-    pub(crate) mask: Grid<f32>,
-    /// The target: mask pixels at least half covered (0/1).
-    pub(crate) target: Grid<u8>,
-    /// The three corners imaged (nominal, max, min), with their kernels.
-    pub(crate) corners: Vec<Corner>,
     /// The backend that imaged.
     pub(crate) backend: reticle_kernel::BackendInfo,
 }
 
 /// Reads the layout window of `args` (confined to the job's roots), images it at the
 /// three ICCAD corners on the worker's backend. Reports progress steps 1..=3 of `total`.
-pub(crate) fn image(ctx: &JobCtx<'_>, mut args: Args, total: u64) -> Result<Imaged, ToolError> {
+pub(crate) fn image(
+    ctx: &JobCtx<'_>,
+    mut args: Args,
+    total: u64,
+) -> Result<(ImagedWindow, ImagingRun), ToolError> {
     args.layout = ctx.readable(&args.layout)?;
     let bytes_len = std::fs::metadata(&args.layout)
         .map(|m| m.len())
@@ -373,23 +333,7 @@ pub(crate) fn image(ctx: &JobCtx<'_>, mut args: Args, total: u64) -> Result<Imag
         .defocus
         .clone()
         .unwrap_or_else(|| Arc::clone(&kernels.focus));
-    let corners = vec![
-        Corner {
-            name: "nominal".into(),
-            kernels: Arc::clone(&kernels.focus),
-            dose: 1.0,
-        },
-        Corner {
-            name: "max".into(),
-            kernels: Arc::clone(&kernels.focus),
-            dose: 1.02,
-        },
-        Corner {
-            name: "min".into(),
-            kernels: defocus,
-            dose: 0.98,
-        },
-    ];
+    let corners = iccad_corners(&kernels.focus, &defocus);
     let resist = Resist::ICCAD2013;
     let job = LithoJob {
         mask: &mask,
@@ -408,26 +352,28 @@ pub(crate) fn image(ctx: &JobCtx<'_>, mut args: Args, total: u64) -> Result<Imag
     let report = |_p: reticle_kernel::Progress| {};
     let output = backend
         .litho(&job, ctx.cancel, &report)
-        .map_err(|e| backend_error(e, ctx.job_id))?;
+        .map_err(|e| super::eval_error(e.into(), ctx.job_id))?;
     let imaging_ms = imaging_started.elapsed().as_secs_f64() * 1e3;
     let info = backend.info();
-    Ok(Imaged {
-        path: args.layout,
+    let imaged = ImagedWindow {
+        layout,
         frame,
-        grid: (mask.width, mask.height),
         pixel_nm,
-        focus_kernels: kernels.focus.scales.len(),
         model,
         period,
+        focus_kernels: kernels.focus.scales.len(),
         resist,
         output,
-        imaging_ms,
-        backend: info,
-        layout,
         mask,
         target,
         corners,
-    })
+    };
+    let run = ImagingRun {
+        path: args.layout,
+        imaging_ms,
+        backend: info,
+    };
+    Ok((imaged, run))
 }
 
 /// Min, max and mean of `data`.
@@ -476,11 +422,10 @@ fn region_images(
     });
     let px_area = pixel_nm * pixel_nm;
     let target_px = target.data.iter().filter(|&&v| v != 0).count();
-    let corner_names = ["nominal", "max", "min"];
     let corners: Vec<Value> = output
         .corners
         .iter()
-        .zip(corner_names)
+        .zip(CORNER_NAMES)
         .map(|(c, name)| json!({"corner": name, "printed_px": c.printed_pixels, "printed_area_nm2": c.printed_pixels as f64 * px_area}))
         .collect();
     let statistics = json!({
@@ -560,32 +505,31 @@ impl Op for Simulate {
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
         let started = Instant::now();
         let args: Args = parse_args(self.name(), args_json)?;
-        let Imaged {
+        let (imaged, run) = image(ctx, args, 5)?;
+        let ImagedWindow {
             layout,
-            path,
             frame,
-            grid,
             pixel_nm,
             model,
             period,
             focus_kernels,
             resist,
             output,
-            imaging_ms,
-            backend: info,
             target,
             ..
-        } = image(ctx, args, 5)?;
+        } = imaged;
+        let ImagingRun {
+            path,
+            imaging_ms,
+            backend: info,
+        } = run;
+        let grid = (target.width, target.height);
         ctx.progress.report(4, 5, "metrics");
         let nominal = &output.corners[0];
         let epe_report = match (&nominal.aerial, &nominal.printed) {
             (Some(aerial), Some(printed)) => {
                 let scale = layout.dbu_nm;
-                let cfg = EpeConfig {
-                    spacing_nm: EpeConfig::ICCAD2013.spacing_nm / scale,
-                    tolerance_nm: EpeConfig::ICCAD2013.tolerance_nm / scale,
-                    search_nm: EpeConfig::ICCAD2013.search_nm / scale,
-                };
+                let cfg = iccad_epe_config(scale);
                 let r = epe(
                     &layout.polygons,
                     printed,

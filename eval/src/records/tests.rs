@@ -1,0 +1,136 @@
+use reticle_kernel::rules::RuleDeck;
+use reticle_layout::Point;
+
+use super::*;
+
+fn bbox(l: i64, b: i64, r: i64, t: i64) -> BBox {
+    BBox {
+        left: l,
+        bottom: b,
+        right: r,
+        top: t,
+    }
+}
+
+fn found(rule: usize, x: i64, y: i64, b: BBox) -> Found {
+    Found {
+        rule,
+        at_pm: (x, y),
+        bbox: b,
+        measured: Some(1.0),
+        marker: Value::Null,
+    }
+}
+
+#[test]
+fn tiles_are_half_open() {
+    assert_eq!(tiles_of(bbox(0, 0, 10, 10), 10), vec![(0, 0)]);
+    assert_eq!(tiles_of(bbox(5, 5, 15, 5), 10), vec![(0, 0), (1, 0)]);
+    assert_eq!(tiles_of(bbox(-1, 0, 0, 0), 10), vec![(-1, 0)]);
+}
+
+#[test]
+fn groups_link_within_the_radius() {
+    let z = bbox(0, 0, 0, 0);
+    let v = [
+        found(0, 0, 0, z),
+        found(0, 5, 0, z),
+        found(0, 9, 0, z),
+        found(0, 30, 0, z),
+        found(0, 30, 0, z),
+    ];
+    let refs: Vec<&Found> = v.iter().collect();
+    assert_eq!(group(&refs, 5), vec![0, 0, 0, 3, 3]);
+    assert_eq!(group(&refs, 0), vec![0, 1, 2, 3, 3]);
+}
+
+#[test]
+fn tile_sides_round_and_are_at_least_one_dbu() {
+    assert_eq!(tile_dbu(1024.0, 1.0), 1024);
+    assert_eq!(tile_dbu(1024.0, 0.5), 2048);
+    assert_eq!(tile_dbu(0.1, 1.0), 1);
+}
+
+fn deck() -> RuleDeck {
+    let (deck, _) = crate::deck::load("iccad13_m1", |_| unreachable!()).unwrap();
+    deck
+}
+
+const SHA: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+fn context(deck_hash: &str) -> RecordContext<'_> {
+    RecordContext {
+        layout_sha256: SHA,
+        deck_name: "iccad13_m1",
+        deck_hash,
+        dbu_nm: 1.0,
+        tile_dbu: 100,
+    }
+}
+
+#[test]
+fn a_group_across_a_tile_border_has_one_canonical_record_and_shadows() {
+    let deck = deck();
+    let hash = deck.deck_hash();
+    let rules: Vec<&Rule> = deck.rules.iter().take(1).collect();
+    let radius_pm = (rules[0].dedup_radius_nm * 1000.0).round() as i64;
+    // Two violations closer than the dedup radius; the second straddles x = 100.
+    let a = found(0, 50_000, 50_000, bbox(49, 49, 51, 51));
+    let b = found(0, 50_000 + radius_pm / 2, 50_000, bbox(95, 49, 105, 51));
+    let built = build(&[b.clone(), a.clone()], &rules, &context(&hash));
+    assert_eq!(
+        built.per_rule,
+        vec![RuleCount {
+            records: 3,
+            groups: 1
+        }]
+    );
+    let sev = severity_name(rules[0].severity);
+    assert_eq!(built.groups_by_severity[sev], 1);
+    let r = &built.records;
+    assert_eq!(r[0]["dedup_strategy"], "canonical");
+    assert_eq!(r[1]["dedup_strategy"], "shadow");
+    assert_eq!(r[2]["dedup_strategy"], "shadow");
+    assert_eq!(r[0]["location_nm"], json!([50.0, 50.0]));
+    for (i, record) in r.iter().enumerate() {
+        let id: ViolationId = record["violation_id"].as_str().unwrap().parse().unwrap();
+        assert_eq!(id.index, i);
+        assert_eq!(id.rule_id, rules[0].id);
+        assert_eq!(id.group_id, record["violation_group_id"].as_str().unwrap());
+        assert_eq!(
+            record["dedup_provenance"]["canonical_violation_id"],
+            r[0]["violation_id"]
+        );
+        assert_eq!(record["dedup_provenance"]["group_size"], 3);
+    }
+    let tiles: Vec<&str> = r
+        .iter()
+        .map(|x| x["context"]["tile_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(tiles, ["T_0_0", "T_0_0", "T_1_0"]);
+    // The input order does not matter.
+    let again = build(&[a, b], &rules, &context(&hash));
+    assert_eq!(again.records, built.records);
+}
+
+#[test]
+fn far_apart_violations_are_separate_groups_with_stable_ids() {
+    let deck = deck();
+    let hash = deck.deck_hash();
+    let rules: Vec<&Rule> = deck.rules.iter().take(1).collect();
+    let far = (rules[0].dedup_radius_nm * 1000.0).round() as i64 * 3 + 1000;
+    let p = Point::new(10, 10);
+    let one = found(0, 10_000, 10_000, BBox::from_corners(p, p));
+    let two = found(0, 10_000 + far, 10_000, BBox::from_corners(p, p));
+    let built = build(&[one.clone(), two], &rules, &context(&hash));
+    assert_eq!(built.per_rule[0].groups, 2);
+    assert_ne!(
+        built.records[0]["violation_group_id"],
+        built.records[1]["violation_group_id"]
+    );
+    let alone = build(&[one], &rules, &context(&hash));
+    assert_eq!(
+        alone.records[0]["violation_group_id"],
+        built.records[0]["violation_group_id"]
+    );
+}

@@ -1,0 +1,320 @@
+//! The `evaluate` payload (seed 000, RFC 0006) of one imaged window: the checks
+//! ([`crate::found::find`]), the records ([`crate::records::build`]), then counts,
+//! `by_rule`, pass rates, and the `limits.max_violations` truncation or degradation to
+//! aggregate. Nothing in it depends on time, the backend or the path spelling, so the CLI
+//! and the MCP server emit the same bytes (G3).
+
+use std::path::Path;
+
+use reticle_kernel::model::ModelSpec;
+use reticle_kernel::rules::{LayerRef, Rule, RuleDeck};
+use reticle_kernel::{CancelToken, LithoOutput};
+use reticle_protocol::ToolError;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::error::{EvalError, check_cancel, invalid};
+use crate::found::{Findings, RuleRun, find};
+use crate::r3;
+use crate::records::{RecordContext, Records, RuleCount, applies_to_name, build, severity_name};
+use crate::window::{ImagedWindow, MaskOverride};
+
+/// Default report tile side (nm).
+pub const DEFAULT_TILE_NM: f64 = 1024.0;
+/// Default `limits.max_violations`.
+pub const DEFAULT_MAX_VIOLATIONS: usize = 10_000;
+
+/// `report_level`.
+#[derive(Debug, Deserialize, Default, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ReportLevel {
+    /// Counts only.
+    #[default]
+    Aggregate,
+    /// Counts and `violations[]`.
+    Detailed,
+}
+
+/// `limits.on_exceeded`.
+#[derive(Debug, Deserialize, Default, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum OnExceeded {
+    /// Return the first `max_violations` records.
+    #[default]
+    Truncate,
+    /// Return no records, only counts.
+    DegradeToAggregate,
+}
+
+impl OnExceeded {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Truncate => "truncate",
+            Self::DegradeToAggregate => "degrade_to_aggregate",
+        }
+    }
+}
+
+fn default_max_violations() -> usize {
+    DEFAULT_MAX_VIOLATIONS
+}
+
+/// `limits`: how many records a detailed report returns, and what happens beyond.
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Most records returned.
+    #[serde(default = "default_max_violations")]
+    pub max_violations: usize,
+    /// What a detailed report does with more records.
+    #[serde(default)]
+    pub on_exceeded: OnExceeded,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_violations: DEFAULT_MAX_VIOLATIONS,
+            on_exceeded: OnExceeded::default(),
+        }
+    }
+}
+
+/// What a report needs besides the images: the deck, the layer, the tiling and the
+/// report options (`evaluate`'s arguments, parsed).
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// The deck.
+    pub deck: RuleDeck,
+    /// Where it came from (`shipped:<name>`, `file:<name>`).
+    pub deck_source: String,
+    /// Its hash.
+    pub deck_hash: String,
+    /// The layer evaluated.
+    pub target: LayerRef,
+    /// Report tile side (nm).
+    pub tile_nm: f64,
+    /// The layout's file name.
+    pub layout_name: String,
+    /// Aggregate or detailed.
+    pub report_level: ReportLevel,
+    /// Record limits.
+    pub limits: Limits,
+}
+
+/// `tile_nm`, or the default; at least 1 nm.
+///
+/// # Errors
+/// `INVALID_INPUT` below 1 nm or not finite.
+pub fn tile_size(tile_nm: Option<f64>) -> Result<f64, ToolError> {
+    let tile_nm = tile_nm.unwrap_or(DEFAULT_TILE_NM);
+    if !(tile_nm.is_finite() && tile_nm >= 1.0) {
+        return Err(invalid(
+            "tile_nm must be at least 1",
+            json!({"tile_nm": tile_nm}),
+        ));
+    }
+    Ok(tile_nm)
+}
+
+/// The layout's file name, as reports name it.
+#[must_use]
+pub fn layout_name(layout: &Path) -> String {
+    layout
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The violation report of one imaged window (the `evaluate` payload), for the drawn
+/// mask or for `mask` imaged on the same frame. `step` reports progress 4..=7.
+///
+/// # Errors
+/// [`EvalError::Cancelled`], or `INVALID_INPUT` when a rule cannot be checked.
+pub fn report(
+    setup: &Setup,
+    imaged: &ImagedWindow,
+    mask: Option<MaskOverride<'_>>,
+    cancel: &CancelToken,
+    step: &dyn Fn(u64, &str),
+) -> Result<Value, EvalError> {
+    let rules: Vec<&Rule> = setup
+        .deck
+        .rules
+        .iter()
+        .filter(|r| r.layer == setup.target)
+        .collect();
+    let output = mask.as_ref().map_or(&imaged.output, |m| m.output);
+    let findings = find(&rules, imaged, mask, cancel, step)?;
+    check_cancel(cancel)?;
+
+    // Tiles, groups, canonical/shadow.
+    step(7, "report");
+    let dbu_nm = imaged.layout.dbu_nm;
+    let context = RecordContext {
+        layout_sha256: &imaged.layout.sha256,
+        deck_name: &setup.deck.name,
+        deck_hash: &setup.deck_hash,
+        dbu_nm,
+        tile_dbu: crate::records::tile_dbu(setup.tile_nm, dbu_nm),
+    };
+    let records = build(&findings.found, &rules, &context);
+    Ok(payload(
+        setup, imaged, output, &rules, &findings, records, &context,
+    ))
+}
+
+/// Share of the checked rules on `paths` with no violation group (6 decimals); `None`
+/// when no such rule was checked.
+fn pass_rate(runs: &[RuleRun], counts: &[RuleCount], paths: &[&str]) -> Option<f64> {
+    let checked: Vec<usize> = runs
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.checked && paths.contains(&r.engine_path))
+        .map(|(i, _)| i)
+        .collect();
+    (!checked.is_empty()).then(|| {
+        let clean = checked.iter().filter(|&&i| counts[i].groups == 0).count();
+        (clean as f64 / checked.len() as f64 * 1e6).round() / 1e6
+    })
+}
+
+fn by_rule(rules: &[&Rule], runs: &[RuleRun], counts: &[RuleCount]) -> Vec<Value> {
+    rules
+        .iter()
+        .zip(runs)
+        .zip(counts)
+        .map(|((rule, run), count)| {
+            let mut entry = Map::new();
+            entry.insert("rule_id".into(), json!(rule.id));
+            entry.insert("kind".into(), json!(rule.kind.as_str()));
+            entry.insert("applies_to".into(), json!(applies_to_name(rule.applies_to)));
+            entry.insert("severity".into(), json!(severity_name(rule.severity)));
+            entry.insert("engine_path".into(), json!(run.engine_path));
+            entry.insert("checked".into(), json!(run.checked));
+            if let Some(reason) = run.skipped_reason {
+                entry.insert("skipped_reason".into(), json!(reason));
+            }
+            entry.insert("records".into(), json!(count.records));
+            entry.insert("groups".into(), json!(count.groups));
+            Value::Object(entry)
+        })
+        .collect()
+}
+
+fn payload(
+    setup: &Setup,
+    imaged: &ImagedWindow,
+    output: &LithoOutput,
+    rules: &[&Rule],
+    findings: &Findings,
+    records: Records,
+    context: &RecordContext<'_>,
+) -> Value {
+    let Records {
+        mut records,
+        per_rule,
+        groups_by_severity,
+    } = records;
+    let dbu_nm = context.dbu_nm;
+    let window = imaged.layout.window;
+    let deck = &setup.deck;
+    let runs = &findings.runs;
+    let total_records = records.len();
+    let total_groups: usize = per_rule.iter().map(|c| c.groups).sum();
+    let limit = setup.limits.max_violations;
+    let exceeded = total_records > limit;
+    let detailed = setup.report_level == ReportLevel::Detailed;
+    let degraded =
+        detailed && exceeded && setup.limits.on_exceeded == OnExceeded::DegradeToAggregate;
+    let returned = if detailed && !degraded {
+        total_records.min(limit)
+    } else {
+        0
+    };
+    let to_nm = |v: i64| r3(v as f64 * dbu_nm);
+    let mut payload = json!({
+        "schema_version": reticle_protocol::SCHEMA_VERSION,
+        "report_level": if detailed { "detailed" } else { "aggregate" },
+        "layout": {"name": setup.layout_name, "sha256": imaged.layout.sha256, "format": imaged.layout.format, "dbu_nm": dbu_nm, "layer": setup.target.to_string(), "polygons_in_window": findings.polygons_in_window},
+        "deck": {"name": deck.name, "version": deck.version, "hash": setup.deck_hash, "source": setup.deck_source, "rules_on_layer": rules.len()},
+        "window_nm": {"left": to_nm(window.left), "bottom": to_nm(window.bottom), "right": to_nm(window.right), "top": to_nm(window.top)},
+        "pixel_nm": imaged.pixel_nm,
+        "model": {"kind": match imaged.model { ModelSpec::Hopkins(_) => "hopkins", ModelSpec::Kernels(_) => "kernels" }, "period_nm": imaged.period, "focus_kernels": imaged.focus_kernels},
+        "coordinate_frame": "input_layout_native",
+        "tiling": {"tile_nm": r3(context.tile_dbu as f64 * dbu_nm), "origin_nm": [0.0, 0.0]},
+        "metrics": {
+            "l2_px": output.l2,
+            "pvb_px": output.pvb,
+            "epe": findings.epe_metrics,
+            "mrc_pass_rate": pass_rate(runs, &per_rule, &["mrc.standard"]),
+            "drc_pass_rate": pass_rate(runs, &per_rule, &["drc.printed_contour", "epe.gauge", "pvband.3corner"]),
+        },
+        "counts": {"records": total_records, "groups": total_groups, "groups_by_severity": groups_by_severity, "by_rule": by_rule(rules, runs, &per_rule)},
+        "degraded_to_aggregate": degraded,
+        "truncation": {"truncated": detailed && exceeded && !degraded, "max_violations": limit, "total_records": total_records, "returned": returned, "on_exceeded": setup.limits.on_exceeded.name()},
+    });
+    if degraded {
+        payload["degraded_reason"] = json!(format!(
+            "{total_records} violation records exceed limits.max_violations = {limit}"
+        ));
+    }
+    if detailed && !degraded {
+        records.truncate(limit);
+        payload["violations"] = Value::Array(records);
+    }
+    payload
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiles_are_at_least_one_nm() {
+        assert_eq!(tile_size(None).unwrap(), DEFAULT_TILE_NM);
+        assert_eq!(tile_size(Some(1.0)).unwrap(), 1.0);
+        for bad in [0.5, -3.0, f64::INFINITY, f64::NAN] {
+            assert!(tile_size(Some(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn pass_rates_count_checked_rules_without_groups() {
+        let run = |checked, engine_path| RuleRun {
+            checked,
+            skipped_reason: None,
+            engine_path,
+        };
+        let runs = [
+            run(true, "mrc.standard"),
+            run(true, "mrc.standard"),
+            run(true, "mrc.standard"),
+            run(false, "drc.printed_contour"),
+            run(true, "epe.gauge"),
+        ];
+        let count = |groups| RuleCount {
+            records: groups,
+            groups,
+        };
+        let counts = [count(0), count(2), count(0), count(0), count(1)];
+        assert_eq!(pass_rate(&runs, &counts, &["mrc.standard"]), Some(0.666667));
+        assert_eq!(
+            pass_rate(&runs, &counts, &["drc.printed_contour", "epe.gauge"]),
+            Some(0.0)
+        );
+        assert_eq!(pass_rate(&runs, &counts, &["pvband.3corner"]), None);
+    }
+
+    #[test]
+    fn limits_parse_strictly_with_defaults() {
+        let l: Limits = serde_json::from_str("{}").unwrap();
+        assert_eq!(l, Limits::default());
+        let l: Limits =
+            serde_json::from_str(r#"{"max_violations": 3, "on_exceeded": "degrade_to_aggregate"}"#)
+                .unwrap();
+        assert_eq!(l.on_exceeded.name(), "degrade_to_aggregate");
+        assert!(serde_json::from_str::<Limits>(r#"{"max": 3}"#).is_err());
+        assert_eq!(layout_name(Path::new("/a/b/c.gds")), "c.gds");
+    }
+}

@@ -1,0 +1,236 @@
+//! What the ops that check a layout window against a rule deck (`evaluate`, `optimize`,
+//! `demo.render`) share as adapters: their common arguments, reading a deck file through
+//! the job's roots, and imaging the window for the deck.
+
+use std::path::{Path, PathBuf};
+
+use reticle_eval::ImagedWindow;
+use reticle_eval::deck::{DeckFile, target_layer};
+use reticle_eval::report::{Limits, ReportLevel, Setup, layout_name, report, tile_size};
+use reticle_kernel::model::ModelSpec;
+use reticle_kernel::rules::{LayerRef, RuleDeck};
+use reticle_protocol::error::{ErrorCode, ToolError};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+
+use super::{cancelled, eval_error, invalid_arguments, parse_args, simulate};
+use crate::job::JobCtx;
+
+/// Largest rule-deck file read.
+const MAX_DECK_BYTES: u64 = 4 << 20;
+
+/// The arguments every deck op takes: a layout window (file, cell, layer) imaged with a
+/// model at a pixel size, checked against a deck. The window box is each op's own
+/// (`box_um` for evaluate and demo.render, `clip_um` for optimize, whose `box_um` is the
+/// box to optimize).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DeckArgs {
+    pub(crate) layout: PathBuf,
+    pub(crate) deck: String,
+    #[serde(default)]
+    pub(crate) layer: Option<String>,
+    #[serde(default)]
+    pub(crate) cell: Option<String>,
+    #[serde(default)]
+    pub(crate) pixel_nm: Option<f64>,
+    #[serde(default)]
+    pub(crate) model: Option<ModelSpec>,
+}
+
+/// The keys of [`DeckArgs`]: what [`parse_deck_args`] hands to it.
+const DECK_ARG_KEYS: [&str; 6] = ["layout", "deck", "layer", "cell", "pixel_nm", "model"];
+
+/// Parses a deck op's arguments: the keys of [`DeckArgs`] into it, every other key into
+/// the op's own arguments `T`. `serde(flatten)` cannot be combined with
+/// `deny_unknown_fields`; split this way, both structs deny unknown fields, so a key
+/// neither knows is an error from `T`, as strict as one struct per op.
+pub(crate) fn parse_deck_args<T: DeserializeOwned>(
+    op: &str,
+    args_json: &str,
+) -> Result<(DeckArgs, T), ToolError> {
+    let all: Map<String, Value> = parse_args(op, args_json)?;
+    let (common, own): (Map<String, Value>, Map<String, Value>) = all
+        .into_iter()
+        .partition(|(key, _)| DECK_ARG_KEYS.contains(&key.as_str()));
+    let common =
+        serde_json::from_value(Value::Object(common)).map_err(|e| invalid_arguments(op, &e))?;
+    let own = serde_json::from_value(Value::Object(own)).map_err(|e| invalid_arguments(op, &e))?;
+    Ok((common, own))
+}
+
+impl DeckArgs {
+    /// The `simulate` arguments that image this window for checking `deck` on `target`:
+    /// the target layer (a `.glp` file's shapes are its one layer, named by level, so no
+    /// layer is passed) plus the second layers its enclosure rules read, in the box
+    /// `box_um` (µm; `None`: around the layer's extent).
+    pub(crate) fn imaging(
+        &self,
+        deck: &RuleDeck,
+        target: LayerRef,
+        box_um: Option<[f64; 4]>,
+    ) -> simulate::Args {
+        let is_glp = self
+            .layout
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("glp"));
+        simulate::Args {
+            layout: self.layout.clone(),
+            layer: (!is_glp).then(|| target.to_string()),
+            cell: self.cell.clone(),
+            box_um,
+            pixel_nm: self.pixel_nm,
+            model: self.model.clone(),
+            context_layers: reticle_eval::deck::context_layers(deck, target),
+        }
+    }
+
+    /// Loads the deck (after `pin` accepts its hash) and picks the layer: the setup of a
+    /// report with the given tiling, level and limits.
+    pub(crate) fn setup(
+        &self,
+        ctx: &JobCtx<'_>,
+        tile_nm: Option<f64>,
+        report_level: ReportLevel,
+        limits: Limits,
+        pin: impl FnOnce(&str) -> Result<(), ToolError>,
+    ) -> Result<Setup, ToolError> {
+        let (deck, deck_source) = load_deck(ctx, &self.deck)?;
+        let deck_hash = deck.deck_hash();
+        pin(&deck_hash)?;
+        let target = target_layer(&deck, self.layer.as_deref())?;
+        let tile_nm = tile_size(tile_nm)?;
+        Ok(Setup {
+            deck,
+            deck_source,
+            deck_hash,
+            target,
+            tile_nm,
+            layout_name: layout_name(&self.layout),
+            report_level,
+            limits,
+        })
+    }
+
+    /// Images the window in `box_um` and evaluates it with `setup`: progress steps 1..=7
+    /// of `total`.
+    pub(crate) fn evaluate(
+        &self,
+        ctx: &JobCtx<'_>,
+        setup: &Setup,
+        box_um: Option<[f64; 4]>,
+        total: u64,
+    ) -> Result<(ImagedWindow, Value), ToolError> {
+        let imaged = self.image(ctx, &setup.deck, setup.target, box_um, total)?;
+        if ctx.cancel.is_cancelled() {
+            return Err(cancelled(ctx.job_id));
+        }
+        let report = report(setup, &imaged, None, ctx.cancel, &|n, message| {
+            ctx.progress.report(n, total, message);
+        })
+        .map_err(|e| eval_error(e, ctx.job_id))?;
+        Ok((imaged, report))
+    }
+
+    /// Reads and images the window (progress steps 1..=3 of `total`).
+    pub(crate) fn image(
+        &self,
+        ctx: &JobCtx<'_>,
+        deck: &RuleDeck,
+        target: LayerRef,
+        box_um: Option<[f64; 4]>,
+        total: u64,
+    ) -> Result<ImagedWindow, ToolError> {
+        let (imaged, _) = simulate::image(ctx, self.imaging(deck, target, box_um), total)?;
+        Ok(imaged)
+    }
+}
+
+/// The deck named `spec` (a shipped name) or read from the path `spec` through the job's
+/// roots, with where it came from.
+pub(crate) fn load_deck(ctx: &JobCtx<'_>, spec: &str) -> Result<(RuleDeck, String), ToolError> {
+    reticle_eval::deck::load(spec, |path| read_deck(ctx, spec, path))
+}
+
+fn read_deck(ctx: &JobCtx<'_>, spec: &str, path: &Path) -> Result<DeckFile, ToolError> {
+    let path = ctx.readable(path)?;
+    let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    if len > MAX_DECK_BYTES {
+        return Err(ToolError::new(
+            ErrorCode::QueryTooLarge,
+            "the rule deck is over the size limit",
+        )
+        .with_details(json!({"bytes": len, "limit": MAX_DECK_BYTES})));
+    }
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        ToolError::new(
+            ErrorCode::FileNotFound,
+            format!("cannot read the rule deck: {e}"),
+        )
+        .with_details(json!({"deck": spec}))
+    })?;
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok(DeckFile { text, file_name })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Deserialize, Default, Debug)]
+    #[serde(default, deny_unknown_fields)]
+    struct Own {
+        box_um: Option<[f64; 4]>,
+    }
+
+    #[test]
+    fn the_key_list_names_every_field() {
+        // Adding a field to DeckArgs breaks this destructuring: add its key to the list.
+        let json = r#"{"layout": "a.gds", "deck": "d", "layer": "1/0", "cell": "TOP", "pixel_nm": 2, "model": null}"#;
+        let (args, _own): (DeckArgs, Own) = parse_deck_args("t", json).unwrap();
+        let DeckArgs {
+            layout,
+            deck,
+            layer,
+            cell,
+            pixel_nm,
+            model,
+        } = args;
+        assert_eq!(
+            (layout, deck, layer, cell, pixel_nm, model.is_none()),
+            (
+                "a.gds".into(),
+                "d".into(),
+                Some("1/0".into()),
+                Some("TOP".into()),
+                Some(2.0),
+                true
+            )
+        );
+    }
+
+    #[test]
+    fn common_and_own_fields_split_and_unknown_keys_are_refused() {
+        let (args, own): (DeckArgs, Own) = parse_deck_args(
+            "t",
+            r#"{"layout": "a.gds", "deck": "d", "box_um": [0, 0, 1, 1]}"#,
+        )
+        .unwrap();
+        assert_eq!(args.deck, "d");
+        assert_eq!(own.box_um, Some([0.0, 0.0, 1.0, 1.0]));
+        for bad in [
+            r#"{"layout": "a.gds", "deck": "d", "typo": 1}"#,
+            r#"{"layout": "a.gds", "deck": "d", "layer": 7}"#,
+            r#"{"layout": "a.gds"}"#,
+            r#"{"layout": "a.gds", "deck": "d", "box_um": "x"}"#,
+            "[1]",
+        ] {
+            let e = parse_deck_args::<Own>("t", bad).err().unwrap();
+            assert_eq!(e.code, ErrorCode::InvalidInput, "{bad}");
+        }
+    }
+}
