@@ -233,6 +233,22 @@ impl JobCtx<'_> {
     }
 }
 
+/// The size of the file at `path` (already confined to the job's roots), or
+/// `QUERY_TOO_LARGE` ("the `what` is over the size limit") when it holds more than `limit`
+/// bytes; checked before reading, so an oversized file is never loaded. A size that cannot
+/// be read counts as 0: the read that follows reports the error.
+pub fn check_file_size(path: &std::path::Path, limit: u64, what: &str) -> Result<u64, ToolError> {
+    let bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    if bytes > limit {
+        return Err(ToolError::new(
+            ErrorCode::QueryTooLarge,
+            format!("the {what} is over the size limit"),
+        )
+        .with_details(serde_json::json!({"bytes": bytes, "limit": limit})));
+    }
+    Ok(bytes)
+}
+
 /// The layout reader's limits for a job: the host's settings (`RETICLE_MAX_LAYOUT_BYTES`,
 /// `RETICLE_MAX_SHAPES`) over the reader's own defaults.
 #[must_use]

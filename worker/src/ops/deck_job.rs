@@ -155,14 +155,7 @@ pub(crate) fn load_deck(ctx: &JobCtx<'_>, spec: &str) -> Result<(RuleDeck, Strin
 
 fn read_deck(ctx: &JobCtx<'_>, spec: &str, path: &Path) -> Result<DeckFile, ToolError> {
     let path = ctx.readable(path)?;
-    let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-    if len > MAX_DECK_BYTES {
-        return Err(ToolError::new(
-            ErrorCode::QueryTooLarge,
-            "the rule deck is over the size limit",
-        )
-        .with_details(json!({"bytes": len, "limit": MAX_DECK_BYTES})));
-    }
+    crate::job::check_file_size(&path, MAX_DECK_BYTES, "rule deck")?;
     let text = std::fs::read_to_string(&path).map_err(|e| {
         ToolError::new(
             ErrorCode::FileNotFound,

@@ -84,15 +84,8 @@ pub fn load(ctx: &JobCtx<'_>, layout: &LayoutRef) -> Result<(Arc<Library>, Strin
         )
         .with_details(json!({"format": layout.format}))
     })?;
-    let limit = ctx.context.limits.max_layout_bytes;
-    let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-    if size > limit {
-        return Err(ToolError::new(
-            ErrorCode::QueryTooLarge,
-            "the layout file is over the size limit",
-        )
-        .with_details(json!({"bytes": size, "limit": limit})));
-    }
+    let size =
+        crate::job::check_file_size(&path, ctx.context.limits.max_layout_bytes, "layout file")?;
     let bytes = std::fs::read(&path).map_err(|e| {
         ToolError::new(
             ErrorCode::FileNotFound,

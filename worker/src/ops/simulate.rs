@@ -262,16 +262,11 @@ pub(crate) fn image(
     total: u64,
 ) -> Result<(ImagedWindow, ImagingRun), ToolError> {
     args.layout = ctx.readable(&args.layout)?;
-    let bytes_len = std::fs::metadata(&args.layout)
-        .map(|m| m.len())
-        .unwrap_or(0);
-    if bytes_len > ctx.context.limits.max_layout_bytes {
-        return Err(ToolError::new(
-            ErrorCode::QueryTooLarge,
-            "the layout file is over the size limit",
-        )
-        .with_details(json!({"bytes": bytes_len, "limit": ctx.context.limits.max_layout_bytes})));
-    }
+    crate::job::check_file_size(
+        &args.layout,
+        ctx.context.limits.max_layout_bytes,
+        "layout file",
+    )?;
     let bytes = std::fs::read(&args.layout).map_err(|e| {
         ToolError::new(
             ErrorCode::FileNotFound,
