@@ -19,7 +19,7 @@ use crate::window::{ImagedWindow, MaskOverride};
 use crate::{gauges, r3};
 
 /// A violation before tiling: which rule, where, its marker.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Found {
     /// Index of the rule in the list of rules checked (the deck's rules on the layer).
     pub rule: usize,
@@ -69,7 +69,7 @@ fn nm_point(p: Point, dbu_nm: f64) -> Value {
     json!([r3(p.x as f64 * dbu_nm), r3(p.y as f64 * dbu_nm)])
 }
 
-fn from_violation(rule: usize, v: &Violation, dbu_nm: f64) -> Found {
+pub(crate) fn from_violation(rule: usize, v: &Violation, dbu_nm: f64) -> Found {
     let (cx, cy) = v.center_dbu();
     let marker = match &v.marker {
         Marker::EdgePair { first, second } => json!({
@@ -103,6 +103,32 @@ const PRINTED: RuleRun = RuleRun {
     engine_path: "drc.printed_contour",
 };
 
+/// How `rule` is checked (or why it is not): the same for every window and tile.
+#[must_use]
+pub fn rule_run(rule: &Rule) -> RuleRun {
+    match (rule.kind, rule.applies_to) {
+        (RuleKind::Enclosure, AppliesTo::Printed) => RuleRun {
+            checked: false,
+            skipped_reason: Some(
+                "enclosure of printed shapes needs the enclosing layer imaged too; evaluate images one layer",
+            ),
+            engine_path: "drc.printed_contour",
+        },
+        (RuleKind::Epe, _) => RuleRun {
+            checked: true,
+            skipped_reason: None,
+            engine_path: "epe.gauge",
+        },
+        (RuleKind::Pvband, _) => RuleRun {
+            checked: true,
+            skipped_reason: None,
+            engine_path: "pvband.3corner",
+        },
+        (_, AppliesTo::Mask) => MRC,
+        (_, AppliesTo::Printed) => PRINTED,
+    }
+}
+
 /// Checks `rules` on `imaged` (or on `mask`, a mask imaged on the same frame instead of
 /// the drawn one). `step` reports progress steps 4 (mask rules), 5 (printed contours,
 /// when a printed rule needs them) and 6 (simulation rules); `cancel` is checked after
@@ -135,7 +161,8 @@ pub fn find(
     let mask_region = Region::from_polygons(&drawn);
     let mut printed_region: Option<Region> = None;
     for (i, rule) in rules.iter().enumerate() {
-        let run = match (rule.kind, rule.applies_to) {
+        let run = rule_run(rule);
+        match (rule.kind, rule.applies_to) {
             (RuleKind::Enclosure, AppliesTo::Mask) => {
                 // The enclosing layer as drawn (an optimize mask override replaces only
                 // the target layer).
@@ -153,32 +180,13 @@ pub fn find(
                 for v in check_rule(rule, &mask_region, Some(&outer), dbu_nm).map_err(check_err)? {
                     found.push(from_violation(i, &v, dbu_nm));
                 }
-                MRC
             }
-            (RuleKind::Enclosure, AppliesTo::Printed) => RuleRun {
-                checked: false,
-                skipped_reason: Some(
-                    "enclosure of printed shapes needs the enclosing layer imaged too; evaluate images one layer",
-                ),
-                engine_path: "drc.printed_contour",
-            },
-            (RuleKind::Epe, _) => RuleRun {
-                checked: true,
-                skipped_reason: None,
-                engine_path: "epe.gauge",
-            },
-            (RuleKind::Pvband, _) => RuleRun {
-                checked: true,
-                skipped_reason: None,
-                engine_path: "pvband.3corner",
-            },
-            (_, AppliesTo::Mask) => {
+            (_, AppliesTo::Mask) if run.engine_path == MRC.engine_path => {
                 for v in check_rule(rule, &mask_region, None, dbu_nm).map_err(check_err)? {
                     found.push(from_violation(i, &v, dbu_nm));
                 }
-                MRC
             }
-            (_, AppliesTo::Printed) => {
+            (_, AppliesTo::Printed) if run.checked && run.engine_path == PRINTED.engine_path => {
                 let region = printed_region.get_or_insert_with(|| {
                     step(5, "printed contours");
                     Region::from_polygons(&printed_polygons(imaged, output))
@@ -186,9 +194,9 @@ pub fn find(
                 for v in check_rule(rule, region, None, dbu_nm).map_err(check_err)? {
                     found.push(from_violation(i, &v, dbu_nm));
                 }
-                PRINTED
             }
-        };
+            _ => {}
+        }
         runs.push(run);
         check_cancel(cancel)?;
     }

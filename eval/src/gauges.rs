@@ -3,7 +3,8 @@
 //! between the max- and min-corner edges at the same checkpoint.
 
 use reticle_kernel::LithoOutput;
-use reticle_kernel::metrics::{EpeConfig, checkpoints, epe, epe_at};
+use reticle_kernel::metrics::{Checkpoint, EpeConfig, checkpoints, epe_at, epe_violated_at};
+use reticle_kernel::raster::PixelFrame;
 use reticle_kernel::rules::{Rule, RuleKind};
 use reticle_layout::{BBox, Point};
 use serde_json::{Value, json};
@@ -22,6 +23,44 @@ pub fn iccad_epe_config(dbu_nm: f64) -> EpeConfig {
     }
 }
 
+/// What the nominal corner's EPE gauges measured at a set of checkpoints: the parts of the
+/// report's `metrics.epe` that add up over tiles.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct EpeSums {
+    /// Checkpoints gauged.
+    pub checkpoints: usize,
+    /// Checkpoints failing the ICCAD-2013 binary test.
+    pub violations: usize,
+    /// Sum of |EPE| (nm) over the checkpoints where a printed edge was found, in order.
+    pub abs_sum_nm: f64,
+    /// Checkpoints where a printed edge was found.
+    pub measured: usize,
+    /// Largest |EPE| (nm), unrounded.
+    pub max_abs_nm: Option<f64>,
+}
+
+impl EpeSums {
+    /// Adds `other` (a later tile) to these sums.
+    pub fn add(&mut self, other: &Self) {
+        self.checkpoints += other.checkpoints;
+        self.violations += other.violations;
+        self.abs_sum_nm += other.abs_sum_nm;
+        self.measured += other.measured;
+        self.max_abs_nm = match (self.max_abs_nm, other.max_abs_nm) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    /// The report's `metrics.epe`: `checkpoints`, `violations`, `mean_abs_nm`,
+    /// `max_abs_nm` (nm, 3 decimals).
+    #[must_use]
+    pub fn to_json(&self) -> Value {
+        let mean = (self.measured > 0).then(|| r3(self.abs_sum_nm / self.measured as f64));
+        json!({"checkpoints": self.checkpoints, "violations": self.violations, "mean_abs_nm": mean, "max_abs_nm": self.max_abs_nm.map(r3)})
+    }
+}
+
 /// Checks the EPE and PV-band rules among `rules` on `output` (imaged on `imaged`'s frame,
 /// gauged against the drawn polygons), pushing a [`Found`] per failing checkpoint (one
 /// where no printed edge is found fails too). Returns the nominal corner's EPE summary,
@@ -33,34 +72,57 @@ pub fn check(
     found: &mut Vec<Found>,
 ) -> Value {
     let dbu_nm = imaged.layout.dbu_nm;
+    let cps = checkpoints(&imaged.layout.polygons, iccad_epe_config(dbu_nm).spacing_nm);
     let level = f64::from(imaged.resist.threshold);
+    check_at(rules, &cps, &imaged.frame, output, dbu_nm, level, found)
+        .map_or(Value::Null, |sums| sums.to_json())
+}
+
+/// The EPE and PV-band rules among `rules` at the checkpoints `cps` (dbu) of an image on
+/// `frame` (the print threshold `level`), pushing a [`Found`] per failing checkpoint; the
+/// nominal corner's sums, `None` when its images were not kept.
+pub fn check_at(
+    rules: &[&Rule],
+    cps: &[Checkpoint],
+    frame: &PixelFrame,
+    output: &LithoOutput,
+    dbu_nm: f64,
+    level: f64,
+    found: &mut Vec<Found>,
+) -> Option<EpeSums> {
     let scale = dbu_nm;
     let cfg = iccad_epe_config(dbu_nm);
     let corners = &output.corners;
-    let polygons = &imaged.layout.polygons;
     let (Some(aerial), Some(printed)) = (&corners[0].aerial, &corners[0].printed) else {
-        return Value::Null;
+        return None;
     };
-    let report = epe(polygons, printed, aerial, level, &imaged.frame, &cfg);
-    let found_abs: Vec<f64> = report
-        .epe_nm
+    let epe_nm: Vec<Option<f64>> = cps
         .iter()
-        .flatten()
-        .map(|e| e.abs() * scale)
+        .map(|c| epe_at(aerial, frame, c, level, cfg.search_nm))
         .collect();
-    let mean =
-        (!found_abs.is_empty()).then(|| r3(found_abs.iter().sum::<f64>() / found_abs.len() as f64));
-    let max = found_abs.iter().copied().reduce(f64::max).map(r3);
-    let cps = checkpoints(polygons, cfg.spacing_nm);
+    let mut sums = EpeSums {
+        checkpoints: cps.len(),
+        violations: cps
+            .iter()
+            .filter(|c| epe_violated_at(printed, frame, c, cfg.tolerance_nm))
+            .count(),
+        ..EpeSums::default()
+    };
+    for e in epe_nm.iter().flatten() {
+        let abs = e.abs() * scale;
+        sums.abs_sum_nm += abs;
+        sums.measured += 1;
+        sums.max_abs_nm = Some(sums.max_abs_nm.map_or(abs, |m: f64| m.max(abs)));
+    }
     for (i, rule) in rules.iter().enumerate() {
         let per_checkpoint: Vec<Option<f64>> = match rule.kind {
-            RuleKind::Epe => report.epe_nm.iter().map(|e| e.map(|e| e * scale)).collect(),
+            RuleKind::Epe => epe_nm.iter().map(|e| e.map(|e| e * scale)).collect(),
             RuleKind::Pvband => match (&corners[1].aerial, &corners[2].aerial) {
                 (Some(hi), Some(lo)) => cps
                     .iter()
                     .map(|c| {
-                        let a = epe_at(hi, &imaged.frame, c, level, cfg.search_nm)?;
-                        let b = epe_at(lo, &imaged.frame, c, level, cfg.search_nm)?;
+                        let a = epe_at(hi, frame, c, level, cfg.search_nm)?;
+                        let b = epe_at(lo, frame, c, level, cfg.search_nm)?;
                         Some((a - b) * scale)
                     })
                     .collect(),
@@ -87,7 +149,7 @@ pub fn check(
             });
         }
     }
-    json!({"checkpoints": report.checkpoints, "violations": report.violations, "mean_abs_nm": mean, "max_abs_nm": max})
+    Some(sums)
 }
 
 #[cfg(test)]

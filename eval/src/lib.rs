@@ -28,10 +28,15 @@ pub mod deck;
 pub mod error;
 pub mod found;
 pub mod gauges;
+pub mod heatmap;
+pub mod merge;
 pub mod optimize;
 pub mod printed;
 pub mod records;
 pub mod report;
+pub mod stitch;
+pub mod tile;
+pub mod tiles;
 pub mod window;
 
 pub use error::EvalError;

@@ -1,8 +1,9 @@
 //! Printed contours as polygons: marching squares of the nominal aerial image at the resist
 //! threshold, simplified, snapped to the dbu grid.
 
-use reticle_kernel::LithoOutput;
 use reticle_kernel::contour::contours;
+use reticle_kernel::raster::PixelFrame;
+use reticle_kernel::{Grid, LithoOutput};
 use reticle_layout::observe::geometry::point_segment_distance;
 use reticle_layout::{Point, Polygon};
 
@@ -20,8 +21,15 @@ pub fn printed_polygons(imaged: &ImagedWindow, output: &LithoOutput) -> Vec<Poly
     let Some(aerial) = output.corners[0].aerial.as_ref() else {
         return Vec::new();
     };
-    let level = imaged.resist.threshold;
-    contours(aerial, level, &imaged.frame)
+    printed_polygons_of(aerial, &imaged.frame, imaged.resist.threshold)
+}
+
+/// Printed contours of `aerial` (placed by `frame`, dbu) at `level` as integer polygons
+/// (outer boundaries only). Contours close along the image border (the field counts as
+/// below the level outside it).
+#[must_use]
+pub fn printed_polygons_of(aerial: &Grid<f32>, frame: &PixelFrame, level: f32) -> Vec<Polygon> {
+    contours(aerial, level, frame)
         .into_iter()
         .filter(|c| c.signed_area() > 0.0)
         .filter_map(|c| {

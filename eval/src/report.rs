@@ -47,7 +47,9 @@ pub enum OnExceeded {
 }
 
 impl OnExceeded {
-    fn name(self) -> &'static str {
+    /// The name reports use.
+    #[must_use]
+    pub fn name(self) -> &'static str {
         match self {
             Self::Truncate => "truncate",
             Self::DegradeToAggregate => "degrade_to_aggregate",
@@ -102,6 +104,18 @@ pub struct Setup {
     pub limits: Limits,
 }
 
+impl Setup {
+    /// The deck's rules on the evaluated layer, in deck order (`Found::rule` indexes them).
+    #[must_use]
+    pub fn rules(&self) -> Vec<&Rule> {
+        self.deck
+            .rules
+            .iter()
+            .filter(|r| r.layer == self.target)
+            .collect()
+    }
+}
+
 /// `tile_nm`, or the default; at least 1 nm.
 ///
 /// # Errors
@@ -138,12 +152,7 @@ pub fn report(
     cancel: &CancelToken,
     step: &dyn Fn(u64, &str),
 ) -> Result<Value, EvalError> {
-    let rules: Vec<&Rule> = setup
-        .deck
-        .rules
-        .iter()
-        .filter(|r| r.layer == setup.target)
-        .collect();
+    let rules = setup.rules();
     let output = mask.as_ref().map_or(&imaged.output, |m| m.output);
     let findings = find(&rules, imaged, mask, cancel, step)?;
     check_cancel(cancel)?;
@@ -166,7 +175,7 @@ pub fn report(
 
 /// Share of the checked rules on `paths` with no violation group (6 decimals); `None`
 /// when no such rule was checked.
-fn pass_rate(runs: &[RuleRun], counts: &[RuleCount], paths: &[&str]) -> Option<f64> {
+pub(crate) fn pass_rate(runs: &[RuleRun], counts: &[RuleCount], paths: &[&str]) -> Option<f64> {
     let checked: Vec<usize> = runs
         .iter()
         .enumerate()
@@ -179,7 +188,7 @@ fn pass_rate(runs: &[RuleRun], counts: &[RuleCount], paths: &[&str]) -> Option<f
     })
 }
 
-fn by_rule(rules: &[&Rule], runs: &[RuleRun], counts: &[RuleCount]) -> Vec<Value> {
+pub(crate) fn by_rule(rules: &[&Rule], runs: &[RuleRun], counts: &[RuleCount]) -> Vec<Value> {
     rules
         .iter()
         .zip(runs)
@@ -202,6 +211,80 @@ fn by_rule(rules: &[&Rule], runs: &[RuleRun], counts: &[RuleCount]) -> Vec<Value
         .collect()
 }
 
+/// The parts of a report that do not depend on how the region was imaged.
+pub(crate) struct ReportHead<'a> {
+    /// The layout's SHA-256 (hex).
+    pub(crate) sha256: &'a str,
+    /// `glp` or `gds/oasis`.
+    pub(crate) format: &'a str,
+    /// Drawn polygons in the window or region.
+    pub(crate) polygons: usize,
+    /// The window or region (dbu).
+    pub(crate) window: reticle_layout::BBox,
+    /// Pixel size (nm).
+    pub(crate) pixel_nm: f64,
+    /// `hopkins` or `kernels`.
+    pub(crate) model_kind: &'a str,
+    /// The model period (nm).
+    pub(crate) period_nm: f64,
+    /// Focus kernels used.
+    pub(crate) focus_kernels: usize,
+    /// L2 (pixels).
+    pub(crate) l2_px: Option<u64>,
+    /// PV band (pixels).
+    pub(crate) pvb_px: Option<u64>,
+    /// `metrics.epe`.
+    pub(crate) epe: Value,
+}
+
+/// The report up to and including `counts` (in the key order every report has: G3 bytes
+/// depend on it).
+pub(crate) fn head(
+    setup: &Setup,
+    parts: &ReportHead<'_>,
+    rules: &[&Rule],
+    runs: &[RuleRun],
+    records: &Records,
+    context: &RecordContext<'_>,
+) -> Value {
+    let dbu_nm = context.dbu_nm;
+    let window = parts.window;
+    let deck = &setup.deck;
+    let per_rule = &records.per_rule;
+    let total_records = records.records.len();
+    let total_groups: usize = per_rule.iter().map(|c| c.groups).sum();
+    let detailed = setup.report_level == ReportLevel::Detailed;
+    let to_nm = |v: i64| r3(v as f64 * dbu_nm);
+    json!({
+        "schema_version": reticle_protocol::SCHEMA_VERSION,
+        "report_level": if detailed { "detailed" } else { "aggregate" },
+        "layout": {"name": setup.layout_name, "sha256": parts.sha256, "format": parts.format, "dbu_nm": dbu_nm, "layer": setup.target.to_string(), "polygons_in_window": parts.polygons},
+        "deck": {"name": deck.name, "version": deck.version, "hash": setup.deck_hash, "source": setup.deck_source, "rules_on_layer": rules.len()},
+        "window_nm": {"left": to_nm(window.left), "bottom": to_nm(window.bottom), "right": to_nm(window.right), "top": to_nm(window.top)},
+        "pixel_nm": parts.pixel_nm,
+        "model": {"kind": parts.model_kind, "period_nm": parts.period_nm, "focus_kernels": parts.focus_kernels},
+        "coordinate_frame": "input_layout_native",
+        "tiling": {"tile_nm": r3(context.tile_dbu as f64 * dbu_nm), "origin_nm": [0.0, 0.0]},
+        "metrics": {
+            "l2_px": parts.l2_px,
+            "pvb_px": parts.pvb_px,
+            "epe": parts.epe,
+            "mrc_pass_rate": pass_rate(runs, per_rule, &["mrc.standard"]),
+            "drc_pass_rate": pass_rate(runs, per_rule, &["drc.printed_contour", "epe.gauge", "pvband.3corner"]),
+        },
+        "counts": {"records": total_records, "groups": total_groups, "groups_by_severity": records.groups_by_severity, "by_rule": by_rule(rules, runs, per_rule)},
+    })
+}
+
+/// `hopkins` or `kernels`: how reports name a model.
+#[must_use]
+pub fn model_kind(model: &ModelSpec) -> &'static str {
+    match model {
+        ModelSpec::Hopkins(_) => "hopkins",
+        ModelSpec::Kernels(_) => "kernels",
+    }
+}
+
 fn payload(
     setup: &Setup,
     imaged: &ImagedWindow,
@@ -211,17 +294,22 @@ fn payload(
     records: Records,
     context: &RecordContext<'_>,
 ) -> Value {
-    let Records {
-        mut records,
-        per_rule,
-        groups_by_severity,
-    } = records;
-    let dbu_nm = context.dbu_nm;
-    let window = imaged.layout.window;
-    let deck = &setup.deck;
-    let runs = &findings.runs;
+    let parts = ReportHead {
+        sha256: &imaged.layout.sha256,
+        format: imaged.layout.format,
+        polygons: findings.polygons_in_window,
+        window: imaged.layout.window,
+        pixel_nm: imaged.pixel_nm,
+        model_kind: model_kind(&imaged.model),
+        period_nm: imaged.period,
+        focus_kernels: imaged.focus_kernels,
+        l2_px: output.l2,
+        pvb_px: output.pvb,
+        epe: findings.epe_metrics.clone(),
+    };
+    let mut payload = head(setup, &parts, rules, &findings.runs, &records, context);
+    let mut records = records.records;
     let total_records = records.len();
-    let total_groups: usize = per_rule.iter().map(|c| c.groups).sum();
     let limit = setup.limits.max_violations;
     let exceeded = total_records > limit;
     let detailed = setup.report_level == ReportLevel::Detailed;
@@ -232,28 +320,8 @@ fn payload(
     } else {
         0
     };
-    let to_nm = |v: i64| r3(v as f64 * dbu_nm);
-    let mut payload = json!({
-        "schema_version": reticle_protocol::SCHEMA_VERSION,
-        "report_level": if detailed { "detailed" } else { "aggregate" },
-        "layout": {"name": setup.layout_name, "sha256": imaged.layout.sha256, "format": imaged.layout.format, "dbu_nm": dbu_nm, "layer": setup.target.to_string(), "polygons_in_window": findings.polygons_in_window},
-        "deck": {"name": deck.name, "version": deck.version, "hash": setup.deck_hash, "source": setup.deck_source, "rules_on_layer": rules.len()},
-        "window_nm": {"left": to_nm(window.left), "bottom": to_nm(window.bottom), "right": to_nm(window.right), "top": to_nm(window.top)},
-        "pixel_nm": imaged.pixel_nm,
-        "model": {"kind": match imaged.model { ModelSpec::Hopkins(_) => "hopkins", ModelSpec::Kernels(_) => "kernels" }, "period_nm": imaged.period, "focus_kernels": imaged.focus_kernels},
-        "coordinate_frame": "input_layout_native",
-        "tiling": {"tile_nm": r3(context.tile_dbu as f64 * dbu_nm), "origin_nm": [0.0, 0.0]},
-        "metrics": {
-            "l2_px": output.l2,
-            "pvb_px": output.pvb,
-            "epe": findings.epe_metrics,
-            "mrc_pass_rate": pass_rate(runs, &per_rule, &["mrc.standard"]),
-            "drc_pass_rate": pass_rate(runs, &per_rule, &["drc.printed_contour", "epe.gauge", "pvband.3corner"]),
-        },
-        "counts": {"records": total_records, "groups": total_groups, "groups_by_severity": groups_by_severity, "by_rule": by_rule(rules, runs, &per_rule)},
-        "degraded_to_aggregate": degraded,
-        "truncation": {"truncated": detailed && exceeded && !degraded, "max_violations": limit, "total_records": total_records, "returned": returned, "on_exceeded": setup.limits.on_exceeded.name()},
-    });
+    payload["degraded_to_aggregate"] = json!(degraded);
+    payload["truncation"] = json!({"truncated": detailed && exceeded && !degraded, "max_violations": limit, "total_records": total_records, "returned": returned, "on_exceeded": setup.limits.on_exceeded.name()});
     if degraded {
         payload["degraded_reason"] = json!(format!(
             "{total_records} violation records exceed limits.max_violations = {limit}"

@@ -139,15 +139,25 @@ pub fn epe_violations(
     frame: &PixelFrame,
     cfg: &EpeConfig,
 ) -> usize {
-    let t = cfg.tolerance_nm;
     checkpoints(target, cfg.spacing_nm)
         .iter()
-        .filter(|c| {
-            let inside = printed_at(printed, frame, c.x - t * c.nx, c.y - t * c.ny);
-            let outside = printed_at(printed, frame, c.x + t * c.nx, c.y + t * c.ny);
-            !inside || outside
-        })
+        .filter(|c| epe_violated_at(printed, frame, c, cfg.tolerance_nm))
         .count()
+}
+
+/// The ICCAD-2013 binary EPE test at one checkpoint: violated unless the print covers the
+/// point `tolerance_nm` inside the target edge and not the point as far outside.
+#[must_use]
+pub fn epe_violated_at(
+    printed: &Grid<u8>,
+    frame: &PixelFrame,
+    c: &Checkpoint,
+    tolerance_nm: f64,
+) -> bool {
+    let t = tolerance_nm;
+    let inside = printed_at(printed, frame, c.x - t * c.nx, c.y - t * c.ny);
+    let outside = printed_at(printed, frame, c.x + t * c.nx, c.y + t * c.ny);
+    !inside || outside
 }
 
 /// Bilinear sample of pixel-centred values at a layout point (clamped at the border).

@@ -359,6 +359,30 @@ impl Region {
     pub fn is_empty(&self) -> bool {
         self.polygons.is_empty()
     }
+
+    /// The same region with the polygons `joined` (indices into [`Self::polygons`]) taken
+    /// as one polygon by the checks that pair edges of one polygon only (width, notch).
+    /// The geometry is unchanged. A tile of a whole-layout check uses it for the pieces a
+    /// box cut out of polygons that may be one beyond the box.
+    #[must_use]
+    pub fn with_polygons_joined(&self, joined: &[usize]) -> Self {
+        let Some(&label) = joined.iter().min() else {
+            return self.clone();
+        };
+        let mut member = vec![false; self.polygons.len()];
+        for &i in joined {
+            if let Some(m) = member.get_mut(i) {
+                *m = true;
+            }
+        }
+        let mut out = self.clone();
+        for e in &mut out.edges {
+            if member.get(e.polygon as usize).copied().unwrap_or(false) {
+                e.polygon = label as u32;
+            }
+        }
+        out
+    }
 }
 
 /// The union's boundary edges, interior on the left, unsorted.

@@ -45,6 +45,15 @@ pub fn dir(ctx: &JobCtx<'_>) -> Result<PathBuf, ToolError> {
 /// # Errors
 /// `INTERNAL_ERROR` on an I/O failure or a name that is not plain.
 pub fn write(dir: &Path, name: &'static str, bytes: &[u8]) -> Result<Value, ToolError> {
+    write_named(dir, name, bytes)
+}
+
+/// [`write`] for a name built at run time (a tile's file), held to the same plain-name
+/// rule.
+///
+/// # Errors
+/// `INTERNAL_ERROR` on an I/O failure or a name that is not plain.
+pub fn write_named(dir: &Path, name: &str, bytes: &[u8]) -> Result<Value, ToolError> {
     if !reticle_protocol::wire::is_plain_artifact_name(name) {
         return Err(internal(format!("refusing artifact name {name:?}")));
     }

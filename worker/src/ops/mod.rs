@@ -16,7 +16,9 @@ mod engine_info;
 pub mod evaluate;
 pub mod observe;
 pub mod optimize;
+mod region_source;
 pub mod simulate;
+pub mod whole;
 
 use reticle_eval::EvalError;
 use reticle_protocol::error::{ErrorCode, ToolError};
@@ -44,6 +46,10 @@ static OPS: &[&dyn Op] = &[
     &evaluate::Evaluate,
     &optimize::Optimize,
     &simulate::Simulate,
+    &whole::Plan,
+    &whole::Tile,
+    &whole::Merge,
+    &whole::PageOp,
     &observe::OPEN,
     &observe::LIST_CELLS,
     &observe::DESCRIBE_CELL,

@@ -50,7 +50,7 @@ pub(crate) struct Args {
 }
 
 /// The default window side (and Hopkins period) when neither the caller nor the model says.
-const DEFAULT_SIDE_NM: f64 = 2048.0;
+pub(crate) const DEFAULT_SIDE_NM: f64 = 2048.0;
 
 /// The `simulate` op.
 pub struct Simulate;
@@ -60,7 +60,7 @@ fn invalid(message: impl Into<String>, details: Value) -> ToolError {
 }
 
 /// 193 nm water immersion, NA 1.35, annular 0.6–0.9, with a 60 nm defocus corner.
-fn default_model(period_nm: f64) -> ModelSpec {
+pub(crate) fn default_model(period_nm: f64) -> ModelSpec {
     ModelSpec::Hopkins(HopkinsSpec {
         optics: Optics {
             wavelength_nm: 193.0,
@@ -81,7 +81,7 @@ fn default_model(period_nm: f64) -> ModelSpec {
     })
 }
 
-fn model_period(model: &ModelSpec) -> f64 {
+pub(crate) fn model_period(model: &ModelSpec) -> f64 {
     match model {
         ModelSpec::Hopkins(h) => h.period_nm,
         ModelSpec::Kernels(k) => k.period_nm,
@@ -312,10 +312,41 @@ pub(crate) fn image(
         return Err(ToolError::new(ErrorCode::QueryTooLarge, "window / pixel_nm must be a whole number of pixels within the raster limit")
                 .with_details(json!({"pixels": pixels, "limit": ctx.context.limits.max_raster_pixels, "pixel_nm": pixel_nm})));
     }
+    let (imaged, imaging_ms, info) = image_window(ctx, layout, model, pixel_nm, |step| {
+        ctx.progress.report(
+            step,
+            total,
+            if step == 2 {
+                "kernels ready"
+            } else {
+                "imaging"
+            },
+        );
+    })?;
+    let run = ImagingRun {
+        path: args.layout,
+        imaging_ms,
+        backend: info,
+    };
+    Ok((imaged, run))
+}
+
+/// Images one window of the model's period (`layout.window`) at the three ICCAD corners on
+/// the worker's backend, `pixel_nm` pixels; `step(2)` once the kernels are ready and
+/// `step(3)` when imaging starts. Returns the imaged window, the imaging time (ms) and the
+/// backend.
+pub(crate) fn image_window(
+    ctx: &JobCtx<'_>,
+    layout: LayoutWindow,
+    model: ModelSpec,
+    pixel_nm: f64,
+    step: impl Fn(u64),
+) -> Result<(ImagedWindow, f64, reticle_kernel::BackendInfo), ToolError> {
+    let period = model_period(&model);
     let kernels = model
         .kernels()
         .map_err(|e| invalid(format!("model: {e}"), json!({})))?;
-    ctx.progress.report(2, total, "kernels ready");
+    step(2);
     let pixel_dbu = pixel_nm / layout.dbu_nm;
     let (mask, frame) = raster::rasterize(&layout.polygons, layout.window, pixel_dbu)
         .map_err(|e| invalid(e.to_string(), json!({})))?;
@@ -342,7 +373,7 @@ pub(crate) fn image(
         },
     };
     let backend = ctx.state.backend.engine()?;
-    ctx.progress.report(3, total, "imaging");
+    step(3);
     let imaging_started = Instant::now();
     let report = |_p: reticle_kernel::Progress| {};
     let output = backend
@@ -363,12 +394,7 @@ pub(crate) fn image(
         target,
         corners,
     };
-    let run = ImagingRun {
-        path: args.layout,
-        imaging_ms,
-        backend: info,
-    };
-    Ok((imaged, run))
+    Ok((imaged, imaging_ms, info))
 }
 
 /// Min, max and mean of `data`.

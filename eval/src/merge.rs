@@ -1,0 +1,314 @@
+//! The report of a whole-layout evaluation from its tiles' outputs (docs/DECISIONS.md
+//! D51): metrics summed tile by tile, the pieces of long printed violations joined
+//! ([`crate::stitch`]), the records built once for the whole region
+//! ([`crate::records::build`], the same function as a single window's), and a summary that
+//! stays small for any region: counts per rule, a histogram of violation groups per tile,
+//! the tiles with the most groups and the worst groups. The records themselves go to the
+//! caller (the worker writes them to the job's artifact directory, where `violations`
+//! pages through them).
+//!
+//! Tiles are read one at a time, in the order given (row-major); the memory of a merge is
+//! the found violations (a few hundred bytes each), independent of the region's size.
+
+use std::collections::BTreeMap;
+
+use reticle_kernel::rules::Rule;
+use reticle_layout::BBox;
+use reticle_protocol::ToolError;
+use serde_json::{Value, json};
+
+use crate::error::{EvalError, check_cancel};
+use crate::found::{Found, RuleRun, rule_run};
+use crate::gauges::EpeSums;
+use crate::r3;
+use crate::records::{RecordContext, build, tile_dbu};
+use crate::report::{ReportHead, Setup, head};
+use crate::stitch::join;
+use crate::tile::{Piece, TileOutput};
+use crate::tiles::{TileGrid, TileIndex, TileRange};
+
+/// Tiles listed in `tiles.top` and groups in `worst_groups`.
+pub const SUMMARY_ENTRIES: usize = 10;
+
+/// What a merge needs besides the tiles.
+#[derive(Debug, Clone, Copy)]
+pub struct MergeJob<'a> {
+    /// The report setup (deck, layer, report tiling, level, limits).
+    pub setup: &'a Setup,
+    /// The deck's rules on the layer.
+    pub rules: &'a [&'a Rule],
+    /// The grid the tiles were cut on.
+    pub grid: &'a TileGrid,
+    /// The tiles covering the region.
+    pub range: &'a TileRange,
+    /// The region (dbu).
+    pub region: BBox,
+    /// How the region was chosen: `box` or `layer_bbox`.
+    pub region_source: &'a str,
+    /// The layout's SHA-256 (hex).
+    pub sha256: &'a str,
+    /// `glp` or `gds/oasis`.
+    pub format: &'a str,
+    /// Pixel size (nm).
+    pub pixel_nm: f64,
+    /// `hopkins` or `kernels`.
+    pub model_kind: &'a str,
+    /// The model period (nm).
+    pub period_nm: f64,
+    /// Focus kernels of the model.
+    pub focus_kernels: usize,
+}
+
+/// A merged report: the summary payload (no `violations`) and every record, in report
+/// order.
+#[derive(Debug, Clone)]
+pub struct Merged {
+    /// The `evaluate` payload without `violations`, `truncation` and paging (the caller adds them).
+    pub payload: Value,
+    /// Every record (seed 000 §2), rule by rule, group by group, canonical first.
+    pub records: Vec<Value>,
+}
+
+/// Running sums over tiles.
+#[derive(Debug, Default)]
+struct Sums {
+    tiles: u64,
+    imaged: u64,
+    growths: u64,
+    pixels: u64,
+    l2: u64,
+    pvb: u64,
+    polygons: u64,
+    epe: EpeSums,
+}
+
+/// Merges the outputs of every tile of `job.range` (from `tiles`, in row-major order).
+///
+/// # Errors
+/// [`EvalError::Cancelled`]; the first error `tiles` yields; `INTERNAL_ERROR` when a tile
+/// is missing or out of order (the caller's bug, never the layout's).
+pub fn merge(
+    job: &MergeJob<'_>,
+    tiles: impl IntoIterator<Item = Result<TileOutput, ToolError>>,
+    cancel: &reticle_kernel::CancelToken,
+) -> Result<Merged, EvalError> {
+    let mut sums = Sums::default();
+    let mut found: Vec<Found> = Vec::new();
+    let mut pieces: Vec<Piece> = Vec::new();
+    let mut expected = job.range.iter();
+    for tile in tiles {
+        let tile = tile?;
+        if expected.next() != Some(tile.tile) {
+            return Err(EvalError::Tool(ToolError::new(
+                reticle_protocol::ErrorCode::InternalError,
+                format!("tile {} arrived out of order", tile.tile.id()),
+            )));
+        }
+        let m = &tile.metrics;
+        sums.tiles += 1;
+        sums.imaged += u64::from(m.imaged);
+        sums.growths += u64::from(tile.mask_box_growths);
+        sums.pixels += m.pixels;
+        sums.l2 += m.l2_px;
+        sums.pvb += m.pvb_px;
+        sums.polygons += m.polygons;
+        sums.epe.add(&m.epe);
+        found.extend(tile.found);
+        pieces.extend(tile.pieces);
+        check_cancel(cancel)?;
+    }
+    if let Some(missing) = expected.next() {
+        return Err(EvalError::Tool(ToolError::new(
+            reticle_protocol::ErrorCode::InternalError,
+            format!("tile {} is missing from the merge", missing.id()),
+        )));
+    }
+    let dbu_nm = job.grid.dbu_nm;
+    // Neighbouring tiles contour their own images: pieces of one violation meet within a
+    // couple of pixels.
+    let tolerance = (2.0 * job.grid.pixel_dbu).ceil() as i64;
+    found.extend(join(&pieces, dbu_nm, tolerance));
+    let context = RecordContext {
+        layout_sha256: job.sha256,
+        deck_name: &job.setup.deck.name,
+        deck_hash: &job.setup.deck_hash,
+        dbu_nm,
+        tile_dbu: tile_dbu(job.setup.tile_nm, dbu_nm),
+    };
+    let records = build(&found, job.rules, &context);
+    check_cancel(cancel)?;
+    let runs: Vec<RuleRun> = job.rules.iter().map(|r| rule_run(r)).collect();
+    let epe = if sums.imaged > 0 {
+        sums.epe.to_json()
+    } else {
+        EpeSums::default().to_json()
+    };
+    let parts = ReportHead {
+        sha256: job.sha256,
+        format: job.format,
+        polygons: sums.polygons as usize,
+        window: job.region,
+        pixel_nm: job.pixel_nm,
+        model_kind: job.model_kind,
+        period_nm: job.period_nm,
+        focus_kernels: job.focus_kernels,
+        l2_px: Some(sums.l2),
+        pvb_px: Some(sums.pvb),
+        epe,
+    };
+    let mut payload = head(job.setup, &parts, job.rules, &runs, &records, &context);
+    let to_nm = |v: i64| r3(v as f64 * dbu_nm);
+    let r = job.region;
+    payload["region"] = json!({
+        "source": job.region_source,
+        "box_nm": [to_nm(r.left), to_nm(r.bottom), to_nm(r.right), to_nm(r.top)],
+        "pixels": sums.pixels,
+    });
+    payload["imaging"] = json!({
+        "mode": "tiled",
+        "period_nm": job.period_nm,
+        "core_nm": to_nm(job.grid.core_dbu),
+        "halo_nm": to_nm(job.grid.halo_dbu),
+        "tiles": sums.tiles,
+        "tiles_imaged": sums.imaged,
+        "mask_box_growths": sums.growths,
+    });
+    payload["tiles"] = tile_summary(job, &records.records);
+    payload["worst_groups"] = Value::Array(worst_groups(&records.records));
+    Ok(Merged {
+        payload,
+        records: records.records,
+    })
+}
+
+/// `location_nm` of a record in picometres.
+fn location_pm(record: &Value) -> (i64, i64) {
+    let c = |i: usize| (record["location_nm"][i].as_f64().unwrap_or(0.0) * 1000.0).round() as i64;
+    (c(0), c(1))
+}
+
+fn is_canonical(record: &Value) -> bool {
+    record["dedup_strategy"] == "canonical"
+}
+
+/// Groups per tile (by the tile owning the canonical record): a histogram and the tiles
+/// with the most.
+fn tile_summary(job: &MergeJob<'_>, records: &[Value]) -> Value {
+    let mut per_tile: BTreeMap<TileIndex, u64> = BTreeMap::new();
+    for record in records.iter().filter(|r| is_canonical(r)) {
+        *per_tile
+            .entry(job.grid.owner(job.range, location_pm(record)))
+            .or_default() += 1;
+    }
+    let total = job.range.count();
+    let bins: [(&str, u64, u64); 5] = [
+        ("1", 1, 1),
+        ("2-9", 2, 9),
+        ("10-99", 10, 99),
+        ("100-999", 100, 999),
+        ("1000+", 1000, u64::MAX),
+    ];
+    let mut histogram = vec![json!({"groups": "0", "tiles": total - per_tile.len() as u64})];
+    for (label, lo, hi) in bins {
+        let n = per_tile.values().filter(|&&g| g >= lo && g <= hi).count();
+        histogram.push(json!({"groups": label, "tiles": n}));
+    }
+    let mut top: Vec<(TileIndex, u64)> = per_tile.iter().map(|(t, n)| (*t, *n)).collect();
+    top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let dbu_nm = job.grid.dbu_nm;
+    let top: Vec<Value> = top
+        .into_iter()
+        .take(SUMMARY_ENTRIES)
+        .map(|(t, n)| {
+            let c = job.grid.core(t);
+            let nm = |v: i64| r3(v as f64 * dbu_nm);
+            json!({"tile_id": t.id(), "core_nm": [nm(c.left), nm(c.bottom), nm(c.right), nm(c.top)], "groups": n})
+        })
+        .collect();
+    json!({
+        "total": total,
+        "with_violations": per_tile.len(),
+        "histogram": histogram,
+        "top": top,
+    })
+}
+
+/// How far past its limit a record is, relative to the limit (infinite when nothing was
+/// measured: a gauge that found no printed edge).
+fn shortfall(record: &Value) -> f64 {
+    let required = record["required"].as_f64().unwrap_or(0.0);
+    let Some(measured) = record["measured"].as_f64() else {
+        return f64::INFINITY;
+    };
+    let excess = match record["rule_kind"].as_str() {
+        Some("epe" | "pvband") => measured - required,
+        _ => required - measured,
+    };
+    if required.abs() > 0.0 {
+        excess / required.abs()
+    } else {
+        excess
+    }
+}
+
+/// The canonical records of the worst groups: errors before warnings before infos, then
+/// the largest relative shortfall, then the id (a total order: reports are reproducible).
+fn worst_groups(records: &[Value]) -> Vec<Value> {
+    let rank = |r: &Value| match r["severity"].as_str() {
+        Some("error") => 0,
+        Some("warning") => 1,
+        _ => 2,
+    };
+    let mut canonical: Vec<&Value> = records.iter().filter(|r| is_canonical(r)).collect();
+    canonical.sort_by(|a, b| {
+        rank(a)
+            .cmp(&rank(b))
+            .then(shortfall(b).total_cmp(&shortfall(a)))
+            .then(a["violation_id"].as_str().cmp(&b["violation_id"].as_str()))
+    });
+    canonical
+        .into_iter()
+        .take(SUMMARY_ENTRIES)
+        .map(|r| {
+            json!({
+                "violation_id": r["violation_id"],
+                "violation_group_id": r["violation_group_id"],
+                "rule_id": r["rule_id"],
+                "severity": r["severity"],
+                "location_nm": r["location_nm"],
+                "measured": r["measured"],
+                "required": r["required"],
+                "unit": r["unit"],
+                "group_size": r["dedup_provenance"]["group_size"],
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_worst_group_is_the_error_furthest_past_its_limit() {
+        let record =
+            |id: &str, severity: &str, kind: &str, measured: Option<f64>, required: f64| {
+                json!({"violation_id": id, "dedup_strategy": "canonical", "severity": severity,
+                   "rule_kind": kind, "measured": measured, "required": required,
+                   "dedup_provenance": {"group_size": 1}})
+            };
+        let records = vec![
+            record("a", "warning", "width", Some(1.0), 65.0),
+            record("b", "error", "width", Some(60.0), 65.0),
+            record("c", "error", "space", Some(30.0), 65.0),
+            record("d", "error", "epe", None, 15.0),
+            record("e", "error", "epe", Some(16.0), 15.0),
+        ];
+        let worst = worst_groups(&records);
+        let ids: Vec<&str> = worst
+            .iter()
+            .map(|r| r["violation_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["d", "c", "b", "e", "a"]);
+    }
+}

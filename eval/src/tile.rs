@@ -1,0 +1,602 @@
+//! One tile of a whole-layout evaluation (docs/DECISIONS.md D51): the unit of work any
+//! executor runs. Its inputs are the layout, the deck's rules on the layer, the grid, the
+//! region and the tile's index; its output, a [`TileOutput`], holds the violations the
+//! tile owns and the tile's share of the metrics, and nothing that depends on which
+//! worker ran it or when.
+//!
+//! - **Mask rules** run on the drawn polygons inside a box around the core (first the
+//!   imaging window), merged. A box edge is not a polygon edge: a violation whose marker
+//!   reaches an edge of the box where the box cuts the layout may be an artefact of the
+//!   cut, or only part of a longer violation; when such a violation could belong to this
+//!   tile, the box doubles and the rules run again, until nothing near the core is cut
+//!   (at the latest when the box holds the whole layer). A violation is kept when it
+//!   touches the region and this tile owns it ([`crate::tiles::TileGrid::owner`]).
+//! - **Printed rules** run on the printed contours of the tile's own image inside the core
+//!   plus a margin of half the halo. Contours cannot be extended beyond the image, so a
+//!   printed violation cut by the margin's edge near the core is kept as a **piece**,
+//!   clipped to the core; the merge joins the pieces of neighbouring tiles
+//!   ([`crate::stitch`]).
+//! - **EPE and PV band** are gauged at the ICCAD checkpoints of whole drawn polygons (a
+//!   checkpoint's place depends on its whole edge, not on where a tile cuts it), for the
+//!   checkpoints in the core and the region.
+//! - **Metrics**: L2 and PV band count the core's pixels whose centre is in the region.
+
+use std::collections::BTreeMap;
+
+use reticle_kernel::metrics::{Checkpoint, checkpoints};
+use reticle_kernel::raster::PixelFrame;
+use reticle_kernel::rules::{AppliesTo, Marker, Region, Rule, RuleKind, Violation, check_rule};
+use reticle_kernel::{CancelToken, Grid};
+use reticle_layout::{BBox, Point, Polygon};
+use reticle_protocol::ToolError;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::error::{EvalError, check_cancel, invalid};
+use crate::found::{Found, from_violation, rule_run};
+use crate::gauges::{EpeSums, check_at, iccad_epe_config};
+use crate::printed::printed_polygons_of;
+use crate::tiles::{TileGrid, TileIndex, TileRange, grow, intersection, touches};
+use crate::window::ImagedWindow;
+
+/// Polygons of the evaluated layer and of the context layers (the second layers of
+/// enclosure rules, by the layer text as the deck names it).
+#[derive(Debug, Clone, Default)]
+pub struct LayerPolygons {
+    /// The evaluated layer (dbu).
+    pub target: Vec<Polygon>,
+    /// Context layers (dbu).
+    pub context: BTreeMap<String, Vec<Polygon>>,
+}
+
+/// Where a tile reads the layout: the worker implements it over its parsed layout.
+pub trait LayoutSource {
+    /// The polygons that meet `b` (dbu): clipped to `b`, or whole with `whole`.
+    ///
+    /// # Errors
+    /// The tool error of a read or a resource limit.
+    fn polygons(&mut self, b: BBox, whole: bool) -> Result<LayerPolygons, ToolError>;
+
+    /// The box of everything [`Self::polygons`] can return; a box holding it cuts no shape.
+    fn extent(&self) -> Option<BBox>;
+}
+
+/// What the tile's pixels add to the report's metrics.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TileMetrics {
+    /// Pixels counted (core pixels whose centre is in the region).
+    pub pixels: u64,
+    /// Nominal print ≠ target.
+    pub l2_px: u64,
+    /// Max-corner print ≠ min-corner print.
+    pub pvb_px: u64,
+    /// Target pixels.
+    pub target_px: u64,
+    /// Printed pixels per corner (nominal, max, min).
+    pub printed_px: [u64; 3],
+    /// Nominal aerial intensity: minimum, maximum and sum over the counted pixels.
+    pub aerial_min: f64,
+    /// See `aerial_min`.
+    pub aerial_max: f64,
+    /// See `aerial_min`.
+    pub aerial_sum: f64,
+    /// EPE gauges at the tile's checkpoints.
+    pub epe: EpeSums,
+    /// Drawn polygons the tile owns (by their box centre) that touch the region.
+    pub polygons: u64,
+    /// Whether the window held any geometry (an empty window is not imaged).
+    pub imaged: bool,
+}
+
+/// Everything one tile reports.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TileOutput {
+    /// The tile.
+    pub tile: TileIndex,
+    /// Its metrics.
+    pub metrics: TileMetrics,
+    /// Violations this tile owns, whole.
+    pub found: Vec<Found>,
+    /// Printed violations cut by the edge of the tile's image, clipped to its core, for
+    /// the merge to join.
+    pub pieces: Vec<Piece>,
+    /// How many times the mask-rule box had to grow (0: the window sufficed).
+    pub mask_box_growths: u32,
+}
+
+/// Part of a printed violation longer than a tile's image: the edge-pair marker clipped to
+/// the tile's core (either side may be empty).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Piece {
+    /// Index of the rule in the rules checked.
+    pub rule: usize,
+    /// The tile it was cut from.
+    pub tile: TileIndex,
+    /// The distance measured on this piece (nm).
+    pub measured: f64,
+    /// The marker's segments inside the core (dbu): `[x1, y1, x2, y2]`.
+    pub segments: Vec<[i64; 4]>,
+    /// Box of the segments (dbu).
+    pub bbox: BBox,
+}
+
+/// What a tile evaluation needs besides the layout and the images.
+#[derive(Debug, Clone, Copy)]
+pub struct TileJob<'a> {
+    /// The grid.
+    pub grid: &'a TileGrid,
+    /// The tiles that cover the region.
+    pub range: &'a TileRange,
+    /// The region evaluated (dbu).
+    pub region: BBox,
+    /// This tile.
+    pub tile: TileIndex,
+    /// The deck's rules on the evaluated layer (`Found::rule` indexes them).
+    pub rules: &'a [&'a Rule],
+}
+
+impl TileJob<'_> {
+    fn dbu_nm(&self) -> f64 {
+        self.grid.dbu_nm
+    }
+
+    /// The largest distance a geometric rule looks across (dbu), area rules by the side
+    /// of a square of their area: how far from the core a violation of this tile can lie.
+    fn reach_dbu(&self) -> i64 {
+        let dbu = self.dbu_nm();
+        self.rules
+            .iter()
+            .map(|r| match r.kind {
+                RuleKind::Area => r.value.max(0.0).sqrt() / dbu,
+                _ => r.value.max(0.0) / dbu,
+            })
+            .fold(0.0f64, f64::max)
+            .ceil() as i64
+            + 1
+    }
+}
+
+/// Evaluates one tile: mask rules from `source`, printed rules, gauges and metrics from
+/// `imaged` (the tile's window imaged at the three corners; `None` when the window holds
+/// no geometry).
+///
+/// # Errors
+/// [`EvalError::Cancelled`]; the source's tool errors; `INVALID_INPUT` for a rule that
+/// cannot be checked.
+pub fn evaluate_tile(
+    job: &TileJob<'_>,
+    imaged: Option<&ImagedWindow>,
+    source: &mut dyn LayoutSource,
+    cancel: &CancelToken,
+) -> Result<TileOutput, EvalError> {
+    let (mut found, growths) = mask_rules(job, source, cancel)?;
+    let mut pieces = Vec::new();
+    let mut metrics = TileMetrics::default();
+    let core = job.grid.core(job.tile);
+    let owned = intersection(&core, &job.region);
+    // Whole polygons meeting the core: their checkpoints, and the polygons this tile counts.
+    let whole = source.polygons(core, true)?;
+    metrics.polygons = whole
+        .target
+        .iter()
+        .filter_map(Polygon::bbox)
+        .filter(|b| touches(b, &job.region) && owns_box(job, b))
+        .count() as u64;
+    if let Some(imaged) = imaged {
+        metrics.imaged = true;
+        printed_rules(job, imaged, &mut found, &mut pieces)?;
+        check_cancel(cancel)?;
+        let dbu_nm = job.dbu_nm();
+        let spacing = iccad_epe_config(dbu_nm).spacing_nm;
+        let mine: Vec<Checkpoint> = checkpoints(&whole.target, spacing)
+            .into_iter()
+            .filter(|c| owned.is_some_and(|b| in_half_open(c.x, c.y, &b)))
+            .collect();
+        let level = f64::from(imaged.resist.threshold);
+        if let Some(sums) = check_at(
+            job.rules,
+            &mine,
+            &imaged.frame,
+            &imaged.output,
+            dbu_nm,
+            level,
+            &mut found,
+        ) {
+            metrics.epe = sums;
+        }
+        count_pixels(job, imaged, &mut metrics);
+    } else {
+        // An empty window: no checkpoints, nothing printed, a dark image.
+        count_empty_pixels(job, &mut metrics);
+    }
+    check_cancel(cancel)?;
+    Ok(TileOutput {
+        tile: job.tile,
+        metrics,
+        found,
+        pieces,
+        mask_box_growths: growths,
+    })
+}
+
+/// Whether this tile owns a polygon whose box is `b` (by the box centre).
+fn owns_box(job: &TileJob<'_>, b: &BBox) -> bool {
+    let pm = |v: i64| (v as f64 * job.dbu_nm() * 1000.0 / 2.0).round() as i64;
+    let at = (pm(b.left + b.right), pm(b.bottom + b.top));
+    job.grid.owner(job.range, at) == job.tile
+}
+
+fn in_half_open(x: f64, y: f64, b: &BBox) -> bool {
+    x >= b.left as f64 && x < b.right as f64 && y >= b.bottom as f64 && y < b.top as f64
+}
+
+/// The sides of `bounds` that lie inside `extent` (left, bottom, right, top): only there can
+/// the box have cut a shape.
+fn cutting_sides(bounds: &BBox, extent: Option<BBox>) -> [Option<i64>; 4] {
+    let Some(e) = extent else {
+        return [None; 4];
+    };
+    [
+        (bounds.left > e.left).then_some(bounds.left),
+        (bounds.bottom > e.bottom).then_some(bounds.bottom),
+        (bounds.right < e.right).then_some(bounds.right),
+        (bounds.top < e.top).then_some(bounds.top),
+    ]
+}
+
+/// Whether a marker point lies on a cutting side of the box.
+fn on_cut(p: Point, sides: &[Option<i64>; 4]) -> bool {
+    sides[0] == Some(p.x) || sides[2] == Some(p.x) || sides[1] == Some(p.y) || sides[3] == Some(p.y)
+}
+
+/// Whether the box may have cut `v` (a marker point on a cutting side).
+fn is_cut(v: &Violation, sides: &[Option<i64>; 4]) -> bool {
+    match &v.marker {
+        Marker::EdgePair { first, second } => [first.p1, first.p2, second.p1, second.p2]
+            .iter()
+            .any(|p| on_cut(*p, sides)),
+        Marker::Polygon { hull } => hull.iter().any(|p| on_cut(*p, sides)),
+    }
+}
+
+/// `v` with the edges of a symmetric pair (width, space, notch) in a canonical order, so a
+/// violation's marker does not depend on the order of the polygons around it (which a
+/// tile's box changes). Enclosure keeps the enclosing edge first.
+#[must_use]
+pub fn canonical(mut v: Violation) -> Violation {
+    if matches!(v.kind, RuleKind::Width | RuleKind::Space | RuleKind::Notch)
+        && let Marker::EdgePair { first, second } = &mut v.marker
+    {
+        let key = |e: &reticle_kernel::rules::Edge| (e.p1, e.p2);
+        if key(second) < key(first) {
+            std::mem::swap(first, second);
+        }
+    }
+    v
+}
+
+/// Mask rules of the tile, growing the box until no violation near the core is cut.
+/// Returns the violations this tile owns and how often the box grew.
+fn mask_rules(
+    job: &TileJob<'_>,
+    source: &mut dyn LayoutSource,
+    cancel: &CancelToken,
+) -> Result<(Vec<Found>, u32), EvalError> {
+    let mask: Vec<(usize, &Rule)> = job
+        .rules
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| {
+            r.applies_to == AppliesTo::Mask && rule_run(r).engine_path == "mrc.standard"
+        })
+        .map(|(i, r)| (i, *r))
+        .collect();
+    if mask.is_empty() {
+        return Ok((Vec::new(), 0));
+    }
+    let dbu_nm = job.dbu_nm();
+    let core = job.grid.core(job.tile);
+    let near_core = grow(core, job.reach_dbu());
+    let extent = source.extent();
+    let check_err = |e: reticle_kernel::rules::CheckError| invalid(e.to_string(), json!({}));
+    let mut bounds = job.grid.window(job.tile);
+    let mut growths = 0;
+    loop {
+        let layers = source.polygons(bounds, false)?;
+        let target = Region::from_polygons(&layers.target);
+        let sides = cutting_sides(&bounds, extent);
+        // Pieces the box cut out may be one polygon beyond it: width and notch, which pair
+        // edges of one polygon only, are also run with the cut pieces taken as one, and a
+        // pair that only that finds, near the core, needs a larger box to be decided.
+        let cut: Vec<usize> = target
+            .polygons()
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.hull.iter().any(|q| on_cut(*q, &sides)))
+            .map(|(i, _)| i)
+            .collect();
+        let joined = (cut.len() > 1).then(|| target.with_polygons_joined(&cut));
+        let mut found = Vec::new();
+        let mut cut_near_core = false;
+        for &(i, rule) in &mask {
+            let outer = match rule.kind {
+                RuleKind::Enclosure => Some(Region::from_polygons(
+                    rule.other_layer
+                        .and_then(|l| layers.context.get(&l.to_string()))
+                        .map_or(&[][..], Vec::as_slice),
+                )),
+                _ => None,
+            };
+            let hits = check_rule(rule, &target, outer.as_ref(), dbu_nm).map_err(check_err)?;
+            if let Some(joined) = joined
+                .as_ref()
+                .filter(|_| matches!(rule.kind, RuleKind::Width | RuleKind::Notch))
+            {
+                for v in check_rule(rule, joined, None, dbu_nm).map_err(check_err)? {
+                    if !hits.contains(&v) && touches(&v.bbox, &job.region) {
+                        cut_near_core |= touches(&v.bbox, &near_core);
+                    }
+                }
+            }
+            for v in hits {
+                if !touches(&v.bbox, &job.region) {
+                    continue;
+                }
+                if is_cut(&v, &sides) {
+                    cut_near_core |= touches(&v.bbox, &near_core);
+                    continue;
+                }
+                let f = from_violation(i, &canonical(v), dbu_nm);
+                if job.grid.owner(job.range, f.at_pm) == job.tile {
+                    found.push(f);
+                }
+            }
+            check_cancel(cancel)?;
+        }
+        if !cut_near_core || sides.iter().all(Option::is_none) {
+            return Ok((found, growths));
+        }
+        // Double the box's side around the same centre.
+        bounds = grow(bounds, bounds.width().max(bounds.height()) / 2);
+        growths += 1;
+    }
+}
+
+/// Printed rules on the contours of the tile's image inside the core plus half the halo.
+fn printed_rules(
+    job: &TileJob<'_>,
+    imaged: &ImagedWindow,
+    found: &mut Vec<Found>,
+    pieces: &mut Vec<Piece>,
+) -> Result<(), EvalError> {
+    let printed: Vec<(usize, &Rule)> = job
+        .rules
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| {
+            let run = rule_run(r);
+            r.applies_to == AppliesTo::Printed
+                && run.checked
+                && run.engine_path == "drc.printed_contour"
+        })
+        .map(|(i, r)| (i, *r))
+        .collect();
+    let Some(aerial) = imaged.output.corners[0].aerial.as_ref() else {
+        return Ok(());
+    };
+    if printed.is_empty() {
+        return Ok(());
+    }
+    let dbu_nm = job.dbu_nm();
+    let core = job.grid.core(job.tile);
+    let (crop, frame) = crop_around(aerial, &imaged.frame, &grow(core, job.grid.halo_dbu / 2));
+    let polygons = printed_polygons_of(&crop, &frame, imaged.resist.threshold);
+    let region = Region::from_polygons(&polygons);
+    // A contour closes along the crop's border; a marker within a pixel of it was cut.
+    let edge = BBox {
+        left: (frame.left_nm + frame.pixel_nm).floor() as i64,
+        bottom: (frame.bottom_nm + frame.pixel_nm).floor() as i64,
+        right: (frame.left_nm + (frame.width as f64 - 1.0) * frame.pixel_nm).ceil() as i64,
+        top: (frame.bottom_nm + (frame.height as f64 - 1.0) * frame.pixel_nm).ceil() as i64,
+    };
+    let near_core = grow(core, job.reach_dbu());
+    let check_err = |e: reticle_kernel::rules::CheckError| invalid(e.to_string(), json!({}));
+    for (i, rule) in printed {
+        for v in check_rule(rule, &region, None, dbu_nm).map_err(check_err)? {
+            if !touches(&v.bbox, &job.region) {
+                continue;
+            }
+            let inside = v.bbox.left > edge.left
+                && v.bbox.bottom > edge.bottom
+                && v.bbox.right < edge.right
+                && v.bbox.top < edge.top;
+            if inside {
+                let f = from_violation(i, &canonical(v), dbu_nm);
+                if job.grid.owner(job.range, f.at_pm) == job.tile {
+                    found.push(f);
+                }
+            } else if touches(&v.bbox, &near_core)
+                && let Some(piece) = clip_piece(i, job.tile, &v, &core)
+            {
+                pieces.push(piece);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The part of `aerial` (placed by `frame`) inside `b` (dbu), with its frame.
+fn crop_around(aerial: &Grid<f32>, frame: &PixelFrame, b: &BBox) -> (Grid<f32>, PixelFrame) {
+    let px = |v: f64, origin: f64, n: usize| {
+        (((v - origin) / frame.pixel_nm).round().max(0.0) as usize).min(n)
+    };
+    let x0 = px(b.left as f64, frame.left_nm, frame.width);
+    let x1 = px(b.right as f64, frame.left_nm, frame.width).max(x0);
+    let y0 = px(b.bottom as f64, frame.bottom_nm, frame.height);
+    let y1 = px(b.top as f64, frame.bottom_nm, frame.height).max(y0);
+    let (w, h) = (x1 - x0, y1 - y0);
+    let mut data = Vec::with_capacity(w * h);
+    for y in y0..y1 {
+        data.extend_from_slice(&aerial.data[y * aerial.width + x0..y * aerial.width + x1]);
+    }
+    let sub = PixelFrame {
+        left_nm: frame.left_nm + x0 as f64 * frame.pixel_nm,
+        bottom_nm: frame.bottom_nm + y0 as f64 * frame.pixel_nm,
+        pixel_nm: frame.pixel_nm,
+        width: w,
+        height: h,
+    };
+    (
+        Grid {
+            width: w,
+            height: h,
+            data,
+        },
+        sub,
+    )
+}
+
+/// `v`'s edge-pair marker restricted to the stretch whose midline lies in `core` (closed):
+/// both edges over the same stretch, so the pieces of neighbouring tiles abut along the
+/// pair and a tile edge running between the two edges never splits the pair. `None` when
+/// the midline misses the core.
+fn clip_piece(rule: usize, tile: TileIndex, v: &Violation, core: &BBox) -> Option<Piece> {
+    let Marker::EdgePair { first, second } = &v.marker else {
+        return None;
+    };
+    let f = |p: Point| (p.x as f64, p.y as f64);
+    let (a1, a2) = (f(first.p1), f(first.p2));
+    // Pair each end of the first edge with the facing end of the second.
+    let (da, db) = (
+        (a2.0 - a1.0, a2.1 - a1.1),
+        (
+            second.p2.x as f64 - second.p1.x as f64,
+            second.p2.y as f64 - second.p1.y as f64,
+        ),
+    );
+    let (b1, b2) = if da.0 * db.0 + da.1 * db.1 < 0.0 {
+        (f(second.p2), f(second.p1))
+    } else {
+        (f(second.p1), f(second.p2))
+    };
+    let mid = |p: (f64, f64), q: (f64, f64)| ((p.0 + q.0) / 2.0, (p.1 + q.1) / 2.0);
+    let (t0, t1) = clip_parameters(mid(a1, b1), mid(a2, b2), core)?;
+    let at = |p: (f64, f64), q: (f64, f64), t: f64| {
+        Point::new(
+            (p.0 + t * (q.0 - p.0)).round() as i64,
+            (p.1 + t * (q.1 - p.1)).round() as i64,
+        )
+    };
+    let seg = |p, q| {
+        let (s, e) = (at(p, q, t0), at(p, q, t1));
+        [s.x, s.y, e.x, e.y]
+    };
+    let segments = vec![seg(a1, a2), seg(b1, b2)];
+    let bbox = segments
+        .iter()
+        .map(|s| BBox::from_corners(Point::new(s[0], s[1]), Point::new(s[2], s[3])))
+        .reduce(|a, b| a.union(&b))?;
+    Some(Piece {
+        rule,
+        tile,
+        measured: v.measured,
+        segments,
+        bbox,
+    })
+}
+
+/// The parameter range `[t0, t1]` ⊆ `[0, 1]` of the segment `a`–`b` inside the closed box
+/// `c` (Liang–Barsky); `None` when it misses the box.
+fn clip_parameters(a: (f64, f64), b: (f64, f64), c: &BBox) -> Option<(f64, f64)> {
+    let (dx, dy) = (b.0 - a.0, b.1 - a.1);
+    let (mut t0, mut t1) = (0.0f64, 1.0f64);
+    for (p, q) in [
+        (-dx, a.0 - c.left as f64),
+        (dx, c.right as f64 - a.0),
+        (-dy, a.1 - c.bottom as f64),
+        (dy, c.top as f64 - a.1),
+    ] {
+        if p == 0.0 {
+            if q < 0.0 {
+                return None;
+            }
+        } else {
+            let r = q / p;
+            if p < 0.0 {
+                t0 = t0.max(r);
+            } else {
+                t1 = t1.min(r);
+            }
+        }
+    }
+    (t0 <= t1).then_some((t0, t1))
+}
+
+/// L2, PV band, print and aerial statistics over the core pixels whose centre is in the
+/// region.
+fn count_pixels(job: &TileJob<'_>, imaged: &ImagedWindow, m: &mut TileMetrics) {
+    let Some(owned) = intersection(&job.grid.core(job.tile), &job.region) else {
+        return;
+    };
+    let frame = &imaged.frame;
+    let corners = &imaged.output.corners;
+    let printed: Vec<Option<&Grid<u8>>> = corners.iter().map(|c| c.printed.as_ref()).collect();
+    let aerial = corners[0].aerial.as_ref();
+    let (mut lo, mut hi, mut sum) = (f64::INFINITY, f64::NEG_INFINITY, 0.0f64);
+    for y in 0..frame.height {
+        let py = frame.bottom_nm + y as f64 * frame.pixel_nm;
+        for x in 0..frame.width {
+            let px = frame.left_nm + x as f64 * frame.pixel_nm;
+            if !job.grid.pixel_centre_in(px, py, &owned) {
+                continue;
+            }
+            m.pixels += 1;
+            let target = *imaged.target.at(x, y) != 0;
+            m.target_px += u64::from(target);
+            let at = |g: Option<&Grid<u8>>| g.is_some_and(|g| *g.at(x, y) != 0);
+            let (nominal, max, min) = (at(printed[0]), at(printed[1]), at(printed[2]));
+            m.l2_px += u64::from(nominal != target);
+            m.pvb_px += u64::from(max != min);
+            m.printed_px[0] += u64::from(nominal);
+            m.printed_px[1] += u64::from(max);
+            m.printed_px[2] += u64::from(min);
+            if let Some(a) = aerial {
+                let v = f64::from(*a.at(x, y));
+                lo = lo.min(v);
+                hi = hi.max(v);
+                sum += v;
+            }
+        }
+    }
+    if m.pixels > 0 {
+        m.aerial_min = lo;
+        m.aerial_max = hi;
+        m.aerial_sum = sum;
+    }
+}
+
+/// The counted pixels of a tile whose window holds nothing: all dark, nothing printed.
+fn count_empty_pixels(job: &TileJob<'_>, m: &mut TileMetrics) {
+    let Some(owned) = intersection(&job.grid.core(job.tile), &job.region) else {
+        return;
+    };
+    let p = job.grid.pixel_dbu;
+    let core = job.grid.core(job.tile);
+    let count = |lo: i64, hi: i64, o_lo: i64, o_hi: i64| {
+        // Pixels of the core along one axis whose centre lies in [o_lo, o_hi).
+        let n = ((hi - lo) as f64 / p).round() as i64;
+        (0..n)
+            .filter(|k| {
+                let c = lo as f64 + (*k as f64 + 0.5) * p;
+                c >= o_lo as f64 && c < o_hi as f64
+            })
+            .count() as u64
+    };
+    m.pixels = count(core.left, core.right, owned.left, owned.right)
+        * count(core.bottom, core.top, owned.bottom, owned.top);
+    m.aerial_min = 0.0;
+    m.aerial_max = 0.0;
+}
+
+#[cfg(test)]
+mod tests;
