@@ -210,6 +210,24 @@ impl ModelSpec {
         }
     }
 
+    /// The model's resolution length (nm), the unit of the tiling halo
+    /// ([`crate::tiling::tile_halo_nm`]): `λ/NA` for a Hopkins model. Kernel files carry
+    /// only their band, `f_c = (K − 1)/(2P)` cycles/nm `= NA·(1 + σ_max)/λ`; since
+    /// `σ_max <= 1`, `λ/NA <= 2/f_c = 4P/(K − 1)`, and that bound is used (ICCAD-2013:
+    /// 241 nm).
+    pub fn resolution_nm(&self) -> Result<f64, ModelError> {
+        match self {
+            Self::Hopkins(h) => Ok(h.optics.wavelength_nm / h.optics.na),
+            Self::Kernels(k) => {
+                let mut side = kernel_side(&k.dir, &k.focus)?;
+                if let Some(defocus) = &k.defocus {
+                    side = side.max(kernel_side(&k.dir, defocus)?);
+                }
+                Ok(4.0 * k.period_nm / (side.max(2) - 1) as f64)
+            }
+        }
+    }
+
     /// [`Self::pixel_limit`]'s pixel (nm).
     pub fn max_pixel_nm(&self) -> Result<f64, ModelError> {
         Ok(self.pixel_limit()?.max_pixel_nm)
