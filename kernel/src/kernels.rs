@@ -102,6 +102,21 @@ impl KernelSet {
         }
     }
 
+    /// The largest pixel (nm) that samples this set's intensity without aliasing:
+    /// `P / (2·(K − 1))` for `K × K` kernels at period `P` (the period for `K = 1`).
+    ///
+    /// Derivation. Spectrum bins are `1/P` apart and a kernel holds bins
+    /// `-(K−1)/2 ..= (K−1)/2` on each axis, so every coherent field is band-limited to
+    /// `(K−1)/(2P)` cycles/nm and its intensity (a field times its conjugate) to
+    /// `(K−1)/P`. A grid of pixel `p` holds frequencies below `1/(2p)` per axis:
+    /// `p <= P / (2·(K−1))`. ICCAD-2013 (`K = 35`, `P = 2048` nm): 30.12 nm. At exactly
+    /// the limit the top bin `K − 1` lands on the Nyquist bin of a `2·(K−1)`-pixel grid
+    /// (only its cosine part is seen); any smaller pixel that divides `P` is alias-free.
+    #[must_use]
+    pub fn max_pixel_nm(&self) -> f64 {
+        max_pixel_for_side(self.size, self.period_nm)
+    }
+
     /// Open-frame intensity `Σ_k w_k |Φ_k(0)|²` (mask all ones, dose 1).
     #[must_use]
     pub fn open_frame(&self) -> f64 {
@@ -109,6 +124,17 @@ impl KernelSet {
         (0..self.count())
             .map(|k| f64::from(self.scales[k]) * f64::from(self.kernel(k)[dc].norm_sqr()))
             .sum()
+    }
+}
+
+/// [`KernelSet::max_pixel_nm`] for a kernel side and a period: `P / (2·(K − 1))`, or `P`
+/// when `K = 1` (a DC-only kernel images a constant).
+#[must_use]
+pub fn max_pixel_for_side(size: usize, period_nm: f64) -> f64 {
+    if size <= 1 {
+        period_nm
+    } else {
+        period_nm / (2.0 * (size - 1) as f64)
     }
 }
 

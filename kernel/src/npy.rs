@@ -138,8 +138,23 @@ fn f64le(b: &[u8]) -> f64 {
     f64::from_le_bytes(a)
 }
 
-/// Parses a whole `.npy` file held in memory.
-pub fn parse(bytes: &[u8]) -> Result<NpyArray<'_>, NpyError> {
+/// The header of a `.npy` file: element type, shape, and where the payload starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NpyHeader {
+    /// Element type.
+    pub dtype: Dtype,
+    /// Shape (C order).
+    pub shape: Vec<usize>,
+    /// Byte offset of the payload.
+    pub data_offset: usize,
+}
+
+/// Longest prefix [`parse_header`] may need (preamble plus the largest header accepted).
+pub const MAX_PREFIX: usize = 12 + MAX_HEADER;
+
+/// Parses the header of a `.npy` file from its first bytes (at least the whole header;
+/// [`MAX_PREFIX`] bytes always suffice), without reading or checking the payload.
+pub fn parse_header(bytes: &[u8]) -> Result<NpyHeader, NpyError> {
     if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
         return Err(NpyError::BadMagic);
     }
@@ -172,9 +187,22 @@ pub fn parse(bytes: &[u8]) -> Result<NpyArray<'_>, NpyError> {
     if dict.fortran_order {
         return Err(NpyError::FortranOrder);
     }
-    let data = &bytes[start + hlen..];
-    let want = dict
-        .shape
+    Ok(NpyHeader {
+        dtype,
+        shape: dict.shape,
+        data_offset: start + hlen,
+    })
+}
+
+/// Parses a whole `.npy` file held in memory.
+pub fn parse(bytes: &[u8]) -> Result<NpyArray<'_>, NpyError> {
+    let NpyHeader {
+        dtype,
+        shape,
+        data_offset,
+    } = parse_header(bytes)?;
+    let data = &bytes[data_offset..];
+    let want = shape
         .iter()
         .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d))
         .ok_or_else(|| NpyError::Header("shape overflows".into()))?;
@@ -184,11 +212,7 @@ pub fn parse(bytes: &[u8]) -> Result<NpyArray<'_>, NpyError> {
             want,
         });
     }
-    Ok(NpyArray {
-        dtype,
-        shape: dict.shape,
-        data,
-    })
+    Ok(NpyArray { dtype, shape, data })
 }
 
 struct HeaderDict {
@@ -351,6 +375,24 @@ pub(crate) mod tests {
         assert_eq!(parse(&f).unwrap().to_f32().unwrap(), vals.to_vec());
         let f = build("<f4", &[2, 2], &payload);
         assert_eq!(parse(&f).unwrap().shape, vec![2, 2]);
+    }
+
+    #[test]
+    fn header_alone_is_enough_for_the_shape() {
+        let f = build("<c8", &[24, 35, 35], &vec![0u8; 24 * 35 * 35 * 8]);
+        let h = parse_header(&f).unwrap();
+        assert_eq!(
+            (h.dtype, h.shape.clone()),
+            (Dtype::Complex64, vec![24, 35, 35])
+        );
+        assert_eq!(f.len() - h.data_offset, 24 * 35 * 35 * 8);
+        // The payload is neither needed nor checked; a cut header is an error.
+        assert_eq!(parse_header(&f[..h.data_offset]).unwrap(), h);
+        assert!(parse(&f[..h.data_offset]).is_err());
+        assert!(matches!(
+            parse_header(&f[..h.data_offset - 1]),
+            Err(NpyError::Header(_))
+        ));
     }
 
     #[test]

@@ -256,6 +256,44 @@ impl Optics {
         self.source.validate()
     }
 
+    /// The largest pixel (nm) that samples this model's intensity without aliasing:
+    /// `λ / (4·NA·(1 + σ_max))`, σ_max the source's outer sigma ([`Source::sigma_max`]:
+    /// `sigma` for a circular source, `sigma_out` for the others).
+    ///
+    /// Derivation. A source point at σ lights the mask at frequency `σ·NA/λ`; its
+    /// coherent field passes the mask frequencies `f` with `|f + σ·NA/λ| <= NA/λ`, so
+    /// mask frequencies up to `NA·(1 + σ_max)/λ` reach the image, and that disc is the
+    /// support of every SOCS kernel ([`crate::socs`]). Each SOCS term `w_k·|Φ_k ⊛ M|²`
+    /// is a field times its conjugate: its spectrum is the autocorrelation of the
+    /// field's, which reaches `2·NA·(1 + σ_max)/λ`. A square grid of pixel `p` holds
+    /// frequencies below `1/(2p)` on each axis (Nyquist), hence
+    /// `p <= λ / (4·NA·(1 + σ_max))`.
+    ///
+    /// The untruncated Hopkins integral is narrower, `2·NA/λ` (each source point's field
+    /// spectrum is one pupil disc, off-centre, and `|field|²` is that disc's
+    /// autocorrelation), but only when every eigenpair is kept: the engine images a
+    /// truncated SOCS sum, whose terms each reach `2·NA·(1 + σ_max)/λ`, and the
+    /// band-limited path computes exactly that band ([`crate::bandlimited`]). So the
+    /// rule is the model as imaged, not the ideal optics. At exactly the limit the top
+    /// frequency falls on the Nyquist bin.
+    ///
+    /// Sampling is necessary, not sufficient, for accuracy: the mask raster is an area
+    /// coverage (a box filter of the pixel), whose error in the kernel band grows as
+    /// `(π·f·p)²/6` (`kernel/tests/coarse_pixels.rs` measures it).
+    #[must_use]
+    pub fn max_pixel_nm(&self) -> f64 {
+        self.wavelength_nm / (4.0 * self.na * (1.0 + self.source.sigma_max()))
+    }
+
+    /// The formula of [`Self::max_pixel_nm`] in words, for messages.
+    #[must_use]
+    pub fn max_pixel_rule(&self) -> &'static str {
+        match self.source {
+            Source::Circular { .. } => "λ/(4·NA·(1+σ)), Nyquist sampling of the intensity",
+            _ => "λ/(4·NA·(1+σ_out)), Nyquist sampling of the intensity",
+        }
+    }
+
     /// Pupil cutoff frequency `NA/λ` (cycles/nm).
     #[must_use]
     pub fn cutoff(&self) -> f64 {

@@ -6,7 +6,74 @@
 //! the wrap-around of the tile's periodic FFT lands in the halo, which is discarded.
 
 use crate::imaging::{ImagingBackend, ImagingError};
+use crate::model::{ModelError, ModelSpec};
 use crate::{CancelToken, Grid, KernelSet, Progress, ProgressFn};
+
+/// The tiling rule's halo, in units of the model's resolution length `λ/NA`
+/// ([`ModelSpec::resolution_nm`]); chosen from `reticle bench tiling` (DECISIONS D51).
+pub const HALO_RESOLUTIONS: f64 = 3.0;
+
+/// The largest intensity error (fraction of the open frame) the halo rule is chosen to
+/// keep in the tile cores of a dense layout.
+pub const HALO_ERROR_TARGET: f64 = 1e-2;
+
+/// Halo (nm) for tiles of the model's period imaged at `pixel_nm`:
+/// [`HALO_RESOLUTIONS`] × `λ/NA` ([`ModelSpec::resolution_nm`]), rounded up to whole
+/// pixels. The default model (193 nm, NA 1.35, λ/NA = 143 nm): 432 nm at 4, 8 and 16 nm
+/// pixels, 430 at 2 nm, 429 at 1 nm.
+///
+/// The target it meets: the largest intensity error in the tile cores at most 1 % of
+/// the open frame on a dense layout (measured 6.9e-3 at 4 nm pixels, about 0.8 nm of
+/// edge shift at the median edge slope; `reticle bench tiling`, PERFORMANCE.md). A halo
+/// of 2 λ/NA misses it (1.3e-2 at 256 nm); more halo buys little (the error falls about
+/// as `h^-1.5`, the hard-edged pupil's tail, D19) at a fast-growing cost (the work per
+/// unit of layout area is `(P / core)²`: 3.0× at this halo, 16× at 768 nm).
+pub fn tile_halo_nm(model: &ModelSpec, pixel_nm: f64) -> Result<f64, ModelError> {
+    if !(pixel_nm.is_finite() && pixel_nm > 0.0) {
+        return Err(ModelError::Invalid(format!(
+            "pixel {pixel_nm} nm must be finite and > 0"
+        )));
+    }
+    let halo = HALO_RESOLUTIONS * model.resolution_nm()?;
+    if !halo.is_finite() {
+        return Err(ModelError::Invalid(format!(
+            "the model's resolution length gives no finite halo ({halo} nm)"
+        )));
+    }
+    Ok((halo / pixel_nm - 1e-9).ceil() * pixel_nm)
+}
+
+/// Core side (nm) kept per tile: the model's period minus [`tile_halo_nm`] on each side;
+/// an error when the halo leaves no core.
+pub fn tile_core_nm(model: &ModelSpec, pixel_nm: f64) -> Result<f64, ModelError> {
+    let halo = tile_halo_nm(model, pixel_nm)?;
+    let core = model.period_nm() - 2.0 * halo;
+    if core < pixel_nm {
+        return Err(ModelError::Invalid(format!(
+            "a halo of {halo} nm leaves no core in a window of {} nm",
+            model.period_nm()
+        )));
+    }
+    Ok(core)
+}
+
+/// The [`TilePlan`] of the rule for `model` at `pixel_nm` (window = period / pixel).
+pub fn tile_plan(model: &ModelSpec, pixel_nm: f64) -> Result<TilePlan, ModelError> {
+    let core = tile_core_nm(model, pixel_nm)?;
+    let halo = tile_halo_nm(model, pixel_nm)?;
+    let window = model.period_nm() / pixel_nm;
+    if (window - window.round()).abs() > 1e-6 {
+        return Err(ModelError::Invalid(format!(
+            "pixel {pixel_nm} nm does not divide the period {} nm",
+            model.period_nm()
+        )));
+    }
+    debug_assert!(core > 0.0);
+    Ok(TilePlan {
+        window: window.round() as usize,
+        halo: (halo / pixel_nm).round() as usize,
+    })
+}
 
 /// How a canvas is cut.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,4 +168,79 @@ pub fn aerial_tiled(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::default_model;
+
+    #[test]
+    fn the_rule_for_the_default_model() {
+        let model = default_model(2048.0);
+        let lambda_na = 193.0 / 1.35;
+        assert!((model.resolution_nm().unwrap() - lambda_na).abs() < 1e-12);
+        for (pixel, halo, core) in [
+            (1.0, 429.0, 1190.0),
+            (2.0, 430.0, 1188.0),
+            (4.0, 432.0, 1184.0),
+            (8.0, 432.0, 1184.0),
+            (16.0, 432.0, 1184.0),
+        ] {
+            let h = tile_halo_nm(&model, pixel).unwrap();
+            assert_eq!(
+                (h, tile_core_nm(&model, pixel).unwrap()),
+                (halo, core),
+                "{pixel}"
+            );
+            // A whole number of pixels, the first at or past 3 λ/NA.
+            assert_eq!(h % pixel, 0.0);
+            assert!(h >= HALO_RESOLUTIONS * lambda_na && h - pixel < HALO_RESOLUTIONS * lambda_na);
+        }
+        assert_eq!(
+            tile_plan(&model, 4.0).unwrap(),
+            TilePlan {
+                window: 512,
+                halo: 108
+            }
+        );
+        assert_eq!(tile_plan(&model, 4.0).unwrap().core(), 296);
+    }
+
+    #[test]
+    fn the_rule_for_kernel_files_and_its_errors() {
+        use crate::model::KernelFilesSpec;
+        let dir = tempfile::tempdir().unwrap();
+        let k = crate::npy::tests::build("<c8", &[2, 35, 35], &vec![0u8; 2 * 35 * 35 * 8]);
+        std::fs::write(dir.path().join("focus.npy"), k).unwrap();
+        let files = ModelSpec::Kernels(KernelFilesSpec {
+            dir: dir.path().to_owned(),
+            focus: "focus".into(),
+            defocus: None,
+            period_nm: 2048.0,
+            max_kernels: None,
+        });
+        // λ/NA <= 2/f_c = 4P/(K − 1) = 240.9 nm; 3× = 722.8 → 724 nm at 4 nm pixels.
+        assert!((files.resolution_nm().unwrap() - 4.0 * 2048.0 / 34.0).abs() < 1e-12);
+        assert_eq!(tile_halo_nm(&files, 4.0).unwrap(), 724.0);
+        assert_eq!(tile_core_nm(&files, 4.0).unwrap(), 600.0);
+        // A halo that leaves no core, a pixel that does not divide the period, bad pixels.
+        let ModelSpec::Hopkins(mut dry) = default_model(1024.0) else {
+            unreachable!()
+        };
+        dry.optics.na = 0.5;
+        let dry = ModelSpec::Hopkins(dry);
+        assert!(matches!(
+            tile_core_nm(&dry, 4.0),
+            Err(ModelError::Invalid(_))
+        ));
+        let model = default_model(2048.0);
+        assert!(matches!(
+            tile_plan(&model, 3.0),
+            Err(ModelError::Invalid(_))
+        ));
+        for bad in [0.0, -4.0, f64::NAN, f64::INFINITY] {
+            assert!(tile_halo_nm(&model, bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -522,6 +522,37 @@ fn small_grid_where_the_coarse_grid_is_the_full_grid() {
 }
 
 #[test]
+fn default_model_at_coarse_pixels_agrees_with_the_cpu_backend() {
+    // The default model (193 nm, NA 1.35, annular 0.6–0.9, P = 2048 nm, 55×55 kernels) at
+    // 2, 4, 8 and 16 nm pixels: coarse grid 128 below the mask side, then equal to it.
+    let Some(gpu) = backend() else { return };
+    let set = reticle_kernel::model::default_model(2048.0)
+        .kernels()
+        .expect("default model")
+        .focus;
+    let cpu = CpuBackend::new();
+    let cancel = CancelToken::new();
+    let tol = 1e-4 * open_frame(&set);
+    for pixel in [2usize, 4, 8, 16] {
+        let n = 2048 / pixel;
+        let mask = random_mask(n, 40 + pixel as u64);
+        let g = gpu.aerial(&mask, &set, 1.0, &cancel).expect("gpu aerial");
+        let c = cpu.aerial(&mask, &set, 1.0, &cancel).expect("cpu aerial");
+        let worst = g
+            .data
+            .iter()
+            .zip(&c.data)
+            .map(|(a, b)| f64::from((a - b).abs()))
+            .fold(0.0, f64::max);
+        eprintln!(
+            "default model, {pixel} nm ({n}²): max |gpu − cpu| = {:.2e} of the open frame",
+            worst / open_frame(&set)
+        );
+        assert!(worst <= tol, "{pixel} nm: {worst} > {tol}");
+    }
+}
+
+#[test]
 fn aerial_open_frame_and_translation() {
     let Some(gpu) = backend() else { return };
     let set = synthetic_kernels(35, 8, 3, 0.0, "aerial");

@@ -4,7 +4,8 @@
 //! `bench litho` times one 2048×2048, 3-corner ICCAD-2013 simulation on the CPU
 //! band-limited path and, in the same process, the naive full-size path, and prints
 //! the ratio; `--gpu` also times the wgpu path on the same job. `bench tiling` measures
-//! how far tiled imaging is from untiled imaging as the halo grows. `bench ilt` runs
+//! how far tiled imaging is from untiled imaging as the halo grows, then the halo rule of
+//! whole-layout tiling with the default model. `bench ilt` runs
 //! whole-clip pixel ILT on the ICCAD-2013 clips and compares the averages with published
 //! figures. The report goes to
 //! stdout (this is a command-line mode; in worker mode stdout is never written).
@@ -14,7 +15,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use reticle_kernel::bench::{LithoBenchReport, TilingBenchReport, litho_bench, tiling_bench};
+use reticle_kernel::bench::{
+    HaloBenchReport, HaloPoint, LithoBenchReport, TilingBenchReport, halo_bench, litho_bench,
+    tiling_bench,
+};
 use reticle_kernel::gpu::{AdapterPolicy, GpuBackend, GpuBenchReport, gpu_bench};
 use reticle_kernel::ilt::{IltParams, optimize_mask};
 use reticle_kernel::metrics::{self, EpeConfig};
@@ -103,11 +107,20 @@ enum BenchCommand {
         json: bool,
     },
     /// Tiled against untiled imaging with a hard-edged pupil: the error in the tile
-    /// cores for halos of 0.5–3 µm, and how much two untiled references disagree.
+    /// cores for halos of 0.5–3 µm, and how much two untiled references disagree. Then
+    /// the whole-layout design with the default model (window = period 2048 nm, cores on
+    /// a global grid): error and printed-pixel flips against the halo, on a dense canvas
+    /// and on a pattern that fits one window, and the halo rule's figures.
     Tiling {
         /// Canvas side in 16 nm pixels.
         #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(16..=256))]
         canvas: u32,
+        /// Side of the dense canvas of the halo measurement (nm).
+        #[arg(long, default_value_t = 6000, value_parser = clap::value_parser!(u32).range(2048..=20000))]
+        halo_canvas_nm: u32,
+        /// Pixel of the halo measurement (nm): 1, 2, 4, 8 or 16.
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=16))]
+        halo_pixel_nm: u32,
         /// Print the report as JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -224,13 +237,24 @@ pub fn main(args: &[String]) -> ExitCode {
                 }
             }
         }
-        BenchCommand::Tiling { canvas, json } => match tiling_bench(canvas as usize) {
-            Ok(report) => print_tiling(&report, json),
-            Err(e) => {
-                eprintln!("reticle bench tiling: {e}");
-                ExitCode::from(2)
+        BenchCommand::Tiling {
+            canvas,
+            halo_canvas_nm,
+            halo_pixel_nm,
+            json,
+        } => {
+            let report = tiling_bench(canvas as usize).and_then(|window_sweep| {
+                let halo = halo_bench(f64::from(halo_canvas_nm), f64::from(halo_pixel_nm))?;
+                Ok(TilingReport { window_sweep, halo })
+            });
+            match report {
+                Ok(report) => print_tiling(&report, json),
+                Err(e) => {
+                    eprintln!("reticle bench tiling: {e}");
+                    ExitCode::from(2)
+                }
             }
-        },
+        }
     }
 }
 
@@ -560,10 +584,21 @@ fn print_ilt(report: &IltReport, json: bool) -> ExitCode {
     write_stdout(&text)
 }
 
-fn print_tiling(report: &TilingBenchReport, json: bool) -> ExitCode {
+/// Everything `bench tiling` measured: the window sweep's fields at the top level (as
+/// before), the halo measurement under `halo`.
+#[derive(Debug, Serialize)]
+struct TilingReport {
+    #[serde(flatten)]
+    window_sweep: TilingBenchReport,
+    halo: HaloBenchReport,
+}
+
+fn print_tiling(report: &TilingReport, json: bool) -> ExitCode {
     let text = if json {
         serde_json::to_string_pretty(report).unwrap_or_default()
     } else {
+        let h = &report.halo;
+        let report = &report.window_sweep;
         let mut text = format!(
             "tiling {}×{} px of {} nm; untiled references with borders of {} and {} px differ by {:.2e} of the open frame",
             report.canvas,
@@ -583,6 +618,44 @@ fn print_tiling(report: &TilingBenchReport, json: bool) -> ExitCode {
                 p.seconds,
             ));
         }
+        text.push_str(&format!(
+            "\nhalo rule, {}: window = period {} nm, {} nm pixels, {} kernels; errors of the open frame ({:.4}), flips at the ICCAD resist threshold\n\
+             dense {:.0} nm canvas ({} px printed, {} edge px, median edge slope {:.4}/nm) against the same tiling with a {:.0} nm halo \
+             (no untiled reference: {})",
+            h.model,
+            h.period_nm,
+            h.pixel_nm,
+            h.kernels,
+            h.open_frame,
+            h.dense_canvas_nm,
+            h.dense_printed,
+            h.dense_edge_pixels,
+            h.dense_edge_slope,
+            h.dense_reference_halo_nm,
+            h.untiled_reference,
+        ));
+        let line = |p: &HaloPoint, tag: &str| {
+            format!(
+                "\n  halo {:4.0} nm, core {:4.0} nm, {:4} tiles: max error {:.2e}, rms {:.2e}, {:5} px flip ({:.2} s){tag}",
+                p.halo_nm, p.core_nm, p.tiles, p.max_error, p.rms_error, p.flips, p.seconds
+            )
+        };
+        for p in &h.dense {
+            text.push_str(&line(p, ""));
+        }
+        text.push_str(&line(&h.dense_at_rule, "  <- rule"));
+        text.push_str(&format!(
+            "\none window, a {:.0} nm pattern at its centre ({} px printed), against the untiled (periodic) window",
+            h.single_pattern_nm, h.single_printed
+        ));
+        for p in &h.single {
+            text.push_str(&line(p, ""));
+        }
+        text.push_str(&line(&h.single_at_rule, "  <- rule"));
+        text.push_str(&format!(
+            "\nrule: halo {:.0} nm, core {:.0} nm (tiling::tile_halo_nm / tile_core_nm)",
+            h.rule_halo_nm, h.rule_core_nm
+        ));
         text
     };
     write_stdout(&text)

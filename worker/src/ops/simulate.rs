@@ -304,6 +304,7 @@ pub(crate) fn image(
         .with_details(json!({"window_nm": window_nm, "period_nm": period})));
     }
     let pixel_nm = args.pixel_nm.unwrap_or(1.0);
+    check_pixel(&model, pixel_nm)?;
     let grid_side = (window_nm / pixel_nm).round();
     let pixels = grid_side * grid_side;
     if pixels > ctx.context.limits.max_raster_pixels as f64
@@ -395,6 +396,24 @@ pub(crate) fn image_window(
         corners,
     };
     Ok((imaged, imaging_ms, info))
+}
+
+/// `INVALID_INPUT` when `pixel_nm` is larger than the largest pixel the model allows
+/// ([`ModelSpec::pixel_limit`]: Nyquist sampling of the intensity).
+fn check_pixel(model: &ModelSpec, pixel_nm: f64) -> Result<(), ToolError> {
+    let limit = model
+        .pixel_limit()
+        .map_err(|e| invalid(format!("model: {e}"), json!({})))?;
+    if pixel_nm > limit.max_pixel_nm {
+        return Err(invalid(
+            format!(
+                "pixel_nm {pixel_nm} is larger than the largest pixel this model allows, {:.1} nm ({})",
+                limit.max_pixel_nm, limit.rule
+            ),
+            json!({"pixel_nm": pixel_nm, "max_pixel_nm": (limit.max_pixel_nm * 1e6).round() / 1e6, "rule": limit.rule}),
+        ));
+    }
+    Ok(())
 }
 
 /// Min, max and mean of `data`.
@@ -590,7 +609,36 @@ impl Op for Simulate {
 
 #[cfg(test)]
 mod tests {
-    use super::square_around;
+    use super::{check_pixel, default_model, square_around};
+    use reticle_protocol::error::ErrorCode;
+
+    #[test]
+    fn the_default_model_is_the_kernels_and_refuses_pixels_past_nyquist() {
+        assert_eq!(
+            default_model(2048.0),
+            reticle_kernel::model::default_model(2048.0)
+        );
+        let model = default_model(2048.0);
+        for ok in [1.0, 4.0, 16.0, 18.8] {
+            assert!(check_pixel(&model, ok).is_ok(), "{ok}");
+        }
+        let e = check_pixel(&model, 32.0).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidInput);
+        assert_eq!(
+            e.message,
+            "pixel_nm 32 is larger than the largest pixel this model allows, 18.8 nm \
+             (λ/(4·NA·(1+σ_out)), Nyquist sampling of the intensity)"
+        );
+        let d = &e.details;
+        assert_eq!(d["pixel_nm"], 32.0);
+        assert_eq!(d["max_pixel_nm"], 18.810916);
+        assert!(
+            d["rule"]
+                .as_str()
+                .unwrap()
+                .starts_with("λ/(4·NA·(1+σ_out))")
+        );
+    }
 
     #[test]
     fn a_window_around_a_half_dbu_centre_is_square() {
