@@ -13,8 +13,7 @@ use std::time::Instant;
 use reticle_eval::gauges::iccad_epe_config;
 use reticle_eval::{ImagedWindow, LayoutWindow};
 use reticle_kernel::metrics::epe;
-use reticle_kernel::model::{HopkinsSpec, ModelSpec};
-use reticle_kernel::optics::{Optics, Source};
+use reticle_kernel::model::{ModelSpec, default_model};
 use reticle_kernel::resist::{CORNER_NAMES, iccad_corners};
 use reticle_kernel::{Grid, KeepImages, LithoJob, Resist, raster};
 use reticle_layout::{
@@ -57,35 +56,6 @@ pub struct Simulate;
 
 fn invalid(message: impl Into<String>, details: Value) -> ToolError {
     ToolError::new(ErrorCode::InvalidInput, message).with_details(details)
-}
-
-/// 193 nm water immersion, NA 1.35, annular 0.6–0.9, with a 60 nm defocus corner.
-pub(crate) fn default_model(period_nm: f64) -> ModelSpec {
-    ModelSpec::Hopkins(HopkinsSpec {
-        optics: Optics {
-            wavelength_nm: 193.0,
-            na: 1.35,
-            immersion_index: 1.44,
-            source: Source::Annular {
-                sigma_in: 0.6,
-                sigma_out: 0.9,
-            },
-            source_step: 0.05,
-        },
-        period_nm,
-        focus_nm: 0.0,
-        defocus_nm: Some(60.0),
-        kernel_size: None,
-        max_kernels: 24,
-        energy: 0.999,
-    })
-}
-
-pub(crate) fn model_period(model: &ModelSpec) -> f64 {
-    match model {
-        ModelSpec::Hopkins(h) => h.period_nm,
-        ModelSpec::Kernels(k) => k.period_nm,
-    }
 }
 
 pub(crate) fn parse_layer(text: &str) -> Result<LayerKey, ToolError> {
@@ -274,7 +244,7 @@ pub(crate) fn image(
         )
     })?;
     let side_nm = match (&args.model, args.box_um) {
-        (Some(model), _) => model_period(model),
+        (Some(model), _) => model.period_nm(),
         (None, Some([l, _, r, _])) => (r - l) * 1000.0,
         (None, None) => DEFAULT_SIDE_NM,
     };
@@ -295,7 +265,7 @@ pub(crate) fn image(
         .model
         .clone()
         .unwrap_or_else(|| default_model(window_nm));
-    let period = model_period(&model);
+    let period = model.period_nm();
     if (period - window_nm).abs() > 1e-6 * period.max(1.0) {
         return Err(ToolError::new(
             ErrorCode::InvalidBox,
@@ -343,7 +313,7 @@ pub(crate) fn image_window(
     pixel_nm: f64,
     step: impl Fn(u64),
 ) -> Result<(ImagedWindow, f64, reticle_kernel::BackendInfo), ToolError> {
-    let period = model_period(&model);
+    let period = model.period_nm();
     let kernels = model
         .kernels()
         .map_err(|e| invalid(format!("model: {e}"), json!({})))?;
@@ -400,7 +370,7 @@ pub(crate) fn image_window(
 
 /// `INVALID_INPUT` when `pixel_nm` is larger than the largest pixel the model allows
 /// ([`ModelSpec::pixel_limit`]: Nyquist sampling of the intensity).
-fn check_pixel(model: &ModelSpec, pixel_nm: f64) -> Result<(), ToolError> {
+pub(crate) fn check_pixel(model: &ModelSpec, pixel_nm: f64) -> Result<(), ToolError> {
     let limit = model
         .pixel_limit()
         .map_err(|e| invalid(format!("model: {e}"), json!({})))?;
@@ -609,15 +579,12 @@ impl Op for Simulate {
 
 #[cfg(test)]
 mod tests {
-    use super::{check_pixel, default_model, square_around};
+    use super::{check_pixel, square_around};
+    use reticle_kernel::model::default_model;
     use reticle_protocol::error::ErrorCode;
 
     #[test]
-    fn the_default_model_is_the_kernels_and_refuses_pixels_past_nyquist() {
-        assert_eq!(
-            default_model(2048.0),
-            reticle_kernel::model::default_model(2048.0)
-        );
+    fn the_default_model_refuses_pixels_past_nyquist() {
         let model = default_model(2048.0);
         for ok in [1.0, 4.0, 16.0, 18.8] {
             assert!(check_pixel(&model, ok).is_ok(), "{ok}");

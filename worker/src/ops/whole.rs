@@ -30,15 +30,15 @@ use serde_json::{Map, Value, json};
 
 use super::deck_job::{DeckArgs, parse_deck_args};
 use super::region_source::RegionSource;
-use super::simulate::{DEFAULT_SIDE_NM, default_model, image_window, model_period};
+use reticle_kernel::model::default_model;
+
+use super::simulate::{DEFAULT_SIDE_NM, check_pixel, image_window};
 use super::{Op, artifacts, cancelled, eval_error, parse_args};
 use crate::job::JobCtx;
 
 /// Most tiles one evaluation may have (a 1 cm² block at 4 nm pixels is about 10⁸ nm² ÷
 /// 1 µm² ≈ 10⁸; this bounds what one job asks of a pool and of its artifact directory).
 pub const MAX_TILES: u64 = 4_000_000;
-/// The halo when neither the caller nor the model says (nm): a quarter of the default period.
-pub const DEFAULT_HALO_NM: f64 = 512.0;
 /// Records on one page unless the caller asks for fewer.
 pub const DEFAULT_PAGE_RECORDS: usize = 200;
 /// Most records on one page.
@@ -149,9 +149,14 @@ impl Op for Plan {
             .model
             .clone()
             .unwrap_or_else(|| default_model(DEFAULT_SIDE_NM));
-        let period_nm = model_period(&model);
+        let period_nm = model.period_nm();
         let pixel_nm = args.pixel_nm.unwrap_or(1.0);
-        let halo_nm = own.halo_nm.unwrap_or(DEFAULT_HALO_NM);
+        check_pixel(&model, pixel_nm)?;
+        let halo_nm = match own.halo_nm {
+            Some(h) => h,
+            None => reticle_kernel::tiling::tile_halo_nm(&model, pixel_nm)
+                .map_err(|e| invalid(format!("model: {e}"), json!({})))?,
+        };
         let grid = TileGrid::new(period_nm, halo_nm, pixel_nm, dbu_nm)?;
         let window_px = (period_nm / pixel_nm).round();
         if window_px * window_px > ctx.context.limits.max_raster_pixels as f64 {
