@@ -163,7 +163,7 @@ fn emit(format: EvalFormat, result: &Result<Value, ToolError>) -> ExitCode {
 /// Runs `reticle eval`. Exit 0 with a report, 1 on a tool error, 2 when the worker
 /// cannot start, 130 after Ctrl-C.
 pub fn eval(opts: &EvalArgs) -> ExitCode {
-    let roots = AllowedRoots::from_env();
+    let roots = AllowedRoots::configured();
     let args_json = match prepare(opts.tool_arguments(), &roots) {
         Ok(a) => a,
         Err(error) => return emit(opts.format, &Err(error)),
@@ -237,7 +237,7 @@ pub(crate) fn cli_runtime(command: &str) -> Result<tokio::runtime::Runtime, Exit
 /// A one-worker supervisor for a CLI command (configured from the environment, worker
 /// stderr discarded); a failure is reported on stderr and becomes exit code 2.
 pub(crate) async fn one_worker(command: &str) -> Result<Arc<Supervisor>, ExitCode> {
-    let mut config = SupervisorConfig::from_env().map_err(|e| {
+    let mut config = SupervisorConfig::configured().map_err(|e| {
         eprintln!("reticle {command}: {e}");
         ExitCode::from(2)
     })?;

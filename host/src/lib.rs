@@ -6,6 +6,7 @@
 
 pub mod assets;
 pub mod cli;
+pub mod config;
 pub mod confine;
 pub mod control;
 pub mod demo_cli;

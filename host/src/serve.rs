@@ -57,6 +57,8 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
         options.log_dir.as_deref(),
         "reticle.jsonl",
     );
+    // Settings that fell back to their default say so, now that there is a log.
+    crate::config::current().log_warnings();
     // A snapshot from the previous image, when this process is a reexec.
     let restored = match reexec::load() {
         Ok(snapshot) => snapshot,
@@ -77,12 +79,12 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
     );
     let events = Arc::new(match &options.log_dir {
         Some(dir) => EventLog::open(
-            EventLogConfig::from_env(dir.clone()),
+            EventLogConfig::configured(dir.clone()),
             restored.as_ref().map_or(0, |r| r.events_seq),
         ),
         None => EventLog::disabled(),
     });
-    let roots = AllowedRoots::from_env();
+    let roots = AllowedRoots::configured();
     let state = Arc::new(match &restored {
         Some(snapshot) => {
             roots.restore(snapshot.roots.0.clone(), snapshot.roots.1);

@@ -143,7 +143,7 @@ impl HostState {
         Self {
             schemas,
             roots,
-            sessions: crate::sessions::Sessions::from_env(),
+            sessions: crate::sessions::Sessions::configured(),
             violations: crate::violation_cache::ViolationCache::default(),
             started: Instant::now(),
             started_unix_ms: unix_ms(),

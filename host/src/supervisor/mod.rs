@@ -14,7 +14,7 @@
 //! ```no_run
 //! # async fn demo() -> Result<(), reticle_host::supervisor::SupervisorError> {
 //! use reticle_host::supervisor::{JobContext, Progress, RunRequest, Supervisor, SupervisorConfig};
-//! let supervisor = Supervisor::start(SupervisorConfig::from_env()?).await?;
+//! let supervisor = Supervisor::start(SupervisorConfig::configured()?).await?;
 //! let (progress_tx, mut progress_rx) = tokio::sync::mpsc::channel::<Progress>(64);
 //! tokio::spawn(async move {
 //!     while let Some(p) = progress_rx.recv().await {
