@@ -85,7 +85,7 @@ pub use error::{CancelKind, DeathCause, ResourceLimit, SupervisorError};
 pub use notify::{EventHook, SupervisorEvent};
 pub use reticle_protocol::wire::{JobContext, JobLimits, JobOutcome, RunRequest};
 pub use snapshot::{
-    PoolSnapshot, RolloutRecord, RolloutSnapshot, SlotMode, WorkerSnapshot, WorkerState,
+    PoolSnapshot, RolloutRecord, RolloutSnapshot, SlotMode, SlotState, WorkerSnapshot,
 };
 
 use process::{LiveGroups, Spawner};
@@ -129,8 +129,8 @@ pub enum CancelOutcome {
     Requested,
 }
 
-/// Where a job is, in the host's table.
-enum JobEntry {
+/// Where an attempt (`RunRequest`, one run of a unit; the supervisor's "job") is.
+enum AttemptEntry {
     /// Waiting in the queue; firing `dequeue` makes `run` return `Cancelled`.
     Queued {
         dequeue: Option<oneshot::Sender<()>>,
@@ -182,7 +182,7 @@ struct Inner {
     tasks: Mutex<HashMap<usize, JoinHandle<()>>>,
     release: Mutex<Release>,
     rollout_lock: tokio::sync::Mutex<()>,
-    jobs: Mutex<HashMap<String, JobEntry>>,
+    jobs: Mutex<HashMap<String, AttemptEntry>>,
     queue_tx: mpsc::Sender<QueuedJob>,
     queue_rx: tokio::sync::Mutex<mpsc::Receiver<QueuedJob>>,
     shutdown: watch::Sender<bool>,
@@ -195,7 +195,7 @@ impl Inner {
         self.queue_rx.lock().await.recv().await
     }
 
-    fn jobs(&self) -> std::sync::MutexGuard<'_, HashMap<String, JobEntry>> {
+    fn jobs(&self) -> std::sync::MutexGuard<'_, HashMap<String, AttemptEntry>> {
         self.jobs.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -356,7 +356,7 @@ impl Supervisor {
             }
             jobs.insert(
                 job_id.clone(),
-                JobEntry::Queued {
+                AttemptEntry::Queued {
                     dequeue: Some(dequeue_tx),
                 },
             );
@@ -447,13 +447,13 @@ impl Supervisor {
         };
         let entry = jobs.get_mut(job_id).ok_or_else(not_found)?;
         match entry {
-            JobEntry::Running { slot } => Ok(Located::Running(*slot)),
-            JobEntry::Cancelled => Err(not_found()),
-            JobEntry::Queued { dequeue } => {
+            AttemptEntry::Running { slot } => Ok(Located::Running(*slot)),
+            AttemptEntry::Cancelled => Err(not_found()),
+            AttemptEntry::Queued { dequeue } => {
                 if let Some(tx) = dequeue.take() {
                     let _ = tx.send(());
                 }
-                *entry = JobEntry::Cancelled;
+                *entry = AttemptEntry::Cancelled;
                 Ok(Located::Dequeued)
             }
         }
@@ -484,11 +484,11 @@ impl Supervisor {
         let jobs = self.inner.jobs();
         let queued_jobs = jobs
             .values()
-            .filter(|e| matches!(e, JobEntry::Queued { .. }))
+            .filter(|e| matches!(e, AttemptEntry::Queued { .. }))
             .count();
         let running_jobs = jobs
             .values()
-            .filter(|e| matches!(e, JobEntry::Running { .. }))
+            .filter(|e| matches!(e, AttemptEntry::Running { .. }))
             .count();
         drop(jobs);
         PoolSnapshot {
@@ -730,7 +730,7 @@ impl Drop for JobGuard<'_> {
     fn drop(&mut self) {
         let entry = self.inner.jobs().remove(self.job_id);
         if !self.finished
-            && let Some(JobEntry::Running { slot }) = entry
+            && let Some(AttemptEntry::Running { slot }) = entry
             && let Some(slot) = self.inner.slot(slot)
         {
             // Nobody awaits the answer: the slot reaps and replaces the worker itself.

@@ -9,7 +9,7 @@ use libmcp::{FaultClass, ReplayContract};
 use reticle_protocol::{ErrorCode, SCHEMA_VERSION, ToolError};
 use serde_json::{Map, Value, json};
 
-use super::{Detail, Tool, ToolContext, ToolDef, ToolResult};
+use super::{Detail, PayloadResult, Tool, ToolContext, ToolDef};
 use crate::assets;
 
 /// Seed 001: HTTP client timeout 5 s.
@@ -45,7 +45,7 @@ fn endpoint() -> Option<String> {
     ))
 }
 
-async fn run(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+async fn run(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     let Some(url) = endpoint() else {
         return Err(ToolError::new(
             ErrorCode::Unsupported,

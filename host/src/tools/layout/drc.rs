@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 
 use super::{decode_png, run_op, session, str_arg};
 use crate::sessions::write_artifact;
-use crate::tools::{Tool, ToolContext, ToolDef, ToolResult};
+use crate::tools::{PayloadResult, Tool, ToolContext, ToolDef};
 
 /// Environment variable naming the KLayout binary (default `klayout`, looked up on `PATH`).
 pub const KLAYOUT_BIN_ENV: &str = "KLAYOUT_BIN";
@@ -125,7 +125,7 @@ fn script_type(path: &Path, given: Option<&str>) -> Result<&'static str, ToolErr
     }
 }
 
-async fn run_drc_script(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+async fn run_drc_script(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     let s = session(&ctx, &args)?;
     let raw = str_arg(&args, "script_path");
     if !Path::new(raw).is_absolute() {
@@ -199,7 +199,7 @@ async fn run_drc_script(ctx: ToolContext, args: Map<String, Value>) -> ToolResul
     }))
 }
 
-async fn extract_markers(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+async fn extract_markers(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     let s = session(&ctx, &args)?;
     let run_id = str_arg(&args, "run_id").to_owned();
     let dir = ctx.state.sessions.drc_run(&s, &run_id)?;
