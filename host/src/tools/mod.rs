@@ -8,6 +8,7 @@
 //! result before the job table stores it.
 
 mod context;
+mod debug;
 pub mod evaluate;
 mod health;
 mod jobs;

@@ -14,8 +14,8 @@ use super::context::{ToolContext, final_payload};
 use super::output::{OutputSchema, ToolOutput, schema_errors};
 use super::render::{Detail, PRESENTATION, RenderChoice, error_result, success_result};
 use super::{
-    PayloadResult, ToolResult, evaluate, health, jobs, layout, normalize, optimize, populate,
-    schema_tools, simulate, telemetry,
+    PayloadResult, ToolResult, debug, evaluate, health, jobs, layout, normalize, optimize,
+    populate, schema_tools, simulate, telemetry,
 };
 use crate::jobs::JobView;
 
@@ -241,6 +241,9 @@ impl ToolRegistry {
         ];
         tools.extend(schema_tools::tools());
         tools.extend(layout::tools());
+        if crate::config::current().serve.debug_tools {
+            tools.extend(debug::tools());
+        }
         Self::from_tools(tools)
     }
 
