@@ -5,6 +5,7 @@
 //! one writer out) → `mcp::server` (eras, dispatch) → `tools` (schemas, handlers).
 
 pub mod assets;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod confine;

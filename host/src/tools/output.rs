@@ -150,15 +150,7 @@ impl OutputSchema {
     /// # Errors
     /// `INTERNAL_ERROR` (fault class `invariant`) with the schema errors.
     pub(crate) fn check(&self, tool: &str, output: ToolOutput) -> Result<ToolOutput, ToolError> {
-        let validator = match (&self.job, &output) {
-            (Some(job), ToolOutput::Started(_)) => &job.started,
-            (Some(job), ToolOutput::Finished(_)) => &job.finished,
-            (None, _) => &self.whole,
-        };
-        let errors = match &output {
-            ToolOutput::Started(started) => schema_errors(validator, &started.to_payload()),
-            ToolOutput::Finished(payload) => schema_errors(validator, payload),
-        };
+        let errors = self.errors(&output);
         if errors.is_empty() {
             Ok(output)
         } else {
@@ -166,13 +158,31 @@ impl OutputSchema {
         }
     }
 
+    /// The violations of a call's answer, against the shape its variant says.
+    pub(crate) fn errors(&self, output: &ToolOutput) -> Vec<Value> {
+        let validator = match (&self.job, output) {
+            (Some(job), ToolOutput::Started(_)) => &job.started,
+            (Some(job), ToolOutput::Finished(_)) => &job.finished,
+            (None, _) => &self.whole,
+        };
+        match output {
+            ToolOutput::Started(started) => schema_errors(validator, &started.to_payload()),
+            ToolOutput::Finished(payload) => schema_errors(validator, payload),
+        }
+    }
+
+    /// The violations of a job's finished payload.
+    pub(crate) fn result_errors(&self, payload: &Value) -> Vec<Value> {
+        let validator = self.job.as_ref().map_or(&self.whole, |job| &job.result);
+        schema_errors(validator, payload)
+    }
+
     /// Checks a job's finished payload before the job table stores it.
     ///
     /// # Errors
     /// As [`Self::check`].
     pub(crate) fn check_result(&self, tool: &str, payload: Value) -> Result<Value, ToolError> {
-        let validator = self.job.as_ref().map_or(&self.whole, |job| &job.result);
-        let errors = schema_errors(validator, &payload);
+        let errors = self.result_errors(&payload);
         if errors.is_empty() {
             Ok(payload)
         } else {

@@ -189,6 +189,19 @@ impl Tool {
         self.output.check_result(self.name, payload)
     }
 
+    /// The schema violations of an answer (`{path, msg}`; empty when it passes): what
+    /// [`Self::check_output`] decides on, without taking the answer.
+    #[must_use]
+    pub fn output_violations(&self, output: &ToolOutput) -> Vec<Value> {
+        self.output.errors(output)
+    }
+
+    /// The schema violations of a job's finished payload (see [`Self::check_result`]).
+    #[must_use]
+    pub fn result_violations(&self, payload: &Value) -> Vec<Value> {
+        self.output.result_errors(payload)
+    }
+
     /// The tool's replay contract.
     pub fn replay(&self) -> ReplayContract {
         self.replay
