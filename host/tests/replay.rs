@@ -249,6 +249,11 @@ async fn limited_supervisor(
     Arc::new(Supervisor::start(config).await.expect("supervisor starts"))
 }
 
+/// A 64 MiB memory limit, so `RLIMIT_DATA` is 128 MiB.
+fn memory_64mib(config: &mut SupervisorConfig) {
+    config.memory_limit_bytes = Some(64 << 20);
+}
+
 /// Runs `call` as a Convergent job to its end and checks it failed once with a
 /// resource fault and was not replayed; returns the error's `details.cause`.
 async fn fails_once_over_a_limit(supervisor: &Arc<Supervisor>, call: Unit) -> Value {
@@ -306,10 +311,7 @@ async fn a_job_over_its_time_limit_fails_once_and_is_not_replayed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_refused_memory_by_the_rlimit_fails_once_and_is_not_replayed() {
     let runtime = tempfile::tempdir().unwrap();
-    let supervisor = limited_supervisor(&runtime, |c| {
-        c.memory_limit_bytes = Some(64 << 20);
-    })
-    .await;
+    let supervisor = limited_supervisor(&runtime, memory_64mib).await;
     let call = Unit::new("debug.alloc", &json!({"bytes": 1u64 << 30}));
     let cause = fails_once_over_a_limit(&supervisor, call).await;
     assert_eq!(cause["kind"], "allocation_refused", "{cause}");
@@ -325,10 +327,7 @@ async fn a_job_refused_memory_by_the_rlimit_fails_once_and_is_not_replayed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_observer_call_over_its_memory_limit_fails_once_and_is_not_replayed() {
     let runtime = tempfile::tempdir().unwrap();
-    let supervisor = limited_supervisor(&runtime, |c| {
-        c.memory_limit_bytes = Some(64 << 20);
-    })
-    .await;
+    let supervisor = limited_supervisor(&runtime, memory_64mib).await;
     let dispatcher = dispatcher(&supervisor);
     let journal = Journal::new();
     let scope = Scope::call(

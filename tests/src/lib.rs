@@ -230,6 +230,17 @@ impl Host {
         }
     }
 
+    /// Calls tool `name` with `arguments` (request id `id`) and returns the
+    /// `CallToolResult`.
+    pub fn call_tool(&mut self, id: &str, name: &str, arguments: Value) -> Value {
+        let answer = self.request(
+            serde_json::json!(id),
+            "tools/call",
+            serde_json::json!({"name": name, "arguments": arguments}),
+        );
+        answer["result"].clone()
+    }
+
     /// Closes stdin and waits for exit, returning the exit status and how long it took.
     ///
     /// # Panics

@@ -9,15 +9,6 @@ use std::time::{Duration, Instant};
 use reticle_tests::{Host, fixtures_dir, release_binary};
 use serde_json::{Value, json};
 
-fn call(host: &mut Host, id: &str, name: &str, arguments: Value) -> Value {
-    let answer = host.request(
-        json!(id),
-        "tools/call",
-        json!({"name": name, "arguments": arguments}),
-    );
-    answer["result"].clone()
-}
-
 fn env(
     artifacts: &str,
     roots: &str,
@@ -87,8 +78,7 @@ fn a_release_build_refuses_a_result_that_breaks_its_output_schema() {
     assert!(names.contains(&"debug_malformed_result"), "{names:?}");
 
     // A call that waits gets the error instead of the malformed payload.
-    let result = call(
-        &mut host,
+    let result = host.call_tool(
         "waited",
         "debug_malformed_result",
         json!({"wait": true, "render": "json"}),
@@ -100,7 +90,7 @@ fn a_release_build_refuses_a_result_that_breaks_its_output_schema() {
     assert_schema_violation(&result["structuredContent"]["error"]);
 
     // A job's result is checked before it is stored: poll answers the same error.
-    let started = call(&mut host, "started", "debug_malformed_result", json!({}));
+    let started = host.call_tool("started", "debug_malformed_result", json!({}));
     assert_eq!(started["isError"], false, "{started}");
     let job_id = started["structuredContent"]["job_id"]
         .as_str()
@@ -108,12 +98,7 @@ fn a_release_build_refuses_a_result_that_breaks_its_output_schema() {
         .to_owned();
     let deadline = Instant::now() + Duration::from_secs(30);
     let polled = loop {
-        let polled = call(
-            &mut host,
-            "poll",
-            "poll",
-            json!({"job_id": job_id, "render": "json"}),
-        );
+        let polled = host.call_tool("poll", "poll", json!({"job_id": job_id, "render": "json"}));
         let status = polled["structuredContent"]["status"].clone();
         if status != "queued" && status != "running" {
             break polled;
@@ -136,8 +121,7 @@ fn a_release_build_refuses_a_result_that_breaks_its_output_schema() {
 fn an_observer_call_over_the_memory_limit_is_not_replayed() {
     // 64 MiB resident, so RLIMIT_DATA 128 MiB: a 1 GiB allocation is refused at once.
     let (mut host, _artifacts) = start(None, &[("RETICLE_WORKER_MEMORY_MB", "64")]);
-    let result = call(
-        &mut host,
+    let result = host.call_tool(
         "alloc",
         "debug_alloc",
         json!({"bytes": 1u64 << 30, "render": "json"}),
@@ -155,7 +139,7 @@ fn an_observer_call_over_the_memory_limit_is_not_replayed() {
         attempt.starts_with("lay_") && attempt.ends_with(".1"),
         "{attempt}"
     );
-    let telemetry = call(&mut host, "t", "telemetry", json!({"render": "json"}));
+    let telemetry = host.call_tool("t", "telemetry", json!({"render": "json"}));
     let dispatch = &telemetry["structuredContent"]["dispatch"];
     assert_eq!(dispatch["attempts"], 1, "the call ran again: {dispatch}");
     assert_eq!(dispatch["replays"], 0, "{dispatch}");
@@ -164,7 +148,7 @@ fn an_observer_call_over_the_memory_limit_is_not_replayed() {
     // One worker died (and was replaced); no replacement ran the call.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let health = call(&mut host, "h", "health", json!({"render": "json"}));
+        let health = host.call_tool("h", "health", json!({"render": "json"}));
         let workers = &health["structuredContent"]["workers"]["workers"];
         let worker = &workers[0];
         if worker["state"] == "idle" {

@@ -217,14 +217,7 @@ impl Server {
         {
             // The tool refused before starting the job (a file that vanished, say):
             // keep the id answering, with that error.
-            let options = JobOptions {
-                restore: Some(restore),
-                presentation: record.presentation.clone(),
-                ..JobOptions::default()
-            };
-            self.shared
-                .jobs
-                .submit_with(&record.tool, options, |_| async move { Err(error) });
+            self.keep_failed(record, restore, error);
         }
     }
 
@@ -239,6 +232,11 @@ impl Server {
         .with_fault(libmcp::FaultClass::AmbiguousOutcome, None)
         .recoverable(false)
         .with_hint("check whether the job's effect happened before calling again");
+        self.keep_failed(record, restore, error);
+    }
+
+    /// Keeps a restored job's id answering, failed with `error`.
+    fn keep_failed(&self, record: &JobRecord, restore: RestoredJob, error: ToolError) {
         let options = JobOptions {
             restore: Some(restore),
             presentation: record.presentation.clone(),

@@ -83,16 +83,10 @@ impl ToolOutput {
 /// Every violation of `schema` by `instance`, as sorted `{path, msg}` pairs
 /// (RFC 6901 pointers; seed 001 §5 ordering).
 pub fn schema_errors(validator: &jsonschema::Validator, instance: &Value) -> Vec<Value> {
-    let mut errors: Vec<(String, String)> = validator
-        .iter_errors(instance)
-        .map(|e| (e.instance_path().to_string(), e.to_string()))
-        .collect();
-    errors.sort();
-    errors.dedup();
-    errors
-        .into_iter()
-        .map(|(path, msg)| json!({"path": path, "msg": msg}))
-        .collect()
+    match crate::assets::errors_json(&crate::assets::violations(validator, instance)) {
+        Value::Array(errors) => errors,
+        _ => Vec::new(),
+    }
 }
 
 /// The validators of the shapes a job tool's schema defines.
