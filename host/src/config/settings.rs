@@ -145,6 +145,16 @@ impl Reader<'_> {
         value
     }
 
+    /// A path setting with a default: the effective value is what is shown.
+    fn path_or(&mut self, spec: &Spec, default: PathBuf) -> (PathBuf, Source) {
+        let (value, source) = match self.raw(spec) {
+            Some((v, source)) => (PathBuf::from(v), source),
+            None => (default, Source::Default),
+        };
+        self.record(spec, value.display().to_string(), source, "host");
+        (value, source)
+    }
+
     /// A non-negative integer; a malformed value is reported per `on_error` and the
     /// default is in force.
     fn integer(&mut self, spec: &Spec, default: u64, unit: &str, on_error: OnError) -> u64 {
@@ -298,15 +308,24 @@ fn read_serve(r: &mut Reader<'_>, process: &ProcessEnv) -> ServeSettings {
     let stop = OnError::Stop(Severity::Serve, NON_NEGATIVE);
     ServeSettings {
         ready_file: r
-            .path(&spec(
-                "MCP_READY_FILE",
-                "ready file, written as `<pid> <ISO8601>` while the server loop runs",
-            ))
-            .unwrap_or_else(|| PathBuf::from(crate::readiness::DEFAULT_READY_FILE)),
-        log_dir: r.path(&spec(
-            "RETICLE_LOG_DIR",
-            "directory of reticle.jsonl and events.jsonl (default: $XDG_STATE_HOME/reticle)",
-        )),
+            .path_or(
+                &spec(
+                    "MCP_READY_FILE",
+                    "ready file, written as `<pid> <ISO8601>` while the server loop runs",
+                ),
+                PathBuf::from(crate::readiness::DEFAULT_READY_FILE),
+            )
+            .0,
+        log_dir: {
+            let (dir, source) = r.path_or(
+                &spec(
+                    "RETICLE_LOG_DIR",
+                    "directory of reticle.jsonl and events.jsonl (default: $XDG_STATE_HOME/reticle)",
+                ),
+                default_log_dir(process),
+            );
+            (source != Source::Default).then_some(dir)
+        },
         default_log_dir: default_log_dir(process),
         log_filter: r.text_or(&spec("RETICLE_LOG", "log filter (tracing syntax)"), "info"),
         drain: Duration::from_millis(r.integer(
@@ -390,10 +409,14 @@ fn read_workers(r: &mut Reader<'_>) -> WorkerSettings {
         "workers",
         OnError::Stop(Severity::Workers, "a number"),
     );
-    let worker_bin = r.path(&spec(
-        WORKER_BIN_ENV,
-        "the worker binary (default: reticle-worker next to reticle)",
-    ));
+    let (worker_bin, source) = r.path_or(
+        &spec(
+            WORKER_BIN_ENV,
+            "the worker binary (default: reticle-worker next to reticle)",
+        ),
+        crate::supervisor::default_worker_exe(),
+    );
+    let worker_bin = (source != Source::Default).then_some(worker_bin);
     let timeout_s = r.integer(
         &spec(
             JOB_TIMEOUT_ENV,
@@ -471,13 +494,24 @@ fn read_tools(r: &mut Reader<'_>) -> ToolSettings {
         "host",
     );
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    let artifact_root = cwd.join(
-        r.path(&spec(
-            crate::sessions::ARTIFACT_ROOT_ENV,
-            "where layout sessions and jobs keep their artifacts",
-        ))
-        .unwrap_or_else(|| PathBuf::from(".artifacts")),
-    );
+    let artifact_root = {
+        let configured = r.raw(&spec(crate::sessions::ARTIFACT_ROOT_ENV, ""));
+        let root = cwd.join(
+            configured
+                .as_ref()
+                .map_or_else(|| PathBuf::from(".artifacts"), |(v, _)| PathBuf::from(v)),
+        );
+        r.record(
+            &spec(
+                crate::sessions::ARTIFACT_ROOT_ENV,
+                "where layout sessions and jobs keep their artifacts",
+            ),
+            root.display().to_string(),
+            configured.map_or(Source::Default, |(_, s)| s),
+            "host",
+        );
+        root
+    };
     let session_ttl_s = r.integer(
         &spec(
             crate::sessions::SESSION_TTL_ENV,
