@@ -11,27 +11,23 @@
 //! by the driver deterministically (gate G2).
 //!
 //! # API
+//! The host reaches the pool through the dispatcher: [`crate::dispatch::LocalPool`] turns
+//! each attempt into the wire's [`RunRequest`] (the one place the host builds it) and
+//! calls [`Supervisor::run`].
 //! ```no_run
-//! # async fn demo() -> Result<(), reticle_host::supervisor::SupervisorError> {
-//! use reticle_host::supervisor::{JobContext, Progress, RunRequest, Supervisor, SupervisorConfig};
-//! let supervisor = Supervisor::start(SupervisorConfig::configured()?).await?;
-//! let (progress_tx, mut progress_rx) = tokio::sync::mpsc::channel::<Progress>(64);
-//! tokio::spawn(async move {
-//!     while let Some(p) = progress_rx.recv().await {
-//!         tracing::info!(done = p.done, total = p.total, "{}", p.message);
-//!     }
-//! });
-//! let request = RunRequest {
-//!     job_id: "job_1".into(),
-//!     op: "debug.sleep".into(),
-//!     args_json: r#"{"ms": 100}"#.into(),
-//!     context: JobContext { artifact_dir: None, allowed_roots: vec![], limits: Default::default() },
-//! };
-//! let outcome = supervisor.run(request, progress_tx).await?; // waits for a free worker
-//! // elsewhere, concurrently: supervisor.kill_job("job_1").await → run() returns Cancelled
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use reticle_host::dispatch::{Dispatcher, LocalPool, Scope, Unit};
+//! use reticle_host::supervisor::{Supervisor, SupervisorConfig};
+//! let supervisor = Arc::new(Supervisor::start(SupervisorConfig::configured()?).await?);
+//! let dispatcher = Dispatcher::new(Arc::new(LocalPool::with_supervisor(Arc::clone(&supervisor))));
+//! let scope = Scope::cli("demo-1", vec![], |p| tracing::info!(done = p.done, total = p.total, "{}", p.message));
+//! // Attempt `demo-1.1` waits for a free worker; its progress goes to the callback.
+//! let payload = dispatcher.run(&scope, Unit::new("debug.sleep", &serde_json::json!({"ms": 100}))).await?;
+//! // elsewhere, concurrently: supervisor.kill_job("demo-1.1").await → the attempt is cancelled
 //! let health = supervisor.snapshot(); // serde::Serialize
 //! supervisor.shutdown().await;
-//! # let _ = (outcome, health); Ok(()) }
+//! # let _ = (payload, health); Ok(()) }
 //! ```
 //!
 //! - [`Supervisor::start`] spawns every worker and waits for their handshakes; it
