@@ -124,18 +124,10 @@ impl Server {
         let started = std::time::Instant::now();
         let ctx = self
             .shared
-            .context(Arc::clone(&meta), journal.clone())
+            .context(Arc::clone(&meta), journal)
             .with_task(task.clone())
             .waiting_on(waiting_on);
-        // A tool that answers in the host is the request's own execution; a job tool's
-        // work is journaled by the dispatcher, unit by unit.
-        if !tool.is_job() {
-            journal.dispatched();
-        }
         let outcome = self.tools.call(tool, ctx, arguments).await;
-        if !tool.is_job() {
-            journal.completed();
-        }
         if let Some(task) = task {
             return Ok(self.task_created(&name, &task, outcome, &meta).await);
         }

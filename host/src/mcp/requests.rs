@@ -114,6 +114,16 @@ impl Server {
         in_flight.insert(key, InFlight { abort, request });
     }
 
+    /// Whether the request is a call of a job tool (its work runs as a job).
+    fn starts_a_job(&self, method: &str, params: &Map<String, Value>) -> bool {
+        method == "tools/call"
+            && params
+                .get("name")
+                .and_then(Value::as_str)
+                .and_then(|name| self.tools.get(name))
+                .is_some_and(|tool| tool.is_job())
+    }
+
     /// The replay contract of a request: a tool's own, Convergent for protocol methods
     /// (reads, or idempotent like `tasks/cancel`).
     pub(super) fn contract_of(&self, method: &str, params: &Map<String, Value>) -> ReplayContract {
@@ -146,11 +156,14 @@ impl Server {
         } else {
             state.begin(&ledger_key, id)
         };
-        // Every public request is journaled with its replay contract.
+        // Every public request is journaled with its replay contract. A request answered
+        // in the host is its own execution, journaled here; a job tool's work is
+        // journaled by the dispatcher, unit by unit, while its job runs.
         let journal = self
             .journal
             .open(&ledger_key, self.contract_of(method, &params));
-        if method != "tools/call" {
+        let in_host = !self.starts_a_job(method, &params);
+        if in_host {
             journal.dispatched();
         }
         let legacy_tasks = !meta.is_modern() && self.legacy_tasks();
@@ -175,7 +188,7 @@ impl Server {
                 data: None,
             }),
         };
-        if method != "tools/call" {
+        if in_host {
             journal.completed();
         }
         match outcome {
