@@ -15,7 +15,8 @@
 //!   The placement walk itself (`hierarchy`) is shared with the observer's region query.
 //! - [`index`]: [`LayoutIndex`], per-cell R-trees over shapes and instance footprints, so a
 //!   clipped flattening (one tile of a whole-layout run) costs what the clip box holds;
-//!   [`ClipMode::Overlap`] keeps whole polygons.
+//!   [`ClipMode::Overlap`] keeps whole polygons; [`LayoutIndex::layer_bbox`] boxes layers
+//!   without flattening.
 //! - [`bbox`]: hierarchical cell boxes with KLayout's semantics ([`cell_bboxes`]).
 //! - [`stats`]: per-layer shape counts of a flattened cell without flattening
 //!   ([`flat_shape_counts`]).
@@ -46,7 +47,7 @@ pub use flatten::{
 };
 pub use gds::{GdsError, GdsWriteError, read_gds, write_gds};
 pub use geom::{BBox, Point, Polygon};
-pub use index::LayoutIndex;
+pub use index::{LayerExtent, LayoutIndex};
 pub use limits::Limits;
 pub use model::{
     Cell, HierarchyError, Instance, LayerKey, LayerName, Library, Path, PathEnds, Repetition,

@@ -15,6 +15,10 @@
 //! instead. Nothing grows with the number of queries: the only other cache, the per-cell
 //! boxes and counts for a layer filter, keeps at most [`MAX_CACHED_FILTERS`] filters.
 
+mod extent;
+
+pub use extent::LayerExtent;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
