@@ -17,6 +17,8 @@
 
 mod extent;
 
+pub mod bench;
+
 pub use extent::LayerExtent;
 
 use std::collections::{BTreeMap, BTreeSet};
