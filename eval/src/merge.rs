@@ -1,5 +1,5 @@
 //! The report of a whole-layout evaluation from its tiles' outputs (docs/DECISIONS.md
-//! D51): metrics summed tile by tile, the pieces of long printed violations joined
+//! D57): metrics summed tile by tile, the pieces of long printed violations joined
 //! ([`crate::stitch`]), the records built once for the whole region
 //! ([`crate::records::build`], the same function as a single window's), and a summary that
 //! stays small for any region: counts per rule, a histogram of violation groups per tile,

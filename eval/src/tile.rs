@@ -1,4 +1,4 @@
-//! One tile of a whole-layout evaluation (docs/DECISIONS.md D51): the unit of work any
+//! One tile of a whole-layout evaluation (docs/DECISIONS.md D57): the unit of work any
 //! executor runs. Its inputs are the layout, the deck's rules on the layer, the grid, the
 //! region and the tile's index; its output, a [`TileOutput`], holds the violations the
 //! tile owns and the tile's share of the metrics, and nothing that depends on which

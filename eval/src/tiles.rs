@@ -1,5 +1,5 @@
 //! Whole-layout evaluation: how a region is cut into tiles, and which tile owns a
-//! violation (docs/DECISIONS.md D51).
+//! violation (docs/DECISIONS.md D57).
 //!
 //! A tile is a square **core** of the global tile grid, anchored at the layout origin, so
 //! the cores of all tiles partition the plane. A tile is imaged in a **window** of exactly

@@ -42,7 +42,6 @@ class Server:
         env.update({
             "MCP_READY_FILE": f"{self.dir.name}/ready",
             "RETICLE_LOG_DIR": f"{self.dir.name}/logs",
-            "RETICLE_CHECK_OUTPUT": "1",
             "RETICLE_ALLOWED_ROOTS": str(ROOT),
             "RETICLE_BACKEND": "cpu",
             "RETICLE_LAZY_WORKERS": "true",

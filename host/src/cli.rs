@@ -10,10 +10,14 @@ use serde_json::{Value, json};
 use crate::assets::{self, SchemaCatalog};
 use crate::supervisor::SupervisorConfig;
 
-/// `reticle bench ...`: runs `reticle-worker bench ...` (the engine lives in the worker
-/// binary, never in the host) with this process's stdio, and returns its exit status.
+/// `reticle bench ...`: `output-schema` runs in the host ([`crate::bench`]); every other
+/// benchmark runs `reticle-worker bench ...` (the engine lives in the worker binary, never
+/// in the host) with this process's stdio, and returns its exit status.
 pub fn bench(args: &[String]) -> ExitCode {
-    let worker = match SupervisorConfig::from_env() {
+    if args.first().map(String::as_str) == Some("output-schema") {
+        return crate::bench::output_schema(&args[1..]);
+    }
+    let worker = match SupervisorConfig::configured() {
         Ok(config) => config.worker_exe,
         Err(e) => {
             eprintln!("reticle bench: {e}");
@@ -33,6 +37,20 @@ pub fn bench(args: &[String]) -> ExitCode {
             eprintln!("reticle bench: cannot run {}: {e}", worker.display());
             ExitCode::from(2)
         }
+    }
+}
+
+/// `reticle config`: the effective settings of this environment, as a table or JSON.
+pub fn print_config(config: &crate::config::Config, json: bool) -> ExitCode {
+    let mut stdout = std::io::stdout().lock();
+    let written = if json {
+        writeln!(stdout, "{}", config.settings_json())
+    } else {
+        write!(stdout, "{}", config.settings_table())
+    };
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(_) => ExitCode::FAILURE,
     }
 }
 

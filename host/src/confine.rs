@@ -48,11 +48,12 @@ fn canonical_roots(paths: impl IntoIterator<Item = PathBuf>) -> Vec<PathBuf> {
 }
 
 impl AllowedRoots {
-    /// Roots from `RETICLE_ALLOWED_ROOTS`, else the working directory.
-    pub fn from_env() -> Self {
-        let fallback = match std::env::var_os("RETICLE_ALLOWED_ROOTS").filter(|v| !v.is_empty()) {
+    /// Roots from `RETICLE_ALLOWED_ROOTS` ([`crate::config::ToolSettings`]), else the
+    /// working directory.
+    pub fn configured() -> Self {
+        let fallback = match &crate::config::current().tools.allowed_roots {
             Some(list) => (
-                canonical_roots(std::env::split_paths(&list)),
+                canonical_roots(std::env::split_paths(list)),
                 RootsSource::Environment,
             ),
             None => (
@@ -157,9 +158,10 @@ impl AllowedRoots {
 }
 
 pub(crate) fn expand_home(raw: &str) -> String {
-    match (raw.strip_prefix("~/"), std::env::var_os("HOME")) {
-        (Some(rest), Some(home)) => Path::new(&home).join(rest).display().to_string(),
-        _ if raw == "~" => std::env::var("HOME").unwrap_or_else(|_| raw.to_owned()),
+    let home = crate::config::current().process.home.as_ref();
+    match (raw.strip_prefix("~/"), home) {
+        (Some(rest), Some(home)) => Path::new(home).join(rest).display().to_string(),
+        (None, Some(home)) if raw == "~" => Path::new(home).display().to_string(),
         _ => raw.to_owned(),
     }
 }

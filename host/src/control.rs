@@ -45,7 +45,10 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// # Errors
 /// When it cannot be created or is not a private directory of ours.
 pub fn socket_dir() -> std::io::Result<PathBuf> {
-    let base = std::env::var_os("XDG_RUNTIME_DIR")
+    let base = crate::config::current()
+        .process
+        .xdg_runtime_dir
+        .as_ref()
         .map(PathBuf::from)
         .filter(|p| p.is_absolute() && p.is_dir());
     let uid = nix::unistd::geteuid().as_raw();
@@ -221,11 +224,15 @@ async fn handle(
     };
     match request["verb"].as_str() {
         Some("health") => {
-            json!({"ok": true, "health": crate::tools::health_payload(server.state(), server.workers(), server.jobs())})
+            json!({"ok": true, "health": crate::tools::health_payload(server.state(), server.workers(), server.jobs(), server.dispatcher())})
         }
         Some("telemetry") => {
-            json!({"ok": true, "telemetry": crate::tools::telemetry_payload(server.state(), server.workers(), server.jobs(), server.journal())})
+            json!({"ok": true, "telemetry": crate::tools::telemetry_payload(server.state(), server.workers(), server.jobs(), server.journal(), server.dispatcher())})
         }
+        Some("config") => json!({
+            "ok": true,
+            "settings": crate::config::current().settings_json(),
+        }),
         Some("events") => json!({
             "ok": true,
             "path": server.state().events.path(),
@@ -270,7 +277,7 @@ async fn handle(
             }
         }
         Some(other) => fail(format!(
-            "unknown verb {other:?}; use health, telemetry, events, rollout, rollback or reexec"
+            "unknown verb {other:?}; use health, telemetry, config, events, rollout, rollback or reexec"
         )),
         None => fail("the request needs a string verb".to_owned()),
     }
@@ -282,9 +289,10 @@ pub struct CtlArgs {
     /// The host's control socket (default: found through the ready file).
     #[arg(long, global = true)]
     socket: Option<PathBuf>,
-    /// The host's ready file (its first field is the host pid).
-    #[arg(long, global = true, env = "MCP_READY_FILE", default_value = crate::readiness::DEFAULT_READY_FILE)]
-    ready_file: PathBuf,
+    /// The host's ready file (its first field is the host pid) [setting: MCP_READY_FILE,
+    /// default /tmp/mcp.ready].
+    #[arg(long, global = true)]
+    ready_file: Option<PathBuf>,
     /// What to do.
     #[command(subcommand)]
     verb: CtlVerb,
@@ -310,9 +318,17 @@ enum CtlVerb {
         /// `seq:N`, an RFC 3339 time, or a duration back from now (`10m`, `2h`).
         #[arg(long, default_value = "all")]
         since: String,
-        /// Read this directory instead of asking the host where its log is.
-        #[arg(long, env = "RETICLE_LOG_DIR")]
+        /// Read this directory instead of asking the host where its log is
+        /// [setting: RETICLE_LOG_DIR].
+        #[arg(long)]
         log_dir: Option<PathBuf>,
+    },
+    /// The running host's effective settings (what `reticle config` prints for this
+    /// shell's environment, as the host read its own at start).
+    Config {
+        /// Print the JSON list instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Blue/green rollout of a new worker binary.
     Rollout {
@@ -347,21 +363,26 @@ pub fn ctl(args: &CtlArgs) -> ExitCode {
 }
 
 fn run_ctl(args: &CtlArgs) -> Result<ExitCode, String> {
+    let config = crate::config::current();
+    let ready_file = args
+        .ready_file
+        .clone()
+        .unwrap_or_else(|| config.serve.ready_file.clone());
     let socket = || -> Result<PathBuf, String> {
         if let Some(socket) = &args.socket {
             return Ok(socket.clone());
         }
-        let text = std::fs::read_to_string(&args.ready_file).map_err(|e| {
+        let text = std::fs::read_to_string(&ready_file).map_err(|e| {
             format!(
                 "cannot read the ready file {} ({e}); is the host running? (--socket or MCP_READY_FILE)",
-                args.ready_file.display()
+                ready_file.display()
             )
         })?;
         let pid: u32 = text
             .split_whitespace()
             .next()
             .and_then(|p| p.parse().ok())
-            .ok_or_else(|| format!("{} does not start with a pid", args.ready_file.display()))?;
+            .ok_or_else(|| format!("{} does not start with a pid", ready_file.display()))?;
         socket_path(pid).map_err(|e| e.to_string())
     };
     let absolute = |p: &Path| -> Result<PathBuf, String> {
@@ -383,7 +404,7 @@ fn run_ctl(args: &CtlArgs) -> Result<ExitCode, String> {
         }
         CtlVerb::Events { since, log_dir } => {
             let since = Since::parse(since, events::unix_ms())?;
-            let dir = match log_dir {
+            let dir = match log_dir.as_ref().or(config.serve.log_dir.as_ref()) {
                 Some(dir) => dir.clone(),
                 None => {
                     let answer = request(&socket()?, &json!({"verb": "events"}))?;
@@ -400,6 +421,20 @@ fn run_ctl(args: &CtlArgs) -> Result<ExitCode, String> {
             }
             if skipped > 0 {
                 eprintln!("reticle ctl: skipped {skipped} unreadable line(s)");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        CtlVerb::Config { json } => {
+            let answer = request(&socket()?, &json!({"verb": "config"}))?;
+            if answer["ok"] != true {
+                return print_outcome(&answer);
+            }
+            if *json {
+                say!("{}", answer["settings"]);
+            } else {
+                let mut out = std::io::stdout().lock();
+                write!(out, "{}", crate::config::table(&answer["settings"]))
+                    .map_err(|e| e.to_string())?;
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -14,8 +14,8 @@ use std::process::ExitCode;
 
 use serde_json::{Value, json};
 
+use crate::dispatch::{Dispatcher, LocalPool, Scope, Unit};
 use crate::tools::evaluate::table;
-use crate::tools::worker_job::run_with_replay;
 
 /// The shipped demo layout: 60 nm lines 80 nm apart and a pad, ICCAD `.glp`.
 const DEMO_LAYOUT: &[u8] = include_bytes!("../../fixtures/layouts/lines_and_pad.glp");
@@ -53,8 +53,7 @@ pub fn demo(opts: &DemoArgs) -> ExitCode {
         "layout": layout,
         "deck": "iccad13_m1",
         "pixel_nm": opts.pixel_nm,
-    })
-    .to_string();
+    });
     let roots = vec![dir.display().to_string()];
     let artifact_dir = dir.display().to_string();
     let runtime = match crate::eval_cli::cli_runtime("demo") {
@@ -70,17 +69,14 @@ pub fn demo(opts: &DemoArgs) -> ExitCode {
             "reticle demo: evaluating {} against iccad13_m1 (imaging, rule checks, picture)…",
             layout.display()
         );
-        let job_id = format!("demo-{}", std::process::id());
-        let work = run_with_replay(
-            &supervisor,
-            &job_id,
-            "demo.render",
-            &args,
-            &roots,
-            Some(&artifact_dir),
-            || {},
-            |p| eprintln!("demo: {}/{} {}", p.done, p.total, p.message),
-        );
+        let scope = Scope::cli(format!("demo-{}", std::process::id()), roots, |p| {
+            eprintln!("demo: {}/{} {}", p.done, p.total, p.message);
+        });
+        let dispatcher = Dispatcher::new(std::sync::Arc::new(LocalPool::with_supervisor(
+            std::sync::Arc::clone(&supervisor),
+        )));
+        let unit = Unit::new("demo.render", &args).with_artifact_dir(Some(artifact_dir));
+        let work = dispatcher.run(&scope, unit);
         let result = tokio::select! {
             result = work => result,
             _ = tokio::signal::ctrl_c() => {

@@ -16,10 +16,10 @@ use reticle_protocol::{ErrorCode, ToolError, schemas};
 use serde_json::{Map, Value, json};
 
 use crate::confine::AllowedRoots;
+use crate::dispatch::{Dispatcher, LocalPool, Scope, Unit};
 use crate::supervisor::{Supervisor, SupervisorConfig, WorkerStderr};
 use crate::tools::evaluate::{OP, deck_is_path, table};
 use crate::tools::schema_errors;
-use crate::tools::worker_job::run_with_replay;
 
 /// Output format of `reticle eval`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -109,7 +109,7 @@ impl EvalArgs {
 }
 
 /// Validates and resolves the arguments as the MCP tool does.
-fn prepare(args: Map<String, Value>, roots: &AllowedRoots) -> Result<String, ToolError> {
+fn prepare(args: Map<String, Value>, roots: &AllowedRoots) -> Result<Value, ToolError> {
     let files = schemas::tool_schemas("evaluate").ok_or_else(|| {
         ToolError::new(ErrorCode::InternalError, "no evaluate schema compiled in")
     })?;
@@ -135,7 +135,7 @@ fn prepare(args: Map<String, Value>, roots: &AllowedRoots) -> Result<String, Too
     if deck_is_path(&deck) {
         args.insert("deck".into(), json!(roots.resolve_read(&deck)?));
     }
-    Ok(Value::Object(args).to_string())
+    Ok(Value::Object(args))
 }
 
 fn emit(format: EvalFormat, result: &Result<Value, ToolError>) -> ExitCode {
@@ -163,8 +163,8 @@ fn emit(format: EvalFormat, result: &Result<Value, ToolError>) -> ExitCode {
 /// Runs `reticle eval`. Exit 0 with a report, 1 on a tool error, 2 when the worker
 /// cannot start, 130 after Ctrl-C.
 pub fn eval(opts: &EvalArgs) -> ExitCode {
-    let roots = AllowedRoots::from_env();
-    let args_json = match prepare(opts.tool_arguments(), &roots) {
+    let roots = AllowedRoots::configured();
+    let args = match prepare(opts.tool_arguments(), &roots) {
         Ok(a) => a,
         Err(error) => return emit(opts.format, &Err(error)),
     };
@@ -185,28 +185,22 @@ pub fn eval(opts: &EvalArgs) -> ExitCode {
             Err(code) => return code,
         };
         let tty = std::io::stderr().is_terminal();
-        let job_id = format!("eval-{}", std::process::id());
-        let work = run_with_replay(
-            &supervisor,
-            &job_id,
-            OP,
-            &args_json,
-            &allowed,
-            None,
-            || {},
-            move |p| {
-                let filled = (p.done * 20).checked_div(p.total).unwrap_or(0) as usize;
-                let bar = format!("{}{}", "#".repeat(filled), " ".repeat(20 - filled.min(20)));
-                if tty {
-                    eprint!("\r[{bar}] {}/{} {:<24}", p.done, p.total, p.message);
-                    if p.done >= p.total {
-                        eprintln!();
-                    }
-                } else {
-                    eprintln!("eval: [{bar}] {}/{} {}", p.done, p.total, p.message);
+        let scope = Scope::cli(format!("eval-{}", std::process::id()), allowed, move |p| {
+            let filled = (p.done * 20).checked_div(p.total).unwrap_or(0) as usize;
+            let bar = format!("{}{}", "#".repeat(filled), " ".repeat(20 - filled.min(20)));
+            if tty {
+                eprint!("\r[{bar}] {}/{} {:<24}", p.done, p.total, p.message);
+                if p.done >= p.total {
+                    eprintln!();
                 }
-            },
-        );
+            } else {
+                eprintln!("eval: [{bar}] {}/{} {}", p.done, p.total, p.message);
+            }
+        });
+        let dispatcher = Dispatcher::new(Arc::new(LocalPool::with_supervisor(Arc::clone(
+            &supervisor,
+        ))));
+        let work = dispatcher.run(&scope, Unit::new(OP, &args));
         let result = tokio::select! {
             result = work => result,
             _ = tokio::signal::ctrl_c() => {
@@ -237,7 +231,7 @@ pub(crate) fn cli_runtime(command: &str) -> Result<tokio::runtime::Runtime, Exit
 /// A one-worker supervisor for a CLI command (configured from the environment, worker
 /// stderr discarded); a failure is reported on stderr and becomes exit code 2.
 pub(crate) async fn one_worker(command: &str) -> Result<Arc<Supervisor>, ExitCode> {
-    let mut config = SupervisorConfig::from_env().map_err(|e| {
+    let mut config = SupervisorConfig::configured().map_err(|e| {
         eprintln!("reticle {command}: {e}");
         ExitCode::from(2)
     })?;

@@ -61,32 +61,15 @@ pub struct EventLogConfig {
 }
 
 impl EventLogConfig {
-    /// `dir` with the caps from `RETICLE_EVENTS_MAX_BYTES` / `RETICLE_EVENTS_KEEP` or
-    /// their defaults (a value that does not parse is ignored with a warning).
-    pub fn from_env(dir: PathBuf) -> Self {
-        let read = |name: &str| -> Option<u64> {
-            let raw = std::env::var(name).ok()?;
-            match raw.trim().parse() {
-                Ok(v) => Some(v),
-                Err(_) => {
-                    tracing::warn!(
-                        variable = name,
-                        value = raw,
-                        "not a number; using the default"
-                    );
-                    None
-                }
-            }
-        };
+    /// `dir` with the caps `RETICLE_EVENTS_MAX_BYTES` / `RETICLE_EVENTS_KEEP` set
+    /// ([`crate::config::ServeSettings`]: a value that does not parse is ignored with a
+    /// warning).
+    pub fn configured(dir: PathBuf) -> Self {
+        let serve = &crate::config::current().serve;
         Self {
             dir,
-            // A cap below one record would rotate on every write; 4 KiB is the floor.
-            max_bytes: read(EVENTS_MAX_BYTES_ENV)
-                .unwrap_or(DEFAULT_MAX_BYTES)
-                .max(4096),
-            keep: read(EVENTS_KEEP_ENV)
-                .map_or(DEFAULT_KEEP, |k| u32::try_from(k).unwrap_or(u32::MAX))
-                .min(100),
+            max_bytes: serve.events_max_bytes,
+            keep: serve.events_keep,
         }
     }
 }

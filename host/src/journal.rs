@@ -9,7 +9,14 @@
 //! worker dies. What to do after a loss is libmcp's [`request_disposition`] of
 //! (knowledge, contract, probe evidence, attempts): Convergent replays within the
 //! attempt bound, ProbeRequired probes first, NeverReplay fails with a fault saying
-//! the outcome is unknown (`replay::run_on_worker` applies it).
+//! the outcome is unknown ([`crate::dispatch`] applies it).
+//!
+//! Work on workers is tracked per *unit* ([`JournalHandle::unit`]): a request whose job
+//! runs several independent units (tiles of one layout) keeps one entry, and each unit
+//! has its own knowledge and attempt count, so one unit's lost worker is decided on
+//! that unit's attempts alone. Once an entry has units, its knowledge is theirs
+//! combined ([`combined`]): outcome unknown if any unit's is, in flight while any runs
+//! or some have not started, completed when all completed.
 //!
 //! Open entries are few (requests and jobs in flight); closed ones only leave
 //! counters, so the journal's memory is bounded by the work in flight.
@@ -23,13 +30,62 @@ use libmcp::{
 };
 use serde_json::{Value, json};
 
+/// What the host knows about one run of work: the request itself (host-side
+/// methods), or one unit of its work on workers.
+#[derive(Debug, Clone, Copy)]
+struct Track {
+    knowledge: ExecutionKnowledge,
+    /// Runs started (the first one plus replays).
+    attempts: u8,
+}
+
+impl Track {
+    const NEW: Self = Self {
+        knowledge: ExecutionKnowledge::NotDispatched,
+        attempts: 0,
+    };
+}
+
 /// One open request.
 #[derive(Debug, Clone)]
 struct Entry {
     contract: ReplayContract,
-    knowledge: ExecutionKnowledge,
-    /// Runs started on a worker (the first one plus replays).
-    attempts: u8,
+    /// The request's own execution (answered in the host, or a single run).
+    request: Track,
+    /// Its units of work on workers, by index.
+    units: BTreeMap<u32, Track>,
+}
+
+impl Entry {
+    /// The request's knowledge: its units' combined, once it has any.
+    fn knowledge(&self) -> ExecutionKnowledge {
+        if self.units.is_empty() {
+            self.request.knowledge
+        } else {
+            combined(self.units.values().map(|t| t.knowledge))
+        }
+    }
+}
+
+/// Knowledge of a request from its units': unknown if any unit's outcome is unknown,
+/// in flight while any unit runs (or some finished and others have not started),
+/// not dispatched if none started, completed when every unit completed.
+fn combined(units: impl Iterator<Item = ExecutionKnowledge>) -> ExecutionKnowledge {
+    let (mut unknown, mut in_flight, mut waiting, mut done) = (false, false, false, false);
+    for k in units {
+        match k {
+            ExecutionKnowledge::OutcomeUnknown => unknown = true,
+            ExecutionKnowledge::InFlight => in_flight = true,
+            ExecutionKnowledge::NotDispatched => waiting = true,
+            ExecutionKnowledge::Completed => done = true,
+        }
+    }
+    match (unknown, in_flight, waiting, done) {
+        (true, ..) => ExecutionKnowledge::OutcomeUnknown,
+        (false, true, ..) | (false, false, true, true) => ExecutionKnowledge::InFlight,
+        (false, false, true, false) => ExecutionKnowledge::NotDispatched,
+        _ => ExecutionKnowledge::Completed,
+    }
 }
 
 /// Counters over the host's lifetime.
@@ -97,8 +153,8 @@ impl Journal {
                 seq,
                 Entry {
                     contract,
-                    knowledge: ExecutionKnowledge::NotDispatched,
-                    attempts: 0,
+                    request: Track::NEW,
+                    units: BTreeMap::new(),
                 },
             );
             inner.totals.journaled += 1;
@@ -122,7 +178,7 @@ impl Journal {
             *inner
                 .totals
                 .closed_by_knowledge
-                .entry(knowledge_name(entry.knowledge))
+                .entry(knowledge_name(entry.knowledge()))
                 .or_default() += 1;
         }
     }
@@ -142,7 +198,7 @@ impl Journal {
         .collect();
         for entry in inner.open.values() {
             *open_by_knowledge
-                .entry(knowledge_name(entry.knowledge))
+                .entry(knowledge_name(entry.knowledge()))
                 .or_default() += 1;
         }
         let t = &inner.totals;
@@ -185,10 +241,22 @@ impl std::fmt::Debug for JournalHandle {
 }
 
 impl JournalHandle {
-    fn with<R>(&self, f: impl FnOnce(&mut Entry, &mut Totals) -> R) -> Option<R> {
+    /// Runs `f` on the entry's contract, the track `unit` names (`None`: the request's
+    /// own) and the counters; `None` once the entry is closed.
+    fn with<R>(
+        &self,
+        unit: Option<u32>,
+        f: impl FnOnce(ReplayContract, &mut Track, &mut Totals) -> R,
+    ) -> Option<R> {
         let mut inner = self.0.journal.lock();
         let Inner { open, totals, .. } = &mut *inner;
-        open.get_mut(&self.0.seq).map(|entry| f(entry, totals))
+        let entry = open.get_mut(&self.0.seq)?;
+        let contract = entry.contract;
+        let track = match unit {
+            None => &mut entry.request,
+            Some(index) => entry.units.entry(index).or_insert(Track::NEW),
+        };
+        Some(f(contract, track, totals))
     }
 
     /// The journal this entry belongs to.
@@ -198,53 +266,54 @@ impl JournalHandle {
 
     /// The entry's replay contract.
     pub fn contract(&self) -> Option<ReplayContract> {
-        self.with(|e, _| e.contract)
+        self.with(None, |c, _, _| c)
     }
 
-    /// What the host knows about the execution now.
+    /// What the host knows about the execution now (its units' combined, once it has any).
     pub fn knowledge(&self) -> Option<ExecutionKnowledge> {
-        self.with(|e, _| e.knowledge)
+        let inner = self.0.journal.lock();
+        inner.open.get(&self.0.seq).map(Entry::knowledge)
     }
 
-    /// Runs started on a worker so far.
+    /// Runs of the request itself started so far.
     pub fn attempts(&self) -> u8 {
-        self.with(|e, _| e.attempts).unwrap_or(0)
+        self.with(None, |_, t, _| t.attempts).unwrap_or(0)
+    }
+
+    /// The track of unit `index` of this request's work on workers (registered, not
+    /// dispatched, on first use). Units of one entry are independent: each has its own
+    /// knowledge, attempts and replay decisions; the counters are the entry's.
+    pub fn unit(&self, index: u32) -> UnitJournal {
+        let unit = UnitJournal {
+            handle: self.clone(),
+            index: Some(index),
+        };
+        unit.handle.with(unit.index, |_, _, _| ());
+        unit
+    }
+
+    fn track(&self) -> UnitJournal {
+        UnitJournal {
+            handle: self.clone(),
+            index: None,
+        }
     }
 
     /// The first run reached its executor (a worker, or the host's own handler).
     /// Idempotent: a later call while in flight changes nothing.
     pub fn dispatched(&self) {
-        self.with(|e, _| {
-            if let Ok(next) = e
-                .knowledge
-                .after_dispatch(RequestDisposition::FirstDispatch)
-            {
-                e.knowledge = next;
-                e.attempts = e.attempts.saturating_add(1);
-            }
-        });
+        self.track().dispatched();
     }
 
     /// A terminal outcome arrived (success or a tool error).
     pub fn completed(&self) {
-        self.with(|e, _| {
-            if let Ok(next) = e.knowledge.after_terminal_outcome() {
-                e.knowledge = next;
-            }
-        });
+        self.track().completed();
     }
 
     /// The worker running this request died: the outcome is unknown. A request the
     /// supervisor reports lost was on a worker, so a missed `dispatched` is implied.
     pub fn worker_lost(&self) {
-        self.with(|e, t| {
-            if e.knowledge == ExecutionKnowledge::NotDispatched {
-                e.knowledge = ExecutionKnowledge::InFlight;
-                e.attempts = e.attempts.saturating_add(1);
-            }
-            e.knowledge = e.knowledge.after_worker_loss();
-            t.worker_losses += 1;
-        });
+        self.track().worker_lost();
     }
 
     /// libmcp's decision for this entry now, given probe evidence and the bound on
@@ -254,13 +323,98 @@ impl JournalHandle {
         probe: Option<ProbeResolution>,
         max_attempts: u8,
     ) -> RequestDisposition {
-        self.with(|e, t| {
-            let allowance = ReplayAllowance::new(e.attempts, max_attempts);
-            let decision = request_disposition(e.knowledge, e.contract, probe, allowance);
+        self.track().disposition(probe, max_attempts)
+    }
+
+    /// A probe ran (ProbeRequired after a loss).
+    pub fn probed(&self) {
+        self.track().probed();
+    }
+
+    /// The probe proved the earlier attempt took effect: completed without a re-run.
+    pub fn completed_from_probe(&self) {
+        self.track().completed_from_probe();
+    }
+
+    /// A replay authorized by [`Self::disposition`] starts.
+    pub fn replaying(&self) {
+        self.track().replaying();
+    }
+}
+
+/// One unit of a request's work in the journal ([`JournalHandle::unit`]): its own
+/// knowledge and attempts under the request's contract. Holding it keeps the entry open.
+#[derive(Debug, Clone)]
+pub struct UnitJournal {
+    handle: JournalHandle,
+    /// `None`: the request's own track.
+    index: Option<u32>,
+}
+
+impl UnitJournal {
+    fn with<R>(&self, f: impl FnOnce(ReplayContract, &mut Track, &mut Totals) -> R) -> Option<R> {
+        self.handle.with(self.index, f)
+    }
+
+    /// What the host knows about this unit now.
+    pub fn knowledge(&self) -> Option<ExecutionKnowledge> {
+        self.with(|_, t, _| t.knowledge)
+    }
+
+    /// Runs of this unit started so far.
+    pub fn attempts(&self) -> u8 {
+        self.with(|_, t, _| t.attempts).unwrap_or(0)
+    }
+
+    /// The unit's first run reached a worker. Idempotent while in flight.
+    pub fn dispatched(&self) {
+        self.with(|_, t, _| {
+            if let Ok(next) = t
+                .knowledge
+                .after_dispatch(RequestDisposition::FirstDispatch)
+            {
+                t.knowledge = next;
+                t.attempts = t.attempts.saturating_add(1);
+            }
+        });
+    }
+
+    /// A terminal outcome of the unit arrived (success or a tool error).
+    pub fn completed(&self) {
+        self.with(|_, t, _| {
+            if let Ok(next) = t.knowledge.after_terminal_outcome() {
+                t.knowledge = next;
+            }
+        });
+    }
+
+    /// The worker running the unit died: its outcome is unknown. A run the executor
+    /// reports lost was on a worker, so a missed `dispatched` is implied.
+    pub fn worker_lost(&self) {
+        self.with(|_, t, totals| {
+            if t.knowledge == ExecutionKnowledge::NotDispatched {
+                t.knowledge = ExecutionKnowledge::InFlight;
+                t.attempts = t.attempts.saturating_add(1);
+            }
+            t.knowledge = t.knowledge.after_worker_loss();
+            totals.worker_losses += 1;
+        });
+    }
+
+    /// libmcp's decision for this unit now, given probe evidence and the bound on its
+    /// runs. Records the decision in the counters.
+    pub fn disposition(
+        &self,
+        probe: Option<ProbeResolution>,
+        max_attempts: u8,
+    ) -> RequestDisposition {
+        self.with(|contract, t, totals| {
+            let allowance = ReplayAllowance::new(t.attempts, max_attempts);
+            let decision = request_disposition(t.knowledge, contract, probe, allowance);
             match decision {
-                RequestDisposition::CompleteFromProbe => t.completed_from_probe += 1,
-                RequestDisposition::RejectAmbiguousOutcome => t.rejected_ambiguous += 1,
-                RequestDisposition::RejectReplayExhausted => t.replay_exhausted += 1,
+                RequestDisposition::CompleteFromProbe => totals.completed_from_probe += 1,
+                RequestDisposition::RejectAmbiguousOutcome => totals.rejected_ambiguous += 1,
+                RequestDisposition::RejectReplayExhausted => totals.replay_exhausted += 1,
                 _ => {}
             }
             decision
@@ -268,27 +422,27 @@ impl JournalHandle {
         .unwrap_or(RequestDisposition::RejectUnexpectedProbeResolution)
     }
 
-    /// A probe ran (ProbeRequired after a loss).
+    /// A probe ran for this unit.
     pub fn probed(&self) {
-        self.with(|_, t| t.probes += 1);
+        self.with(|_, _, totals| totals.probes += 1);
     }
 
-    /// The probe proved the earlier attempt took effect: completed without a re-run.
+    /// The probe proved the lost run took effect: completed without a re-run.
     pub fn completed_from_probe(&self) {
-        self.with(|e, _| {
-            if let Ok(next) = e.knowledge.after_completed_probe() {
-                e.knowledge = next;
+        self.with(|_, t, _| {
+            if let Ok(next) = t.knowledge.after_completed_probe() {
+                t.knowledge = next;
             }
         });
     }
 
     /// A replay authorized by [`Self::disposition`] starts.
     pub fn replaying(&self) {
-        self.with(|e, t| {
-            if let Ok(next) = e.knowledge.after_dispatch(RequestDisposition::Replay) {
-                e.knowledge = next;
-                e.attempts = e.attempts.saturating_add(1);
-                t.replays += 1;
+        self.with(|_, t, totals| {
+            if let Ok(next) = t.knowledge.after_dispatch(RequestDisposition::Replay) {
+                t.knowledge = next;
+                t.attempts = t.attempts.saturating_add(1);
+                totals.replays += 1;
             }
         });
     }
@@ -361,5 +515,38 @@ mod tests {
         assert_eq!(counts["completed_from_probe"], 1);
         assert_eq!(counts["replay_exhausted"], 1);
         assert_eq!(counts["open_by_knowledge"]["outcome_unknown"], 2);
+    }
+
+    #[test]
+    fn units_have_their_own_attempts_and_the_entry_combines_them() {
+        let journal = Journal::new();
+        let entry = journal.open("tools/call:evaluate", ReplayContract::Convergent);
+        let (a, b) = (entry.unit(0), entry.unit(1));
+        assert_eq!(entry.knowledge(), Some(ExecutionKnowledge::NotDispatched));
+        a.dispatched();
+        assert_eq!(entry.knowledge(), Some(ExecutionKnowledge::InFlight));
+        a.completed();
+        assert_eq!(
+            entry.knowledge(),
+            Some(ExecutionKnowledge::InFlight),
+            "unit 1 has not started"
+        );
+        // Unit 1 dies twice: its own bound decides, unit 0's run does not count.
+        b.dispatched();
+        for _ in 0..2 {
+            b.worker_lost();
+            assert_eq!(entry.knowledge(), Some(ExecutionKnowledge::OutcomeUnknown));
+            assert_eq!(b.disposition(None, 3), RequestDisposition::Replay);
+            b.replaying();
+        }
+        assert_eq!(b.attempts(), 3);
+        assert_eq!(a.attempts(), 1);
+        b.completed();
+        assert_eq!(entry.knowledge(), Some(ExecutionKnowledge::Completed));
+        drop((entry, a, b));
+        let counts = journal.counts();
+        assert_eq!(counts["replays"], 2);
+        assert_eq!(counts["journaled"], 1);
+        assert_eq!(counts["closed_by_knowledge"]["completed"], 1);
     }
 }

@@ -5,10 +5,13 @@
 //! one writer out) → `mcp::server` (eras, dispatch) → `tools` (schemas, handlers).
 
 pub mod assets;
+pub mod bench;
 pub mod cli;
+pub mod config;
 pub mod confine;
 pub mod control;
 pub mod demo_cli;
+pub mod dispatch;
 pub mod eval_cli;
 pub mod events;
 pub mod job_dirs;
@@ -19,7 +22,6 @@ pub mod logging;
 pub mod mcp;
 pub mod readiness;
 pub mod reexec;
-pub mod replay;
 pub mod serve;
 pub mod sessions;
 pub mod state;

@@ -1,10 +1,9 @@
 //! Resource limits an agent's calls run under (issue 10.4), read once at start.
 //!
-//! The host owns every limit: it reads the settings below when it starts
-//! ([`init_from_env`]), sends the per-job ones to the worker in every job's context
-//! ([`job_limits`] → `reticle_protocol::wire::JobLimits`), and enforces the job-table
-//! cap itself ([`crate::jobs::Jobs`]). A process that never called [`init_from_env`]
-//! (unit tests, embedders) runs under the defaults.
+//! The host owns every limit: [`crate::config`] reads the settings below when the
+//! process starts, the dispatcher sends the per-job ones to the worker in every
+//! attempt's context ([`job_limits`] → `reticle_protocol::wire::JobLimits`), and the
+//! job table enforces its cap itself ([`crate::jobs::Jobs`]).
 //!
 //! | setting | default | exceeded |
 //! |---|---|---|
@@ -14,8 +13,6 @@
 //! | `RETICLE_MAX_ACTIVE_JOBS` | 64 | `TOOL_LIMIT_EXCEEDED` |
 //! | `RETICLE_MAX_SESSIONS` | 64 | `TOOL_LIMIT_EXCEEDED` |
 //! | `RETICLE_MAX_JOB_ARTIFACT_BYTES` | 4294967296 (4 GiB) | `TOOL_LIMIT_EXCEEDED` |
-
-use std::sync::OnceLock;
 
 use reticle_protocol::wire::JobLimits;
 
@@ -45,6 +42,19 @@ pub const DEFAULT_MAX_SESSIONS: usize = 64;
 /// Default of [`MAX_ACTIVE_JOBS_ENV`]: far more than a pool of workers can run at
 /// once, far fewer than would let one agent pile up unbounded waiters.
 pub const DEFAULT_MAX_ACTIVE_JOBS: usize = 64;
+
+/// The limit settings and what each bounds (for `reticle config`).
+pub const SETTINGS: [(&str, &str); 6] = [
+    (MAX_LAYOUT_BYTES_ENV, "largest layout file one job reads"),
+    (MAX_SHAPES_ENV, "most shapes one flattened window may hold"),
+    (MAX_RASTER_PIXELS_ENV, "most pixels of one simulated image"),
+    (MAX_ACTIVE_JOBS_ENV, "most queued or running jobs"),
+    (MAX_SESSIONS_ENV, "most live layout sessions"),
+    (
+        MAX_JOB_ARTIFACT_BYTES_ENV,
+        "most bytes of finished jobs' artifact directories",
+    ),
+];
 
 /// Every limit the host enforces or hands to workers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,23 +118,26 @@ impl HostLimits {
         }
         Ok(limits)
     }
+
+    /// The value of the limit set by the variable `name`.
+    #[must_use]
+    pub fn value_of(&self, name: &str) -> Option<u64> {
+        let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        Some(match name {
+            MAX_LAYOUT_BYTES_ENV => self.job.max_layout_bytes,
+            MAX_SHAPES_ENV => self.job.max_shapes,
+            MAX_RASTER_PIXELS_ENV => self.job.max_raster_pixels,
+            MAX_ACTIVE_JOBS_ENV => count(self.max_active_jobs),
+            MAX_SESSIONS_ENV => count(self.max_sessions),
+            MAX_JOB_ARTIFACT_BYTES_ENV => self.max_job_artifact_bytes,
+            _ => return None,
+        })
+    }
 }
 
-static LIMITS: OnceLock<HostLimits> = OnceLock::new();
-
-/// Reads the settings from the process environment; call once at start, before the
-/// first job.
-///
-/// # Errors
-/// A malformed setting (the server must not start with a limit it cannot honour).
-pub fn init_from_env() -> Result<&'static HostLimits, String> {
-    let limits = HostLimits::from_lookup(|name| std::env::var(name).ok())?;
-    Ok(LIMITS.get_or_init(|| limits))
-}
-
-/// The limits in force (the defaults until [`init_from_env`] ran).
+/// The limits in force ([`crate::config`]; a malformed one stopped the process at start).
 pub fn current() -> &'static HostLimits {
-    LIMITS.get_or_init(HostLimits::default)
+    &crate::config::current().limits
 }
 
 /// The limits every job's context carries.

@@ -16,15 +16,6 @@ pub struct LogGuard {
     pub file: Option<PathBuf>,
 }
 
-/// The default log directory: `$XDG_STATE_HOME/reticle` or `~/.local/state/reticle`.
-pub fn default_log_dir() -> PathBuf {
-    std::env::var_os("XDG_STATE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
-        .unwrap_or_else(std::env::temp_dir)
-        .join("reticle")
-}
-
 /// Installs the global subscriber. `filter` uses `RUST_LOG` syntax (`RETICLE_LOG`).
 pub fn init(filter: &str, log_dir: Option<&Path>, file_name: &str) -> LogGuard {
     let env_filter = || EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use reticle_host::config::Severity;
 use reticle_host::mcp::server::ShutdownPolicy;
-use reticle_host::readiness::DEFAULT_READY_FILE;
 use reticle_host::serve::{ServeOptions, serve};
 
 /// reticle: photomask verification for AI agents, over MCP.
@@ -37,8 +37,8 @@ enum Command {
         /// Schema name (see `list_schemas`); defaults to the file's `$schema` member.
         #[arg(long)]
         schema: Option<String>,
-        /// Extra schemas directory.
-        #[arg(long, env = "RETICLE_SCHEMAS_DIR")]
+        /// Extra schemas directory [setting: RETICLE_SCHEMAS_DIR].
+        #[arg(long)]
         schemas_dir: Option<PathBuf>,
     },
     /// Evaluate a layout against a rule deck (the `evaluate` tool from the command line):
@@ -51,9 +51,17 @@ enum Command {
     /// Evaluate a shipped layout end to end and write a PNG with the violations drawn on
     /// it: `reticle demo [--out DIR]`. Prints the report table and the picture's path.
     Demo(reticle_host::demo_cli::DemoArgs),
-    /// Engine benchmarks, run by the worker binary: `reticle bench litho [--gpu] [--json]`
-    /// times one 2048×2048 3-corner ICCAD-2013 simulation and its ratio to the naive path.
-    /// `reticle bench --help` lists the options.
+    /// Print the effective settings: every variable the host reads, its value and where
+    /// it came from (default, env, an old name); `reticle ctl config` asks a running host.
+    Config {
+        /// Print JSON (`[{name, value, source, read_by, meaning}]`) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Benchmarks: `reticle bench litho [--gpu] [--json]` (run by the worker binary) times
+    /// one 2048×2048 3-corner ICCAD-2013 simulation and its ratio to the naive path;
+    /// `reticle bench output-schema` (in the host) times the output-schema check of a
+    /// result against serializing it. `reticle bench --help` lists the options.
     #[command(disable_help_flag = true)]
     Bench {
         /// Arguments for the benchmark (see `reticle bench --help`).
@@ -62,80 +70,110 @@ enum Command {
     },
 }
 
+/// Options of `reticle serve`; each one not given takes its setting (`reticle config`
+/// lists them: the variable named below, else the default).
 #[derive(Debug, clap::Args)]
 struct ServeArgs {
-    /// Ready file written while the server loop runs (`<pid> <ISO8601>`).
-    #[arg(long, env = "MCP_READY_FILE", default_value = DEFAULT_READY_FILE)]
-    ready_file: PathBuf,
+    /// Ready file written while the server loop runs (`<pid> <ISO8601>`)
+    /// [setting: MCP_READY_FILE, default /tmp/mcp.ready].
+    #[arg(long)]
+    ready_file: Option<PathBuf>,
     /// Directory of the JSONL log (`reticle.jsonl`) and event log (`events.jsonl`)
-    /// [default: $XDG_STATE_HOME/reticle].
-    #[arg(long, env = "RETICLE_LOG_DIR")]
+    /// [setting: RETICLE_LOG_DIR, default $XDG_STATE_HOME/reticle].
+    #[arg(long)]
     log_dir: Option<PathBuf>,
     /// Log to stderr only.
     #[arg(long)]
     no_log_file: bool,
-    /// Log filter (`tracing` syntax), e.g. `info` or `reticle_host=debug`.
-    #[arg(long, env = "RETICLE_LOG", default_value = "info")]
-    log: String,
-    /// After SIGTERM/SIGINT, how long in-flight requests may run, in ms.
-    #[arg(long, env = "RETICLE_DRAIN_MS", default_value_t = 30_000)]
-    drain_ms: u64,
-    /// After stdin closes, how long in-flight requests may run before cancellation, in ms.
-    #[arg(long, env = "RETICLE_EOF_GRACE_MS", default_value_t = 500)]
-    eof_grace_ms: u64,
-    /// Directory of extra published schemas (`*.json`), read once at start.
-    #[arg(long, env = "RETICLE_SCHEMAS_DIR")]
+    /// Log filter (`tracing` syntax), e.g. `info` or `reticle_host=debug`
+    /// [setting: RETICLE_LOG, default info].
+    #[arg(long)]
+    log: Option<String>,
+    /// After SIGTERM/SIGINT, how long in-flight requests may run, in ms
+    /// [setting: RETICLE_DRAIN_MS, default 30000].
+    #[arg(long)]
+    drain_ms: Option<u64>,
+    /// After stdin closes, how long in-flight requests may run before cancellation, in
+    /// ms, at most 900 [setting: RETICLE_EOF_GRACE_MS, default 500].
+    #[arg(long)]
+    eof_grace_ms: Option<u64>,
+    /// Directory of extra published schemas (`*.json`), read once at start
+    /// [setting: RETICLE_SCHEMAS_DIR].
+    #[arg(long)]
     schemas_dir: Option<PathBuf>,
-    /// Directory of extra example documents (`*.json` with a `$schema` member).
-    #[arg(long, env = "RETICLE_EXAMPLES_DIR")]
+    /// Directory of extra example documents (`*.json` with a `$schema` member)
+    /// [setting: RETICLE_EXAMPLES_DIR].
+    #[arg(long)]
     examples_dir: Option<PathBuf>,
-    /// Start workers on the first job instead of at start-up.
-    #[arg(long, env = "RETICLE_LAZY_WORKERS")]
+    /// Start workers on the first job instead of at start-up
+    /// [setting: RETICLE_LAZY_WORKERS].
+    #[arg(long)]
     lazy_workers: bool,
-    /// How long finished jobs stay pollable, in ms.
-    #[arg(long, env = "RETICLE_JOB_TTL_MS", default_value_t = 600_000)]
-    job_ttl_ms: u64,
+    /// How long finished jobs stay pollable, in ms [setting: RETICLE_JOB_TTL_MS,
+    /// default 600000].
+    #[arg(long)]
+    job_ttl_ms: Option<u64>,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Limits are read once, before any job can start (docs/SECURITY.md).
-    if let Err(e) = reticle_host::limits::init_from_env() {
-        eprintln!("reticle: {e}");
-        return ExitCode::from(2);
-    }
+    // Every setting is read once, before anything can start a job (docs/SECURITY.md):
+    // a limit that does not parse stops every command.
+    let config = match reticle_host::config::init() {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("reticle: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let args = match cli.command {
         Some(Command::Serve(args)) => args,
         Some(Command::Validate {
             path,
             schema,
             schemas_dir,
-        }) => return reticle_host::cli::validate(&path, schema.as_deref(), schemas_dir.as_deref()),
+        }) => {
+            let schemas_dir = schemas_dir.or_else(|| config.serve.schemas_dir.clone());
+            return reticle_host::cli::validate(&path, schema.as_deref(), schemas_dir.as_deref());
+        }
         Some(Command::Bench { args }) => return reticle_host::cli::bench(&args),
         Some(Command::Eval(args)) => return reticle_host::eval_cli::eval(&args),
         Some(Command::Ctl(args)) => return reticle_host::control::ctl(&args),
         Some(Command::Demo(args)) => return reticle_host::demo_cli::demo(&args),
+        Some(Command::Config { json }) => return reticle_host::cli::print_config(config, json),
         None => cli.serve,
     };
+    if let Some(e) = config.errors_of(Severity::Serve).next() {
+        eprintln!("reticle: {}", e.message);
+        return ExitCode::from(2);
+    }
+    let settings = &config.serve;
     let options = ServeOptions {
-        ready_file: args.ready_file,
+        ready_file: args
+            .ready_file
+            .unwrap_or_else(|| settings.ready_file.clone()),
         log_dir: if args.no_log_file {
             None
         } else {
             Some(
                 args.log_dir
-                    .unwrap_or_else(reticle_host::logging::default_log_dir),
+                    .or_else(|| settings.log_dir.clone())
+                    .unwrap_or_else(|| settings.default_log_dir.clone()),
             )
         },
-        log_filter: args.log,
+        log_filter: args.log.unwrap_or_else(|| settings.log_filter.clone()),
         policy: ShutdownPolicy {
-            drain: Duration::from_millis(args.drain_ms),
-            eof_grace: Duration::from_millis(args.eof_grace_ms.min(900)),
+            drain: args.drain_ms.map_or(settings.drain, Duration::from_millis),
+            eof_grace: args
+                .eof_grace_ms
+                .map_or(settings.eof_grace, |ms| Duration::from_millis(ms.min(900))),
         },
-        job_ttl: Duration::from_millis(args.job_ttl_ms),
-        schemas_dir: args.schemas_dir,
-        examples_dir: args.examples_dir,
-        start_workers: !args.lazy_workers,
+        job_ttl: args
+            .job_ttl_ms
+            .map_or(settings.job_ttl, Duration::from_millis),
+        schemas_dir: args.schemas_dir.or_else(|| settings.schemas_dir.clone()),
+        examples_dir: args.examples_dir.or_else(|| settings.examples_dir.clone()),
+        start_workers: !(args.lazy_workers || settings.lazy_workers),
     };
     match serve(options) {
         Ok(_) => ExitCode::SUCCESS,

@@ -57,6 +57,8 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
         options.log_dir.as_deref(),
         "reticle.jsonl",
     );
+    // Settings that fell back to their default say so, now that there is a log.
+    crate::config::current().log_warnings();
     // A snapshot from the previous image, when this process is a reexec.
     let restored = match reexec::load() {
         Ok(snapshot) => snapshot,
@@ -77,12 +79,12 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
     );
     let events = Arc::new(match &options.log_dir {
         Some(dir) => EventLog::open(
-            EventLogConfig::from_env(dir.clone()),
+            EventLogConfig::configured(dir.clone()),
             restored.as_ref().map_or(0, |r| r.events_seq),
         ),
         None => EventLog::disabled(),
     });
-    let roots = AllowedRoots::from_env();
+    let roots = AllowedRoots::configured();
     let state = Arc::new(match &restored {
         Some(snapshot) => {
             roots.restore(snapshot.roots.0.clone(), snapshot.roots.1);
@@ -133,13 +135,6 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
             }
             None => Vec::new(),
         };
-        let ready = match ReadyFile::create(&options.ready_file) {
-            Ok(ready) => Some(ready),
-            Err(e) => {
-                tracing::error!(path = %options.ready_file.display(), error = %e, "cannot write the ready file");
-                None
-            }
-        };
         let (commands_tx, commands_rx) = mpsc::channel(1);
         let control = match ControlSocket::bind() {
             Ok(socket) => Some(socket.serve(server.clone(), commands_tx, host_exe.clone())),
@@ -160,6 +155,15 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
             }),
         );
         tracing::info!(pid = std::process::id(), log_file = ?state.log_file, reexecs = state.reexecs(), "mcp:ready mode=stdio");
+        // The ready file goes last: once it exists, the banner is on stderr and the control
+        // socket answers (a client or operator that waits for it finds both).
+        let ready = match ReadyFile::create(&options.ready_file) {
+            Ok(ready) => Some(ready),
+            Err(e) => {
+                tracing::error!(path = %options.ready_file.display(), error = %e, "cannot write the ready file");
+                None
+            }
+        };
         if options.start_workers || restored.as_ref().is_some_and(|r| !r.server.jobs.is_empty()) {
             workers.start_in_background();
         }

@@ -140,22 +140,11 @@ pub fn write_artifact(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf, T
 }
 
 impl Sessions {
-    /// Sessions configured from `KLAYOUT_MCP_ARTIFACT_ROOT` and
-    /// `KLAYOUT_MCP_SESSION_TTL_SECONDS`.
-    pub fn from_env() -> Self {
-        let ttl = match std::env::var(SESSION_TTL_ENV) {
-            Ok(v) => v.trim().parse::<u64>().unwrap_or_else(|_| {
-                tracing::warn!(value = %v, "{SESSION_TTL_ENV} is not a number of seconds; using {DEFAULT_TTL_SECONDS}");
-                DEFAULT_TTL_SECONDS
-            }),
-            Err(_) => DEFAULT_TTL_SECONDS,
-        };
-        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-        let root = match std::env::var_os(ARTIFACT_ROOT_ENV).filter(|v| !v.is_empty()) {
-            Some(v) => cwd.join(PathBuf::from(v)),
-            None => cwd.join(".artifacts"),
-        };
-        Self::new(root, Duration::from_secs(ttl))
+    /// Sessions under `KLAYOUT_MCP_ARTIFACT_ROOT` with `KLAYOUT_MCP_SESSION_TTL_SECONDS`
+    /// ([`crate::config::ToolSettings`]).
+    pub fn configured() -> Self {
+        let tools = &crate::config::current().tools;
+        Self::new(tools.artifact_root.clone(), tools.session_ttl)
     }
 
     /// Sessions under `root` (made absolute against the working directory) with `ttl`.

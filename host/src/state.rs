@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::assets::SchemaCatalog;
 use crate::confine::AllowedRoots;
 use crate::events::{EventLog, iso_now, unix_ms};
-use crate::supervisor::{SupervisorEvent, WorkerState};
+use crate::supervisor::{SlotState, SupervisorEvent};
 use crate::workers::WorkerPool;
 
 /// Latency samples kept per method for the percentiles (the most recent ones).
@@ -143,7 +143,7 @@ impl HostState {
         Self {
             schemas,
             roots,
-            sessions: crate::sessions::Sessions::from_env(),
+            sessions: crate::sessions::Sessions::configured(),
             violations: crate::violation_cache::ViolationCache::default(),
             started: Instant::now(),
             started_unix_ms: unix_ms(),
@@ -490,11 +490,11 @@ fn pool_phase(workers: &WorkerPool) -> (LifecycleState, WorkerHandshakePhase, Ro
     let serving = pool
         .workers
         .iter()
-        .any(|w| matches!(w.state, WorkerState::Idle | WorkerState::Busy));
+        .any(|w| matches!(w.state, SlotState::Idle | SlotState::Busy));
     let recovering = pool
         .workers
         .iter()
-        .any(|w| matches!(w.state, WorkerState::Dead | WorkerState::Starting));
+        .any(|w| matches!(w.state, SlotState::Dead | SlotState::Starting));
     let (state, handshake) = match (serving, recovering) {
         (true, false) => (LifecycleState::Ready, WorkerHandshakePhase::Ready),
         (true, true) => (LifecycleState::Recovering, WorkerHandshakePhase::Ready),

@@ -84,7 +84,7 @@ impl WorkerPool {
         let started = self
             .pool
             .get_or_init(|| async {
-                let mut config = SupervisorConfig::from_env().map_err(|e| e.to_string())?;
+                let mut config = SupervisorConfig::configured().map_err(|e| e.to_string())?;
                 config.events = self.hook.clone();
                 let release = self
                     .release

@@ -3,8 +3,8 @@
 //! ProbeRequired probes first, then completes from the probe or re-runs; every
 //! decision lands in the journal. (Convergent replay is exercised end to end by
 //! `tests/tests/crash_replay.rs`.) No public tool of reticle is NeverReplay or
-//! ProbeRequired *and* runs on a worker yet, so these drive
-//! `replay::run_on_worker` directly with the worker's `debug.sleep` op.
+//! ProbeRequired *and* runs on a worker yet, so these drive the dispatcher
+//! (`reticle_host::dispatch`) directly with the worker's `debug.sleep` op.
 //!
 //! Like `supervisor.rs`, these need the worker binary built (`cargo build -p
 //! reticle-worker`) or `$RETICLE_WORKER_BIN`.
@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 use libmcp::{FaultClass, ReplayContract};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use reticle_host::dispatch::{Dispatcher, LocalPool, Probe, ProbeOutcome, Scope, Unit};
 use reticle_host::jobs::{JobStatus, JobView, Jobs};
 use reticle_host::journal::Journal;
-use reticle_host::replay::{Probe, ProbeOutcome, WorkerCall, run_on_worker};
-use reticle_host::supervisor::{Supervisor, SupervisorConfig, WorkerState, WorkerStderr};
+use reticle_host::supervisor::{SlotState, Supervisor, SupervisorConfig, WorkerStderr};
 use reticle_protocol::ErrorCode;
 use serde_json::{Value, json};
 
@@ -54,14 +54,13 @@ async fn supervisor(runtime: &tempfile::TempDir) -> Arc<Supervisor> {
 }
 
 /// A 1.5 s sleep in 30 steps on the worker: long enough to kill mid-run.
-fn sleep_call() -> WorkerCall {
-    WorkerCall {
-        op: "debug.sleep".into(),
-        args_json: json!({"ms": 1500, "steps": 30}).to_string(),
-        allowed_roots: Vec::new(),
-        max_attempts: 3,
-        artifact_dir: None,
-    }
+fn sleep_call() -> Unit {
+    Unit::new("debug.sleep", &json!({"ms": 1500, "steps": 30})).with_max_attempts(3)
+}
+
+/// The dispatcher over `supervisor`'s workers.
+fn dispatcher(supervisor: &Arc<Supervisor>) -> Arc<Dispatcher> {
+    Dispatcher::new(Arc::new(LocalPool::with_supervisor(Arc::clone(supervisor))))
 }
 
 /// Waits until the worker is busy, SIGKILLs it, and returns its pid.
@@ -69,7 +68,7 @@ async fn kill_busy_worker(supervisor: &Supervisor) -> u32 {
     let deadline = Instant::now() + Duration::from_secs(30);
     let pid = loop {
         let w = &supervisor.snapshot().workers[0];
-        if w.state == WorkerState::Busy
+        if w.state == SlotState::Busy
             && let Some(pid) = w.pid
         {
             break pid;
@@ -99,10 +98,14 @@ async fn run_and_kill_once(
     let jobs = Jobs::new(Duration::from_secs(60));
     let journal = Journal::new();
     let handle = journal.open("tools/call:test", contract);
-    let sup = Arc::clone(supervisor);
-    let call = sleep_call();
-    let rx = jobs.submit("test", move |sink| async move {
-        run_on_worker(&sup, &call, &sink, &handle, probe.as_ref()).await
+    let dispatcher = dispatcher(supervisor);
+    let call = match probe {
+        Some(probe) => sleep_call().with_probe(probe),
+        None => sleep_call(),
+    };
+    let rx = jobs.submit("test", move |reporter| async move {
+        let scope = Scope::job(reporter, handle, Vec::new());
+        dispatcher.run(&scope, call).await
     });
     let job_id = rx.borrow().job_id.clone();
     kill_busy_worker(supervisor).await;
@@ -246,15 +249,21 @@ async fn limited_supervisor(
     Arc::new(Supervisor::start(config).await.expect("supervisor starts"))
 }
 
+/// A 64 MiB memory limit, so `RLIMIT_DATA` is 128 MiB.
+fn memory_64mib(config: &mut SupervisorConfig) {
+    config.memory_limit_bytes = Some(64 << 20);
+}
+
 /// Runs `call` as a Convergent job to its end and checks it failed once with a
 /// resource fault and was not replayed; returns the error's `details.cause`.
-async fn fails_once_over_a_limit(supervisor: &Arc<Supervisor>, call: WorkerCall) -> Value {
+async fn fails_once_over_a_limit(supervisor: &Arc<Supervisor>, call: Unit) -> Value {
     let jobs = Jobs::new(Duration::from_secs(60));
     let journal = Journal::new();
     let handle = journal.open("tools/call:test", ReplayContract::Convergent);
-    let sup = Arc::clone(supervisor);
-    let rx = jobs.submit("test", move |sink| async move {
-        run_on_worker(&sup, &call, &sink, &handle, None).await
+    let dispatcher = dispatcher(supervisor);
+    let rx = jobs.submit("test", move |reporter| async move {
+        let scope = Scope::job(reporter, handle, Vec::new());
+        dispatcher.run(&scope, call).await
     });
     let job_id = rx.borrow().job_id.clone();
     let mut rx = jobs.subscribe(&job_id).unwrap();
@@ -302,18 +311,64 @@ async fn a_job_over_its_time_limit_fails_once_and_is_not_replayed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_refused_memory_by_the_rlimit_fails_once_and_is_not_replayed() {
     let runtime = tempfile::tempdir().unwrap();
-    let supervisor = limited_supervisor(&runtime, |c| {
-        c.memory_limit_bytes = Some(64 << 20);
-    })
-    .await;
-    let call = WorkerCall {
-        op: "debug.alloc".into(),
-        args_json: json!({"bytes": 1u64 << 30}).to_string(),
-        ..sleep_call()
-    };
+    let supervisor = limited_supervisor(&runtime, memory_64mib).await;
+    let call = Unit::new("debug.alloc", &json!({"bytes": 1u64 << 30}));
     let cause = fails_once_over_a_limit(&supervisor, call).await;
     assert_eq!(cause["kind"], "allocation_refused", "{cause}");
     assert_eq!(cause["allowed"], 128u64 << 20, "{cause}");
     assert_eq!(cause["requested"], 1u64 << 30, "{cause}");
+    supervisor.shutdown().await;
+}
+
+/// An observer call (the layout tools' synchronous scope, `Scope::call`, ids `lay_…`)
+/// whose worker dies at its memory ceiling fails once with a typed resource fault: the
+/// dispatcher does not replay it, as it would not replay a job (before the dispatcher,
+/// the observer tools replayed any worker death).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_call_over_its_memory_limit_fails_once_and_is_not_replayed() {
+    let runtime = tempfile::tempdir().unwrap();
+    let supervisor = limited_supervisor(&runtime, memory_64mib).await;
+    let dispatcher = dispatcher(&supervisor);
+    let journal = Journal::new();
+    let scope = Scope::call(
+        "lay",
+        journal.open("tools/call:open_layout", ReplayContract::Convergent),
+        Vec::new(),
+    );
+    let error = dispatcher
+        .run(
+            &scope,
+            Unit::new("debug.alloc", &json!({"bytes": 1u64 << 30})),
+        )
+        .await
+        .expect_err("the call must fail");
+    assert_eq!(error.code, ErrorCode::ResourceLimit, "{error:?}");
+    assert_eq!(error.fault_class, Some(FaultClass::Resource));
+    assert!(error.hint().is_some());
+    assert_eq!(
+        error.details["cause"]["kind"], "allocation_refused",
+        "{error:?}"
+    );
+    let attempt = error.details["job_id"].as_str().unwrap();
+    assert!(
+        attempt.starts_with(&format!("{}.", scope.id())) && attempt.ends_with(".1"),
+        "{attempt}"
+    );
+    let stats = dispatcher.stats();
+    assert_eq!(
+        stats["attempts"], 1,
+        "an over-limit observer call ran again: {stats}"
+    );
+    assert_eq!(stats["replays"], 0, "{stats}");
+    assert_eq!(stats["stopped_over_limit"], 1, "{stats}");
+    drop(scope);
+    let c = journal.counts();
+    assert_eq!(c["replays"], 0, "{c}");
+    assert_eq!(c["open"], 0, "{c}");
+    // The replacement worker never saw the request.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let w = &supervisor.snapshot().workers[0];
+    assert_eq!(w.jobs_completed, 0, "the request ran again: {w:?}");
+    assert!(w.current_job.is_none(), "{w:?}");
     supervisor.shutdown().await;
 }

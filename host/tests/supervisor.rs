@@ -16,7 +16,7 @@ use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 use reticle_host::supervisor::{
     CancelKind, CancelOutcome, DeathCause, JobContext, JobOutcome, KillOutcome, Progress,
-    ResourceLimit, RunRequest, Supervisor, SupervisorConfig, SupervisorError, WorkerState,
+    ResourceLimit, RunRequest, SlotState, Supervisor, SupervisorConfig, SupervisorError,
     WorkerStderr,
 };
 use tokio::sync::mpsc;
@@ -89,7 +89,7 @@ async fn wait_idle(supervisor: &Supervisor, limit: Duration) -> u32 {
     let deadline = Instant::now() + limit;
     loop {
         let w = &supervisor.snapshot().workers[0];
-        if w.state == WorkerState::Idle
+        if w.state == SlotState::Idle
             && let Some(pid) = w.pid
         {
             return pid;
@@ -133,7 +133,7 @@ async fn handshake_then_a_job_with_monotonic_progress() {
     let supervisor = Supervisor::start(config(1, base.path())).await.unwrap();
     let snap = supervisor.snapshot();
     let w = &snap.workers[0];
-    assert_eq!(w.state, WorkerState::Idle);
+    assert_eq!(w.state, SlotState::Idle);
     assert_eq!(w.generation, 1);
     assert_eq!(w.backend.as_ref().unwrap().kind, "cpu");
     let pid = w.pid.unwrap();
@@ -176,7 +176,7 @@ async fn handshake_then_a_job_with_monotonic_progress() {
     supervisor.shutdown().await;
     assert!(exited(pid));
     assert_eq!(std::fs::read_dir(base.path()).unwrap().count(), 0);
-    assert_eq!(supervisor.snapshot().workers[0].state, WorkerState::Stopped);
+    assert_eq!(supervisor.snapshot().workers[0].state, SlotState::Stopped);
     assert!(matches!(
         supervisor
             .run(sleep_job("late", 1, 1), mpsc::channel(1).0)
@@ -312,7 +312,7 @@ async fn jobs_queue_in_the_host_when_the_only_worker_is_busy() {
     let snap = supervisor.snapshot();
     assert_eq!(snap.running_jobs, 1, "{snap:?}");
     assert_eq!(snap.queued_jobs, 2, "{snap:?}");
-    assert_eq!(snap.workers[0].state, WorkerState::Busy);
+    assert_eq!(snap.workers[0].state, SlotState::Busy);
 
     let mut ends = Vec::new();
     let mut pids = Vec::new();

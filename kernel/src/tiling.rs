@@ -10,7 +10,7 @@ use crate::model::{ModelError, ModelSpec};
 use crate::{CancelToken, Grid, KernelSet, Progress, ProgressFn};
 
 /// The tiling rule's halo, in units of the model's resolution length `λ/NA`
-/// ([`ModelSpec::resolution_nm`]); chosen from `reticle bench tiling` (DECISIONS D51).
+/// ([`ModelSpec::resolution_nm`]); chosen from `reticle bench tiling` (DECISIONS D56).
 pub const HALO_RESOLUTIONS: f64 = 3.0;
 
 /// The largest intensity error (fraction of the open frame) the halo rule is chosen to

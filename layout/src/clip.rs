@@ -37,6 +37,26 @@ pub fn clip_polygon(poly: &Polygon, clip: &BBox) -> Option<Polygon> {
     (out.points.len() >= 3 && out.signed_area2() != 0).then_some(out)
 }
 
+/// Whether clipping `poly` to `clip` leaves positive area, i.e. whether [`clip_polygon`]
+/// returns `Some`; decided from the bounding box alone when it lies inside or outside.
+#[must_use]
+pub fn keeps_area_inside(poly: &Polygon, clip: &BBox) -> bool {
+    let Some(bb) = poly.bbox() else {
+        return false;
+    };
+    if !bb.overlaps(clip) {
+        return false;
+    }
+    if bb.left >= clip.left
+        && bb.right <= clip.right
+        && bb.bottom >= clip.bottom
+        && bb.top <= clip.top
+    {
+        return poly.points.len() >= 3 && poly.signed_area2() != 0;
+    }
+    clip_polygon(poly, clip).is_some()
+}
+
 #[derive(Clone, Copy)]
 enum Edge {
     Left,

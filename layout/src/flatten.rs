@@ -5,12 +5,19 @@
 //! subtrees by their bounding boxes and clips the remaining polygons; an optional layer
 //! filter drops other layers (and subtrees that hold none of them). [`Limits`] are
 //! enforced while walking, so a hostile hierarchy fails fast with bounded memory.
+//!
+//! [`ClipMode::Overlap`] keeps the polygons that meet the clip box whole instead of cutting
+//! them. A [`LayoutIndex`] makes a clipped flattening cost what the clip box holds rather
+//! than what the cells hold ([`LayoutIndex::flatten`]); the result is the same.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::clip::clip_polygon;
+use crate::clip::{clip_polygon, keeps_area_inside};
 use crate::geom::{BBox, Point, Polygon};
-use crate::hierarchy::{Placement, PlacementVisitor, transform_bbox, walk_placements};
+use crate::hierarchy::{
+    InstanceFilter, Placement, PlacementVisitor, transform_bbox, walk_placements,
+};
+use crate::index::LayoutIndex;
 use crate::limits::Limits;
 use crate::model::{HierarchyError, LayerKey, Library, Repetition, Shape};
 use crate::transform::{Affine, CoordinateOverflow};
@@ -27,6 +34,18 @@ pub struct FlattenOptions {
     pub include_texts: bool,
     /// Resource limits.
     pub limits: Limits,
+}
+
+/// What a clip box does to the polygons that cross its edges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ClipMode {
+    /// Cut them to the box (what [`flatten`] does).
+    #[default]
+    Clip,
+    /// Keep them whole, unclipped: exactly the polygons [`ClipMode::Clip`] keeps (those
+    /// with area inside the box), each as it is in the layout, so per-polygon work (EPE
+    /// checkpoints along whole edges) does not depend on where a tile boundary falls.
+    Overlap,
 }
 
 /// Why flattening failed.
@@ -130,20 +149,40 @@ pub fn flatten(
     cell: usize,
     opts: &FlattenOptions,
 ) -> Result<FlatLayout, FlattenError> {
+    flatten_with_mode(lib, cell, opts, ClipMode::Clip)
+}
+
+/// [`flatten`] with the clip box applied as `mode` says.
+///
+/// # Errors
+/// [`FlattenError`]; in particular `LimitExceeded` as soon as a limit is crossed.
+pub fn flatten_with_mode(
+    lib: &Library,
+    cell: usize,
+    opts: &FlattenOptions,
+    mode: ClipMode,
+) -> Result<FlatLayout, FlattenError> {
     let mut out = FlatLayout::default();
-    walk(lib, cell, opts, &mut |s| match s.geometry {
-        FlatGeometry::Polygon(p) => out.polygons.entry(s.key).or_default().push(p),
-        FlatGeometry::Text(position) => {
-            if let Shape::Text(t) = s.source {
-                out.texts.push(FlatText {
-                    key: s.key,
-                    string: t.string.clone(),
-                    position,
-                });
+    walk_with_mode(lib, cell, opts, mode, &mut |s| out.push(s))?;
+    Ok(out)
+}
+
+impl FlatLayout {
+    /// Adds a shape the walk visited (texts keep their string).
+    pub(crate) fn push(&mut self, s: FlatShape<'_>) {
+        match s.geometry {
+            FlatGeometry::Polygon(p) => self.polygons.entry(s.key).or_default().push(p),
+            FlatGeometry::Text(position) => {
+                if let Shape::Text(t) = s.source {
+                    self.texts.push(FlatText {
+                        key: s.key,
+                        string: t.string.clone(),
+                        position,
+                    });
+                }
             }
         }
-    })?;
-    Ok(out)
+    }
 }
 
 /// Visits every shape of `cell` and its descendants (after layer filter and clip) in a
@@ -158,10 +197,41 @@ pub fn walk(
     opts: &FlattenOptions,
     visit: &mut dyn FnMut(FlatShape<'_>),
 ) -> Result<(), FlattenError> {
+    walk_with_mode(lib, cell, opts, ClipMode::Clip, visit)
+}
+
+/// [`walk`] with the clip box applied as `mode` says.
+///
+/// # Errors
+/// [`FlattenError`]; in particular `LimitExceeded` as soon as a limit is crossed.
+pub fn walk_with_mode(
+    lib: &Library,
+    cell: usize,
+    opts: &FlattenOptions,
+    mode: ClipMode,
+    visit: &mut dyn FnMut(FlatShape<'_>),
+) -> Result<(), FlattenError> {
     if cell >= lib.cells.len() {
         return Err(FlattenError::NoSuchCell(format!("#{cell}")));
     }
-    let summary = summarize(lib, opts)?;
+    let summary = summarize(lib, &lib.bottom_up_order()?, opts);
+    walk_summarized(lib, None, &summary, cell, opts, mode, visit)
+}
+
+/// The walk proper, given the library's [`Summary`] for `opts`, optionally narrowed by an
+/// index of `lib` (which must be the library the index holds).
+pub(crate) fn walk_summarized(
+    lib: &Library,
+    index: Option<&LayoutIndex>,
+    summary: &Summary,
+    cell: usize,
+    opts: &FlattenOptions,
+    mode: ClipMode,
+    visit: &mut dyn FnMut(FlatShape<'_>),
+) -> Result<(), FlattenError> {
+    if cell >= lib.cells.len() {
+        return Err(FlattenError::NoSuchCell(format!("#{cell}")));
+    }
     let limits = &opts.limits;
     // Without a clip, the exact output size is known up front: fail before any work.
     if opts.clip.is_none() && summary.counts[cell] > limits.max_shapes as f64 {
@@ -170,6 +240,8 @@ pub fn walk(
     let mut walker = Walker {
         lib,
         opts,
+        index,
+        mode,
         visit,
         shapes: 0,
         points: 0,
@@ -177,7 +249,15 @@ pub fn walk(
         path: vec![cell],
     };
     walker.own_shapes(cell, &Affine::IDENTITY)?;
-    walk_placements(lib, cell, &summary.bboxes, opts.clip.as_ref(), &mut walker)
+    let filter = index.map(|i| i as &dyn InstanceFilter);
+    walk_placements(
+        lib,
+        cell,
+        &summary.bboxes,
+        opts.clip.as_ref(),
+        filter,
+        &mut walker,
+    )
 }
 
 const fn limit(what: &'static str, limit: u64) -> FlattenError {
@@ -185,23 +265,35 @@ const fn limit(what: &'static str, limit: u64) -> FlattenError {
 }
 
 /// Per-cell facts computed bottom-up: bounding box of kept geometry (real-valued so huge
-/// arrays cannot overflow) and the number of shapes a full flattening would emit.
-struct Summary {
-    bboxes: Vec<Option<[f64; 4]>>,
+/// arrays cannot overflow) and the number of shapes a full flattening would emit. Depends
+/// on the options' layer filter and `include_texts` only.
+pub(crate) struct Summary {
+    pub(crate) bboxes: Vec<Option<[f64; 4]>>,
     counts: Vec<f64>,
 }
 
-fn keeps(opts: &FlattenOptions, key: &LayerKey, shape: &Shape) -> bool {
-    (opts.include_texts || !matches!(shape, Shape::Text(_)))
-        && opts.layers.as_ref().is_none_or(|l| l.contains(key))
+impl Summary {
+    /// Heap bytes held.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.bboxes.capacity() * size_of::<Option<[f64; 4]>>()
+            + self.counts.capacity() * size_of::<f64>()
+    }
 }
 
-fn summarize(lib: &Library, opts: &FlattenOptions) -> Result<Summary, FlattenError> {
-    let order = lib.bottom_up_order()?;
+fn keeps(opts: &FlattenOptions, key: &LayerKey, shape: &Shape) -> bool {
+    (opts.include_texts || !matches!(shape, Shape::Text(_))) && keeps_layer(opts, key)
+}
+
+fn keeps_layer(opts: &FlattenOptions, key: &LayerKey) -> bool {
+    opts.layers.as_ref().is_none_or(|l| l.contains(key))
+}
+
+/// The [`Summary`] of every cell for `opts`, given the library's cells leaves first.
+pub(crate) fn summarize(lib: &Library, order: &[usize], opts: &FlattenOptions) -> Summary {
     let n = lib.cells.len();
     let mut bboxes: Vec<Option<[f64; 4]>> = vec![None; n];
     let mut counts = vec![0.0f64; n];
-    for &ci in &order {
+    for &ci in order {
         let cell = &lib.cells[ci];
         let mut bb: Option<[f64; 4]> = None;
         let mut count = 0.0;
@@ -235,7 +327,7 @@ fn summarize(lib: &Library, opts: &FlattenOptions) -> Result<Summary, FlattenErr
         bboxes[ci] = bb;
         counts[ci] = count;
     }
-    Ok(Summary { bboxes, counts })
+    Summary { bboxes, counts }
 }
 
 /// A cheap box that surely contains the shape's geometry (paths: spine box grown by the
@@ -275,7 +367,7 @@ fn union(a: Option<[f64; 4]>, b: [f64; 4]) -> Option<[f64; 4]> {
 }
 
 /// Displacements whose bounding box equals that of all copies of the repetition.
-fn extreme_displacements(rep: Option<&Repetition>) -> Vec<(f64, f64)> {
+pub(crate) fn extreme_displacements(rep: Option<&Repetition>) -> Vec<(f64, f64)> {
     match rep {
         None => vec![(0.0, 0.0)],
         Some(Repetition::Array {
@@ -309,6 +401,9 @@ fn extreme_displacements(rep: Option<&Repetition>) -> Vec<(f64, f64)> {
 struct Walker<'a, 'v> {
     lib: &'a Library,
     opts: &'a FlattenOptions,
+    /// Narrows the shapes and instances looked at when there is a clip.
+    index: Option<&'a LayoutIndex>,
+    mode: ClipMode,
     visit: &'v mut dyn FnMut(FlatShape<'_>),
     shapes: u64,
     points: u64,
@@ -352,12 +447,18 @@ impl Walker<'_, '_> {
         m: &Affine,
         poly: Polygon,
     ) -> Result<(), FlattenError> {
-        let poly = match &self.opts.clip {
-            Some(c) => match clip_polygon(&poly, c) {
+        let poly = match (&self.opts.clip, self.mode) {
+            (Some(c), ClipMode::Clip) => match clip_polygon(&poly, c) {
                 Some(p) => p,
                 None => return Ok(()),
             },
-            None => poly,
+            (Some(c), ClipMode::Overlap) => {
+                if !keeps_area_inside(&poly, c) {
+                    return Ok(());
+                }
+                poly
+            }
+            (None, _) => poly,
         };
         self.emit(key, source, m, FlatGeometry::Polygon(poly))
     }
@@ -404,13 +505,32 @@ impl Walker<'_, '_> {
         }
     }
 
-    /// Emits the kept shapes a cell holds directly.
+    /// Emits the kept shapes a cell holds directly, placed by `m`, in stored order per
+    /// layer; with an index and a clip, only those whose box may meet the clip are looked at.
     fn own_shapes(&mut self, ci: usize, m: &Affine) -> Result<(), FlattenError> {
         let lib = self.lib;
         let opts = self.opts;
         for (key, shapes) in &lib.cells[ci].shapes {
-            for shape in shapes.iter().filter(|s| keeps(opts, key, s)) {
-                self.shape(*key, shape, m)?;
+            if !keeps_layer(opts, key) {
+                continue;
+            }
+            let hits = match (self.index, &opts.clip) {
+                (Some(index), Some(clip)) => index.shape_candidates(ci, key, m, clip),
+                _ => None,
+            };
+            match hits {
+                Some(hits) => {
+                    for shape in hits.into_iter().filter_map(|i| shapes.get(i)) {
+                        if keeps(opts, key, shape) {
+                            self.shape(*key, shape, m)?;
+                        }
+                    }
+                }
+                None => {
+                    for shape in shapes.iter().filter(|s| keeps(opts, key, s)) {
+                        self.shape(*key, shape, m)?;
+                    }
+                }
             }
         }
         Ok(())

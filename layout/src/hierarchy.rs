@@ -50,37 +50,77 @@ pub(crate) trait PlacementVisitor {
     fn leave(&mut self);
 }
 
+/// Narrows down which instances of a cell a clipped walk looks at (the layout index does
+/// this with an R-tree over the instances' footprints).
+pub(crate) trait InstanceFilter {
+    /// Ascending indices of the instances of `cell` that may place something meeting `clip`
+    /// (root coordinates) when `cell` is placed by `m`; `None` when every instance must be
+    /// looked at. Must never leave out an instance the unfiltered walk would enter.
+    fn candidates(&self, cell: usize, m: &Affine, clip: &BBox) -> Option<Vec<usize>>;
+}
+
 /// Walks the placements below `root` (the root's own content is the caller's), skipping
 /// instances of cells whose `bboxes` entry is `None` (nothing kept below) and, with a
 /// clip, placements whose transformed box misses it by more than one dbu (slack for the
-/// rounding of non-Manhattan vertices).
+/// rounding of non-Manhattan vertices). With a clip and a `filter`, only the instances the
+/// filter names are looked at; the order of what is visited does not change.
 pub(crate) fn walk_placements<V: PlacementVisitor>(
     lib: &Library,
     root: usize,
     bboxes: &[Option<[f64; 4]>],
     clip: Option<&BBox>,
+    filter: Option<&dyn InstanceFilter>,
     visitor: &mut V,
 ) -> Result<(), V::Error> {
     struct Frame {
         cell: usize,
         m: Affine,
-        /// Next instance of `cell` to expand.
-        inst: usize,
+        /// Position of the next instance to expand: in `only` when set, else in the
+        /// cell's instance list.
+        next: usize,
+        /// The instances the filter left (ascending), when there is one.
+        only: Option<Vec<usize>>,
         /// Copies of the current instance still to visit, once started.
         copies: Option<CopyRange>,
     }
-    let mut stack = vec![Frame {
-        cell: root,
-        m: Affine::IDENTITY,
-        inst: 0,
-        copies: None,
-    }];
+    impl Frame {
+        fn new(
+            cell: usize,
+            m: Affine,
+            clip: Option<&BBox>,
+            f: Option<&dyn InstanceFilter>,
+        ) -> Self {
+            let only = match (clip, f) {
+                (Some(c), Some(f)) => f.candidates(cell, &m, c),
+                _ => None,
+            };
+            Self {
+                cell,
+                m,
+                next: 0,
+                only,
+                copies: None,
+            }
+        }
+
+        /// Index (in the cell) of the instance at position `next`.
+        fn instance(&self) -> Option<usize> {
+            match &self.only {
+                Some(only) => only.get(self.next).copied(),
+                None => Some(self.next),
+            }
+        }
+    }
+    let mut stack = vec![Frame::new(root, Affine::IDENTITY, clip, filter)];
     loop {
         let depth = stack.len() as u32;
         let Some(frame) = stack.last_mut() else {
             return Ok(());
         };
-        let Some(inst) = lib.cells[frame.cell].instances.get(frame.inst) else {
+        let at = frame.instance();
+        let Some((index, inst)) =
+            at.and_then(|i| lib.cells[frame.cell].instances.get(i).map(|inst| (i, inst)))
+        else {
             stack.pop();
             if !stack.is_empty() {
                 visitor.leave();
@@ -88,7 +128,7 @@ pub(crate) fn walk_placements<V: PlacementVisitor>(
             continue;
         };
         let Some(child_bb) = bboxes[inst.cell] else {
-            frame.inst += 1;
+            frame.next += 1;
             continue;
         };
         if frame.copies.is_none() {
@@ -97,7 +137,7 @@ pub(crate) fn walk_placements<V: PlacementVisitor>(
             frame.copies = Some(range);
         }
         let Some(k) = frame.copies.as_mut().and_then(CopyRange::next) else {
-            frame.inst += 1;
+            frame.next += 1;
             frame.copies = None;
             continue;
         };
@@ -115,18 +155,13 @@ pub(crate) fn walk_placements<V: PlacementVisitor>(
         }
         let placement = Placement {
             parent: frame.cell,
-            instance: frame.inst,
+            instance: index,
             copy: k,
             cell: inst.cell,
             transform: m,
         };
         visitor.enter(&placement)?;
-        stack.push(Frame {
-            cell: inst.cell,
-            m,
-            inst: 0,
-            copies: None,
-        });
+        stack.push(Frame::new(inst.cell, m, clip, filter));
     }
 }
 

@@ -13,6 +13,10 @@
 //! - [`flatten`](mod@flatten): hierarchy → polygons per layer ([`flatten()`], [`walk`]),
 //!   with clip box, layer filter and limits enforced while walking.
 //!   The placement walk itself (`hierarchy`) is shared with the observer's region query.
+//! - [`index`]: [`LayoutIndex`], per-cell R-trees over shapes and instance footprints, so a
+//!   clipped flattening (one tile of a whole-layout run) costs what the clip box holds;
+//!   [`ClipMode::Overlap`] keeps whole polygons; [`LayoutIndex::layer_bbox`] boxes layers
+//!   without flattening.
 //! - [`bbox`]: hierarchical cell boxes with KLayout's semantics ([`cell_bboxes`]).
 //! - [`stats`]: per-layer shape counts of a flattened cell without flattening
 //!   ([`flat_shape_counts`]).
@@ -26,6 +30,7 @@ pub mod gds;
 pub mod geom;
 pub mod glp;
 mod hierarchy;
+pub mod index;
 pub mod limits;
 pub mod model;
 pub mod oasis;
@@ -37,11 +42,12 @@ pub mod transform;
 
 pub use bbox::cell_bboxes;
 pub use flatten::{
-    FlatGeometry, FlatLayout, FlatShape, FlatText, FlattenError, FlattenOptions, flatten,
-    resolve_cell, walk,
+    ClipMode, FlatGeometry, FlatLayout, FlatShape, FlatText, FlattenError, FlattenOptions, flatten,
+    flatten_with_mode, resolve_cell, walk, walk_with_mode,
 };
 pub use gds::{GdsError, GdsWriteError, read_gds, write_gds};
 pub use geom::{BBox, Point, Polygon};
+pub use index::{LayerExtent, LayoutIndex};
 pub use limits::Limits;
 pub use model::{
     Cell, HierarchyError, Instance, LayerKey, LayerName, Library, Path, PathEnds, Repetition,

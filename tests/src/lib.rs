@@ -48,6 +48,22 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
+/// `target/release/<name>`: the optimized build of a binary, for tests that must see what a
+/// release build does (the README's main command and `run-tests` build it).
+///
+/// # Panics
+/// When the binary was not built: the message names the command that builds it (a test
+/// that needs a release binary fails rather than skipping silently).
+pub fn release_binary(name: &str) -> PathBuf {
+    let path = repo_root().join("target/release").join(name);
+    assert!(
+        path.exists(),
+        "{} not found: run `cargo build --release --locked --bins` before this test",
+        path.display()
+    );
+    path
+}
+
 /// The repository root, canonical (tests pass it, or paths under it, as allowed roots).
 ///
 /// # Panics
@@ -106,13 +122,21 @@ impl Host {
     /// # Panics
     /// When it does not become ready within 20 s.
     pub fn start_with(env: &[(&str, &str)]) -> Self {
+        Self::start_exe(&binary("reticle"), env)
+    }
+
+    /// Starts `reticle serve` from the binary `exe` (e.g. [`release_binary`]) with extra
+    /// environment variables; its workers are the `reticle-worker` next to it.
+    ///
+    /// # Panics
+    /// When it does not become ready within 20 s.
+    pub fn start_exe(exe: &Path, env: &[(&str, &str)]) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let stderr = std::fs::File::create(dir.path().join("stderr.log")).expect("stderr file");
-        let mut cmd = Command::new(binary("reticle"));
+        let mut cmd = Command::new(exe);
         cmd.arg("serve")
             .env("MCP_READY_FILE", dir.path().join("mcp.ready"))
             .env("RETICLE_LOG_DIR", dir.path().join("logs"))
-            .env("RETICLE_CHECK_OUTPUT", "1")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr);
@@ -204,6 +228,17 @@ impl Host {
                 return message;
             }
         }
+    }
+
+    /// Calls tool `name` with `arguments` (request id `id`) and returns the
+    /// `CallToolResult`.
+    pub fn call_tool(&mut self, id: &str, name: &str, arguments: Value) -> Value {
+        let answer = self.request(
+            serde_json::json!(id),
+            "tools/call",
+            serde_json::json!({"name": name, "arguments": arguments}),
+        );
+        answer["result"].clone()
     }
 
     /// Closes stdin and waits for exit, returning the exit status and how long it took.

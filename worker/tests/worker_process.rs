@@ -288,6 +288,7 @@ fn engine_info_and_alloc_report_what_the_worker_holds() {
         [
             "debug.alloc",
             "debug.crash",
+            "debug.malformed",
             "debug.sleep",
             "demo.render",
             "drc.markers",

@@ -121,23 +121,24 @@ impl SupervisorConfig {
             .map(|bytes| bytes.saturating_mul(DATA_RLIMIT_FACTOR))
     }
 
-    /// Defaults overridden by `RETICLE_WORKERS` and `RETICLE_WORKER_BIN`.
-    pub fn from_env() -> Result<Self, SupervisorError> {
-        let mut config = Self::default();
-        if let Some(raw) = std::env::var_os(WORKERS_ENV) {
-            let raw = raw.to_string_lossy();
-            config.workers = raw.trim().parse().map_err(|_| {
-                SupervisorError::Config(format!("{WORKERS_ENV}={raw:?} is not a number"))
-            })?;
-        }
-        if let Some(exe) = std::env::var_os(WORKER_BIN_ENV) {
-            config.worker_exe = PathBuf::from(exe);
-        }
-        if let Some(seconds) = env_u64(JOB_TIMEOUT_ENV)? {
-            config.job_timeout = (seconds > 0).then(|| Duration::from_secs(seconds));
-        }
-        if let Some(mib) = env_u64(WORKER_MEMORY_ENV)? {
-            config.memory_limit_bytes = (mib > 0).then(|| mib.saturating_mul(1 << 20));
+    /// Defaults overridden by the pool settings ([`crate::config::WorkerSettings`]:
+    /// `RETICLE_WORKERS`, `RETICLE_WORKER_BIN`, `RETICLE_JOB_TIMEOUT_S`,
+    /// `RETICLE_WORKER_MEMORY_MB`).
+    ///
+    /// # Errors
+    /// A setting that did not parse (named), or a pool size out of range.
+    pub fn configured() -> Result<Self, SupervisorError> {
+        let settings = crate::config::current()
+            .worker_settings()
+            .map_err(SupervisorError::Config)?;
+        let mut config = Self {
+            workers: settings.workers,
+            job_timeout: settings.job_timeout,
+            memory_limit_bytes: settings.memory_limit_bytes,
+            ..Self::default()
+        };
+        if let Some(exe) = &settings.worker_bin {
+            config.worker_exe.clone_from(exe);
         }
         config.validate()?;
         Ok(config)
@@ -188,18 +189,6 @@ pub fn default_worker_exe() -> PathBuf {
         .ok()
         .and_then(|exe| exe.parent().map(|dir| dir.join(name)))
         .unwrap_or_else(|| PathBuf::from(name))
-}
-
-/// A non-negative integer setting, `None` when unset.
-fn env_u64(name: &str) -> Result<Option<u64>, SupervisorError> {
-    std::env::var_os(name)
-        .map(|raw| {
-            let raw = raw.to_string_lossy();
-            raw.trim().parse::<u64>().map_err(|_| {
-                SupervisorError::Config(format!("{name}={raw:?} is not a non-negative integer"))
-            })
-        })
-        .transpose()
 }
 
 #[cfg(test)]

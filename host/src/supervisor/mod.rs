@@ -11,27 +11,23 @@
 //! by the driver deterministically (gate G2).
 //!
 //! # API
+//! The host reaches the pool through the dispatcher: [`crate::dispatch::LocalPool`] turns
+//! each attempt into the wire's [`RunRequest`] (the one place the host builds it) and
+//! calls [`Supervisor::run`].
 //! ```no_run
-//! # async fn demo() -> Result<(), reticle_host::supervisor::SupervisorError> {
-//! use reticle_host::supervisor::{JobContext, Progress, RunRequest, Supervisor, SupervisorConfig};
-//! let supervisor = Supervisor::start(SupervisorConfig::from_env()?).await?;
-//! let (progress_tx, mut progress_rx) = tokio::sync::mpsc::channel::<Progress>(64);
-//! tokio::spawn(async move {
-//!     while let Some(p) = progress_rx.recv().await {
-//!         tracing::info!(done = p.done, total = p.total, "{}", p.message);
-//!     }
-//! });
-//! let request = RunRequest {
-//!     job_id: "job_1".into(),
-//!     op: "debug.sleep".into(),
-//!     args_json: r#"{"ms": 100}"#.into(),
-//!     context: JobContext { artifact_dir: None, allowed_roots: vec![], limits: Default::default() },
-//! };
-//! let outcome = supervisor.run(request, progress_tx).await?; // waits for a free worker
-//! // elsewhere, concurrently: supervisor.kill_job("job_1").await → run() returns Cancelled
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use reticle_host::dispatch::{Dispatcher, LocalPool, Scope, Unit};
+//! use reticle_host::supervisor::{Supervisor, SupervisorConfig};
+//! let supervisor = Arc::new(Supervisor::start(SupervisorConfig::configured()?).await?);
+//! let dispatcher = Dispatcher::new(Arc::new(LocalPool::with_supervisor(Arc::clone(&supervisor))));
+//! let scope = Scope::cli("demo-1", vec![], |p| tracing::info!(done = p.done, total = p.total, "{}", p.message));
+//! // Attempt `demo-1.1` waits for a free worker; its progress goes to the callback.
+//! let payload = dispatcher.run(&scope, Unit::new("debug.sleep", &serde_json::json!({"ms": 100}))).await?;
+//! // elsewhere, concurrently: supervisor.kill_job("demo-1.1").await → the attempt is cancelled
 //! let health = supervisor.snapshot(); // serde::Serialize
 //! supervisor.shutdown().await;
-//! # let _ = (outcome, health); Ok(()) }
+//! # let _ = (payload, health); Ok(()) }
 //! ```
 //!
 //! - [`Supervisor::start`] spawns every worker and waits for their handshakes; it
@@ -63,6 +59,7 @@ mod config;
 mod error;
 mod notify;
 mod process;
+mod rollout;
 mod runtime_dir;
 mod slot;
 mod snapshot;
@@ -85,7 +82,7 @@ pub use error::{CancelKind, DeathCause, ResourceLimit, SupervisorError};
 pub use notify::{EventHook, SupervisorEvent};
 pub use reticle_protocol::wire::{JobContext, JobLimits, JobOutcome, RunRequest};
 pub use snapshot::{
-    PoolSnapshot, RolloutRecord, RolloutSnapshot, SlotMode, WorkerSnapshot, WorkerState,
+    PoolSnapshot, RolloutRecord, RolloutSnapshot, SlotMode, SlotState, WorkerSnapshot,
 };
 
 use process::{LiveGroups, Spawner};
@@ -129,8 +126,8 @@ pub enum CancelOutcome {
     Requested,
 }
 
-/// Where a job is, in the host's table.
-enum JobEntry {
+/// Where an attempt (`RunRequest`, one run of a unit; the supervisor's "job") is.
+enum AttemptEntry {
     /// Waiting in the queue; firing `dequeue` makes `run` return `Cancelled`.
     Queued {
         dequeue: Option<oneshot::Sender<()>>,
@@ -182,7 +179,7 @@ struct Inner {
     tasks: Mutex<HashMap<usize, JoinHandle<()>>>,
     release: Mutex<Release>,
     rollout_lock: tokio::sync::Mutex<()>,
-    jobs: Mutex<HashMap<String, JobEntry>>,
+    jobs: Mutex<HashMap<String, AttemptEntry>>,
     queue_tx: mpsc::Sender<QueuedJob>,
     queue_rx: tokio::sync::Mutex<mpsc::Receiver<QueuedJob>>,
     shutdown: watch::Sender<bool>,
@@ -195,7 +192,7 @@ impl Inner {
         self.queue_rx.lock().await.recv().await
     }
 
-    fn jobs(&self) -> std::sync::MutexGuard<'_, HashMap<String, JobEntry>> {
+    fn jobs(&self) -> std::sync::MutexGuard<'_, HashMap<String, AttemptEntry>> {
         self.jobs.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -251,29 +248,6 @@ impl Inner {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(id, task);
         (id, ready_rx)
-    }
-
-    fn set_mode(&self, ids: &[usize], mode: SlotMode) {
-        for slot in self.slots().iter().filter(|s| ids.contains(&s.id)) {
-            slot.mode.send_replace(mode);
-            slot.status
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .mode = mode;
-        }
-    }
-
-    /// Waits for the tasks of `ids` to end, then forgets those slots.
-    async fn retire(&self, ids: &[usize]) {
-        self.set_mode(ids, SlotMode::Retiring);
-        let tasks: Vec<JoinHandle<()>> = {
-            let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
-            ids.iter().filter_map(|id| tasks.remove(id)).collect()
-        };
-        for task in tasks {
-            let _ = task.await;
-        }
-        self.slots().retain(|s| !ids.contains(&s.id));
     }
 }
 
@@ -356,7 +330,7 @@ impl Supervisor {
             }
             jobs.insert(
                 job_id.clone(),
-                JobEntry::Queued {
+                AttemptEntry::Queued {
                     dequeue: Some(dequeue_tx),
                 },
             );
@@ -447,13 +421,13 @@ impl Supervisor {
         };
         let entry = jobs.get_mut(job_id).ok_or_else(not_found)?;
         match entry {
-            JobEntry::Running { slot } => Ok(Located::Running(*slot)),
-            JobEntry::Cancelled => Err(not_found()),
-            JobEntry::Queued { dequeue } => {
+            AttemptEntry::Running { slot } => Ok(Located::Running(*slot)),
+            AttemptEntry::Cancelled => Err(not_found()),
+            AttemptEntry::Queued { dequeue } => {
                 if let Some(tx) = dequeue.take() {
                     let _ = tx.send(());
                 }
-                *entry = JobEntry::Cancelled;
+                *entry = AttemptEntry::Cancelled;
                 Ok(Located::Dequeued)
             }
         }
@@ -484,11 +458,11 @@ impl Supervisor {
         let jobs = self.inner.jobs();
         let queued_jobs = jobs
             .values()
-            .filter(|e| matches!(e, JobEntry::Queued { .. }))
+            .filter(|e| matches!(e, AttemptEntry::Queued { .. }))
             .count();
         let running_jobs = jobs
             .values()
-            .filter(|e| matches!(e, JobEntry::Running { .. }))
+            .filter(|e| matches!(e, AttemptEntry::Running { .. }))
             .count();
         drop(jobs);
         PoolSnapshot {
@@ -497,176 +471,6 @@ impl Supervisor {
             running_jobs,
             rollout: self.rollout_snapshot(),
         }
-    }
-
-    /// The pool's release: current and previous binaries and the last rollout.
-    #[must_use]
-    pub fn rollout_snapshot(&self) -> RolloutSnapshot {
-        let release = self.inner.release().clone();
-        RolloutSnapshot {
-            state: if release.rolling_out {
-                "reloading"
-            } else {
-                "stable"
-            },
-            current_exe: release.current_exe.display().to_string(),
-            previous_exe: release.previous_exe.map(|p| p.display().to_string()),
-            release: release.number,
-            last: release.last,
-        }
-    }
-
-    /// Replaces every worker with one running `exe`, blue/green: green workers start
-    /// in standby; once every one of them completed its handshake, new jobs go to
-    /// green and the old workers finish their jobs and stop. If a green worker fails
-    /// to start, green is stopped, the old workers keep serving, and the error says
-    /// why (the rollout fault is also kept in [`Self::rollout_snapshot`]).
-    ///
-    /// # Errors
-    /// [`SupervisorError::Rollout`] when a rollout is already running, `exe` is not an
-    /// executable file, or a green worker failed its start; `ShuttingDown`.
-    pub async fn rollout(&self, exe: &Path) -> Result<RolloutRecord, SupervisorError> {
-        let inner = &self.inner;
-        let _exclusive = inner
-            .rollout_lock
-            .try_lock()
-            .map_err(|_| rollout_error(exe, "another rollout is in progress"))?;
-        if *inner.shutdown.borrow() {
-            return Err(SupervisorError::ShuttingDown);
-        }
-        let started = Instant::now();
-        let release = {
-            let mut release = inner.release();
-            release.number += 1;
-            release.rolling_out = true;
-            release.number
-        };
-        inner.emit(SupervisorEvent::Rollout {
-            step: "start",
-            exe: exe.display().to_string(),
-            release,
-            detail: None,
-        });
-        let blue: Vec<usize> = inner
-            .slots()
-            .iter()
-            .filter(|s| *s.mode.borrow() == SlotMode::Active)
-            .map(|s| s.id)
-            .collect();
-        let outcome = match check_executable(exe) {
-            Err(message) => Err(message),
-            Ok(()) => {
-                let green: Vec<_> = (0..inner.config.workers)
-                    .map(|_| inner.add_slot(exe, release, SlotMode::Standby))
-                    .collect();
-                let ids: Vec<usize> = green.iter().map(|(id, _)| *id).collect();
-                let mut failure = None;
-                for (_, ready) in green {
-                    let result = ready.await.unwrap_or_else(|_| {
-                        Err(SupervisorError::Handshake(
-                            "the slot ended during start".into(),
-                        ))
-                    });
-                    if let Err(e) = result {
-                        failure.get_or_insert(e.to_string());
-                    }
-                }
-                match failure {
-                    Some(message) => {
-                        // Green never took a job (standby): stopping it loses nothing.
-                        inner.retire(&ids).await;
-                        Err(message)
-                    }
-                    None => Ok(ids),
-                }
-            }
-        };
-        let record = match outcome {
-            Err(message) => {
-                let record = RolloutRecord {
-                    ok: false,
-                    exe: exe.display().to_string(),
-                    release,
-                    finished_unix_ms: unix_ms(),
-                    duration_ms: millis(started.elapsed()),
-                    message: format!(
-                        "rollout to {} failed; still serving the previous workers: {message}",
-                        exe.display()
-                    ),
-                };
-                let mut state = inner.release();
-                state.rolling_out = false;
-                state.last = Some(record.clone());
-                drop(state);
-                inner.emit(SupervisorEvent::Rollout {
-                    step: "failed",
-                    exe: exe.display().to_string(),
-                    release,
-                    detail: Some(record.message.clone()),
-                });
-                return Err(SupervisorError::Rollout {
-                    exe: exe.display().to_string(),
-                    message: record.message,
-                });
-            }
-            Ok(green) => {
-                inner.set_mode(&green, SlotMode::Active);
-                inner.emit(SupervisorEvent::Rollout {
-                    step: "green_active",
-                    exe: exe.display().to_string(),
-                    release,
-                    detail: Some(format!(
-                        "{} green workers take new jobs; {} blue workers finish theirs",
-                        green.len(),
-                        blue.len()
-                    )),
-                });
-                inner.retire(&blue).await;
-                inner.emit(SupervisorEvent::Rollout {
-                    step: "blue_retired",
-                    exe: exe.display().to_string(),
-                    release,
-                    detail: None,
-                });
-                RolloutRecord {
-                    ok: true,
-                    exe: exe.display().to_string(),
-                    release,
-                    finished_unix_ms: unix_ms(),
-                    duration_ms: millis(started.elapsed()),
-                    message: format!("now serving {}", exe.display()),
-                }
-            }
-        };
-        let mut state = inner.release();
-        let previous = std::mem::replace(&mut state.current_exe, exe.to_path_buf());
-        state.previous_exe = Some(previous);
-        state.rolling_out = false;
-        state.last = Some(record.clone());
-        drop(state);
-        inner.emit(SupervisorEvent::Rollout {
-            step: "done",
-            exe: exe.display().to_string(),
-            release,
-            detail: None,
-        });
-        Ok(record)
-    }
-
-    /// Rolls back to the binary before the last successful rollout (blue/green, as
-    /// [`Self::rollout`]).
-    ///
-    /// # Errors
-    /// [`SupervisorError::Rollout`] when there is nothing to roll back to, or as
-    /// [`Self::rollout`].
-    pub async fn rollback(&self) -> Result<RolloutRecord, SupervisorError> {
-        let (current, previous) = {
-            let release = self.inner.release();
-            (release.current_exe.clone(), release.previous_exe.clone())
-        };
-        let previous = previous
-            .ok_or_else(|| rollout_error(&current, "no previous worker binary to roll back to"))?;
-        self.rollout(&previous).await
     }
 
     /// Stops the pool: each worker is told to shut down and given the configured
@@ -730,7 +534,7 @@ impl Drop for JobGuard<'_> {
     fn drop(&mut self) {
         let entry = self.inner.jobs().remove(self.job_id);
         if !self.finished
-            && let Some(JobEntry::Running { slot }) = entry
+            && let Some(AttemptEntry::Running { slot }) = entry
             && let Some(slot) = self.inner.slot(slot)
         {
             // Nobody awaits the answer: the slot reaps and replaces the worker itself.
@@ -741,32 +545,4 @@ impl Drop for JobGuard<'_> {
             });
         }
     }
-}
-
-fn rollout_error(exe: &Path, message: &str) -> SupervisorError {
-    SupervisorError::Rollout {
-        exe: exe.display().to_string(),
-        message: message.to_owned(),
-    }
-}
-
-/// A rollout target must be a regular executable file (checked before any worker of the
-/// old release is touched).
-fn check_executable(exe: &Path) -> Result<(), String> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::metadata(exe).map_err(|e| format!("{}: {e}", exe.display()))?;
-    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
-        return Err(format!("{} is not an executable file", exe.display()));
-    }
-    Ok(())
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, millis)
 }

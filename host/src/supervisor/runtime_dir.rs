@@ -90,7 +90,10 @@ impl Drop for RuntimeDir {
 }
 
 fn default_base() -> PathBuf {
-    std::env::var_os("XDG_RUNTIME_DIR")
+    crate::config::current()
+        .process
+        .xdg_runtime_dir
+        .as_ref()
         .map(PathBuf::from)
         .filter(|p| p.is_absolute() && p.is_dir())
         .unwrap_or_else(|| PathBuf::from("/tmp"))

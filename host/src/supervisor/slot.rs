@@ -12,9 +12,9 @@ use tokio::time::MissedTickBehavior;
 use super::WorkerSnapshot;
 use super::process::{LiveWorker, start_worker};
 use super::runtime_dir::RuntimeDir;
-use super::snapshot::{SlotMode, WorkerState};
+use super::snapshot::{SlotMode, SlotState};
 use super::wire::{ConnEvent, write_message};
-use super::{CancelKind, DeathCause, Inner, JobEntry, KillOutcome, Progress, QueuedJob};
+use super::{AttemptEntry, CancelKind, DeathCause, Inner, KillOutcome, Progress, QueuedJob};
 use super::{ResourceLimit, SlotShared, SupervisorConfig, SupervisorError, SupervisorEvent};
 
 /// Resolves once shutdown is requested (the watch guard never lives across an await).
@@ -150,7 +150,7 @@ impl Slot {
             }
             let generation = self.generation;
             self.update(|s| {
-                s.state = WorkerState::Starting;
+                s.state = SlotState::Starting;
                 s.generation = generation;
                 s.pid = None;
                 s.current_job = None;
@@ -187,7 +187,7 @@ impl Slot {
                 }
             };
             self.update(|s| {
-                s.state = WorkerState::Idle;
+                s.state = SlotState::Idle;
                 s.pid = Some(worker.pid);
                 s.backend = Some(worker.hello.backend.clone());
                 s.worker_version = Some(worker.hello.worker_version.clone());
@@ -247,7 +247,7 @@ impl Slot {
             }
         }
         self.update(|s| {
-            s.state = WorkerState::Stopped;
+            s.state = SlotState::Stopped;
             s.pid = None;
             s.current_job = None;
         });
@@ -258,7 +258,7 @@ impl Slot {
     async fn backoff(&mut self) -> bool {
         let delay = self.inner.config.backoff(self.failures);
         self.update(|s| {
-            s.state = WorkerState::Dead;
+            s.state = SlotState::Dead;
             s.pid = None;
             s.current_job = None;
         });
@@ -357,7 +357,7 @@ impl Slot {
                     let run = HostMessage::Run(job.request.clone());
                     active = Some(ActiveJob { job, last_done: None, soft_cancelled: false, started: Instant::now() });
                     self.update(|s| {
-                        s.state = WorkerState::Busy;
+                        s.state = SlotState::Busy;
                         s.current_job = Some(job_id);
                     });
                     if let Err(message) = write_message(&mut worker.writer, &run, config.heartbeat_timeout).await {
@@ -378,8 +378,8 @@ impl Slot {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         match jobs.get_mut(&job.request.job_id) {
-            Some(entry @ JobEntry::Queued { .. }) => {
-                *entry = JobEntry::Running { slot: self.index };
+            Some(entry @ AttemptEntry::Queued { .. }) => {
+                *entry = AttemptEntry::Running { slot: self.index };
                 Some(job)
             }
             _ => None,
@@ -468,7 +468,7 @@ impl Slot {
         // A worker that finishes jobs is healthy: restart promptly after its next death.
         self.failures = 0;
         self.update(|s| {
-            s.state = WorkerState::Idle;
+            s.state = SlotState::Idle;
             s.current_job = None;
             s.jobs_completed += 1;
         });
@@ -506,7 +506,7 @@ impl Slot {
                     }));
                 }
                 self.update(|s| {
-                    s.state = WorkerState::Dead;
+                    s.state = SlotState::Dead;
                     s.pid = None;
                     s.current_job = None;
                 });

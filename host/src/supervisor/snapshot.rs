@@ -11,7 +11,7 @@ use super::DeathCause;
 /// Lifecycle state of one worker slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum WorkerState {
+pub enum SlotState {
     /// Spawning or handshaking.
     Starting,
     /// Ready for a job.
@@ -52,7 +52,7 @@ pub struct WorkerSnapshot {
     /// Pid of the current process (also its process group id), if one is running.
     pub pid: Option<u32>,
     /// State.
-    pub state: WorkerState,
+    pub state: SlotState,
     /// How many processes this slot has started (1 for the first).
     pub generation: u64,
     /// Jobs the current process reported finished (from its last pong).
@@ -84,7 +84,7 @@ impl WorkerSnapshot {
             release,
             mode,
             pid: None,
-            state: WorkerState::Starting,
+            state: SlotState::Starting,
             generation: 0,
             jobs_run: 0,
             jobs_completed: 0,

@@ -117,7 +117,7 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
         artifact_dir: None,
         on_result,
     };
-    run_op_with(&ctx, "evaluate", OP, args, wait, extras).await
+    run_op_with(&ctx, OP, args, wait, extras).await
 }
 
 /// One line per rule with violations, for people (porcelain and `reticle eval --format=table`).
@@ -191,9 +191,6 @@ pub fn table(payload: &Value) -> String {
 }
 
 fn porcelain(payload: &Value, _detail: Detail) -> String {
-    if let Some(line) = super::started_job_line(payload) {
-        return line;
-    }
     format!(
         "{} {}: {}",
         payload["job_id"].as_str().unwrap_or("?"),

@@ -4,7 +4,8 @@ use libmcp::ReplayContract;
 use reticle_protocol::SCHEMA_VERSION;
 use serde_json::{Map, Value, json};
 
-use super::{Detail, Tool, ToolContext, ToolDef, ToolResult};
+use super::{Detail, PayloadResult, Tool, ToolContext, ToolDef};
+use crate::dispatch::Dispatcher;
 use crate::jobs::Jobs;
 use crate::mcp::era::supported_versions;
 use crate::state::HostState;
@@ -26,12 +27,22 @@ pub(super) fn tool() -> Tool {
     })
 }
 
-async fn run(ctx: ToolContext, _args: Map<String, Value>) -> ToolResult {
-    Ok(payload(&ctx.state, &ctx.workers, &ctx.jobs))
+async fn run(ctx: ToolContext, _args: Map<String, Value>) -> PayloadResult {
+    Ok(payload(
+        &ctx.state,
+        &ctx.workers,
+        &ctx.jobs,
+        &ctx.dispatcher,
+    ))
 }
 
 /// The health payload (the tool's and `reticle ctl health`'s).
-pub fn payload(state: &HostState, workers: &WorkerPool, jobs: &Jobs) -> Value {
+pub fn payload(
+    state: &HostState,
+    workers: &WorkerPool,
+    jobs: &Jobs,
+    dispatcher: &Dispatcher,
+) -> Value {
     let host = state.health(workers);
     let pool = workers.snapshot();
     let rollout_failed = pool
@@ -62,6 +73,7 @@ pub fn payload(state: &HostState, workers: &WorkerPool, jobs: &Jobs) -> Value {
         },
         "process": state.process_snapshot(),
         "workers": pool,
+        "executor": dispatcher.executor().health(),
         "jobs": jobs.counts(),
         "events": {
             "path": state.events.path(),

@@ -3,7 +3,7 @@
 use libmcp::ReplayContract;
 use serde_json::{Map, Value};
 
-use super::{Detail, Tool, ToolContext, ToolDef, ToolResult};
+use super::{Detail, PayloadResult, Tool, ToolContext, ToolDef};
 
 pub(super) fn poll_tool() -> Tool {
     Tool::new(ToolDef {
@@ -40,11 +40,11 @@ fn job_id(args: &Map<String, Value>) -> &str {
         .unwrap_or_default()
 }
 
-async fn poll(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+async fn poll(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     Ok(ctx.jobs.poll(job_id(&args))?.to_payload())
 }
 
-async fn cancel(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+async fn cancel(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     Ok(ctx.jobs.cancel(job_id(&args), "cancel tool")?.to_payload())
 }
 

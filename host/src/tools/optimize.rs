@@ -197,13 +197,10 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
         artifact_dir: Some(dir),
         on_result: None,
     };
-    run_op_with(&ctx, "optimize", OP, args, wait, extras).await
+    run_op_with(&ctx, OP, args, wait, extras).await
 }
 
 fn porcelain(payload: &Value, _detail: Detail) -> String {
-    if let Some(line) = super::started_job_line(payload) {
-        return line;
-    }
     let (b, a) = (&payload["metrics"]["before"], &payload["metrics"]["after"]);
     let t = &payload["target"];
     let mut text = format!(

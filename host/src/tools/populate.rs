@@ -9,13 +9,11 @@ use libmcp::{FaultClass, ReplayContract};
 use reticle_protocol::{ErrorCode, SCHEMA_VERSION, ToolError};
 use serde_json::{Map, Value, json};
 
-use super::{Detail, Tool, ToolContext, ToolDef, ToolResult};
+use super::{Detail, PayloadResult, Tool, ToolContext, ToolDef};
 use crate::assets;
 
 /// Seed 001: HTTP client timeout 5 s.
 const TIMEOUT: Duration = Duration::from_secs(5);
-/// Default path appended to `RETICLE_BACKEND_URL`.
-pub const DEFAULT_ASSETS_PATH: &str = "/reticle-assets/";
 /// Largest response body read back.
 const MAX_RESPONSE_BYTES: u64 = 64 * 1024;
 
@@ -34,13 +32,12 @@ pub(super) fn tool() -> Tool {
     })
 }
 
-/// Where to POST, from the environment (read per call; the host never caches it).
+/// Where to POST: `RETICLE_BACKEND_URL` + `RETICLE_BACKEND_ASSETS_PATH`
+/// ([`crate::config::ToolSettings`]).
 fn endpoint() -> Option<String> {
-    let base = std::env::var("RETICLE_BACKEND_URL")
-        .ok()
-        .filter(|s| !s.is_empty())?;
-    let path =
-        std::env::var("RETICLE_BACKEND_ASSETS_PATH").unwrap_or_else(|_| DEFAULT_ASSETS_PATH.into());
+    let tools = &crate::config::current().tools;
+    let base = tools.backend_url.as_deref()?;
+    let path = &tools.backend_assets_path;
     Some(format!(
         "{}/{}",
         base.trim_end_matches('/'),
@@ -48,7 +45,7 @@ fn endpoint() -> Option<String> {
     ))
 }
 
-async fn run(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+async fn run(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     let Some(url) = endpoint() else {
         return Err(ToolError::new(
             ErrorCode::Unsupported,

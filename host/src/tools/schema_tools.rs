@@ -5,7 +5,7 @@ use libmcp::ReplayContract;
 use reticle_protocol::{ErrorCode, SCHEMA_VERSION, ToolError};
 use serde_json::{Map, Value, json};
 
-use super::{Detail, Tool, ToolContext, ToolDef, ToolResult};
+use super::{Detail, PayloadResult, Tool, ToolContext, ToolDef};
 use crate::assets;
 
 pub(super) fn tools() -> Vec<Tool> {
@@ -74,7 +74,7 @@ pub(super) fn tools() -> Vec<Tool> {
     ]
 }
 
-async fn list_schemas(ctx: ToolContext, _args: Map<String, Value>) -> ToolResult {
+async fn list_schemas(ctx: ToolContext, _args: Map<String, Value>) -> PayloadResult {
     let schemas: Vec<Value> = ctx
         .state
         .schemas
@@ -91,7 +91,7 @@ fn not_found(name: &str) -> ToolError {
         .recoverable(true)
 }
 
-async fn get_schema(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+async fn get_schema(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     let name = args["name"].as_str().unwrap_or_default();
     let entry = ctx.state.schemas.get(name).ok_or_else(|| not_found(name))?;
     Ok(
@@ -99,7 +99,7 @@ async fn get_schema(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
     )
 }
 
-async fn list_examples(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+async fn list_examples(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     let component = args
         .get("component")
         .and_then(Value::as_str)
@@ -115,7 +115,7 @@ async fn list_examples(ctx: ToolContext, args: Map<String, Value>) -> ToolResult
     Ok(json!({"schema_version": SCHEMA_VERSION, "ok": true, "examples": examples}))
 }
 
-async fn get_example(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+async fn get_example(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     let path = args["path"].as_str().unwrap_or_default();
     let example = ctx
         .state
@@ -144,7 +144,7 @@ async fn get_example(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
     Ok(payload)
 }
 
-async fn validate_asset(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+async fn validate_asset(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     let name = args["schema"].as_str().unwrap_or_default();
     let entry = ctx.state.schemas.get(name).ok_or_else(|| not_found(name))?;
     let errors = assets::validate(&entry.schema, &args["asset"]).map_err(|e| {
@@ -162,7 +162,7 @@ async fn validate_asset(ctx: ToolContext, args: Map<String, Value>) -> ToolResul
     Ok(payload)
 }
 
-async fn diff_assets(_ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+async fn diff_assets(_ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     let patch = assets::diff(&args["base"], &args["new"]);
     Ok(json!({"schema_version": SCHEMA_VERSION, "ok": true, "patch": patch}))
 }

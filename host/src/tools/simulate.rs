@@ -48,13 +48,10 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
         artifact_dir,
         on_result: None,
     };
-    run_op_with(&ctx, "simulate", "simulate", args, wait, extras).await
+    run_op_with(&ctx, "simulate", args, wait, extras).await
 }
 
 fn porcelain(payload: &Value, _detail: Detail) -> String {
-    if let Some(line) = super::started_job_line(payload) {
-        return line;
-    }
     let m = &payload["metrics"];
     format!(
         "{} {}: L2={} px PVB={} px EPE violations={}/{} | {}×{} px at {} nm | {} ({}) | {} ms",

@@ -4,7 +4,8 @@ use libmcp::ReplayContract;
 use reticle_protocol::SCHEMA_VERSION;
 use serde_json::{Map, Value, json};
 
-use super::{Detail, Tool, ToolContext, ToolDef, ToolResult};
+use super::{Detail, PayloadResult, Tool, ToolContext, ToolDef};
+use crate::dispatch::Dispatcher;
 use crate::jobs::Jobs;
 use crate::journal::Journal;
 use crate::state::HostState;
@@ -27,17 +28,24 @@ pub(super) fn tool() -> Tool {
     })
 }
 
-async fn run(ctx: ToolContext, _args: Map<String, Value>) -> ToolResult {
+async fn run(ctx: ToolContext, _args: Map<String, Value>) -> PayloadResult {
     Ok(payload(
         &ctx.state,
         &ctx.workers,
         &ctx.jobs,
         ctx.journal.journal(),
+        &ctx.dispatcher,
     ))
 }
 
 /// The telemetry payload (the tool's and `reticle ctl telemetry`'s).
-pub fn payload(state: &HostState, workers: &WorkerPool, jobs: &Jobs, journal: &Journal) -> Value {
+pub fn payload(
+    state: &HostState,
+    workers: &WorkerPool,
+    jobs: &Jobs,
+    journal: &Journal,
+    dispatcher: &Dispatcher,
+) -> Value {
     let telemetry = state.telemetry(workers);
     let job_stats = jobs.stats();
     let totals = &telemetry.totals;
@@ -58,6 +66,7 @@ pub fn payload(state: &HostState, workers: &WorkerPool, jobs: &Jobs, journal: &J
         "frames": state.frames_snapshot(),
         "jobs": job_stats,
         "journal": journal.counts(),
+        "dispatch": dispatcher.stats(),
         "process": state.process_snapshot(),
         "log_file": state.log_file.as_ref().map(|p| p.display().to_string()),
         "events": {

@@ -577,7 +577,7 @@ fn walk_shapes(
     if !descend {
         return Ok(());
     }
-    walk_placements(lib, root, &boxes, clip.as_ref(), &mut walk)
+    walk_placements(lib, root, &boxes, clip.as_ref(), None, &mut walk)
 }
 
 /// The state of one region walk: where it is (placement steps and their names from the

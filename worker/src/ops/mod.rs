@@ -8,6 +8,7 @@
 pub mod artifacts;
 mod debug_alloc;
 mod debug_crash;
+mod debug_malformed;
 mod debug_sleep;
 mod deck_job;
 mod demo;
@@ -41,6 +42,7 @@ static OPS: &[&dyn Op] = &[
     &debug_sleep::DebugSleep,
     &debug_crash::DebugCrash,
     &debug_alloc::DebugAlloc,
+    &debug_malformed::DebugMalformed,
     &engine_info::EngineInfo,
     &demo::DemoRender,
     &evaluate::Evaluate,

@@ -1,4 +1,4 @@
-//! Whole-layout evaluation (docs/DECISIONS.md D51): the region cut into tiles that any
+//! Whole-layout evaluation (docs/DECISIONS.md D57): the region cut into tiles that any
 //! executor can run, each a self-contained unit of work.
 //!
 //! - `evaluate.plan`: opens the layout and the deck, picks the region (the caller's box,

@@ -14,12 +14,10 @@ use serde_json::{Map, Value, json};
 
 use super::{decode_png, run_op, session, str_arg};
 use crate::sessions::write_artifact;
-use crate::tools::{Tool, ToolContext, ToolDef, ToolResult};
+use crate::tools::{PayloadResult, Tool, ToolContext, ToolDef};
 
 /// Environment variable naming the KLayout binary (default `klayout`, looked up on `PATH`).
 pub const KLAYOUT_BIN_ENV: &str = "KLAYOUT_BIN";
-/// Environment variable: wall-time limit of one KLayout run, seconds (default 600).
-pub const DRC_TIMEOUT_ENV: &str = "RETICLE_DRC_TIMEOUT_SECONDS";
 /// Most markers `extract_markers` lists by default.
 const DEFAULT_MAX_MARKERS: u64 = 1000;
 /// Most crops one `extract_markers` call renders.
@@ -77,10 +75,8 @@ fn drc_failed(message: impl Into<String>, details: Value) -> ToolError {
 /// `KLAYOUT_BIN` (default `klayout`) as an absolute path: a bare name is looked up on the
 /// host's `PATH`.
 fn klayout_bin() -> Result<PathBuf, ToolError> {
-    let configured = std::env::var(KLAYOUT_BIN_ENV)
-        .ok()
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| "klayout".to_owned());
+    let config = crate::config::current();
+    let configured = config.tools.klayout_bin.clone();
     let not_found = || {
         drc_failed(
             format!(
@@ -97,9 +93,11 @@ fn klayout_bin() -> Result<PathBuf, ToolError> {
             Err(not_found())
         };
     }
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+    config
+        .process
+        .path
+        .iter()
+        .flat_map(|p| std::env::split_paths(p).collect::<Vec<_>>())
         .map(|dir| dir.join(&configured))
         .find(|p| p.is_file())
         .ok_or_else(not_found)
@@ -127,7 +125,7 @@ fn script_type(path: &Path, given: Option<&str>) -> Result<&'static str, ToolErr
     }
 }
 
-async fn run_drc_script(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+async fn run_drc_script(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     let s = session(&ctx, &args)?;
     let raw = str_arg(&args, "script_path");
     if !Path::new(raw).is_absolute() {
@@ -159,10 +157,7 @@ async fn run_drc_script(ctx: ToolContext, args: Map<String, Value>) -> ToolResul
         .with_details(json!({"path": s.path})));
     }
     let copy = write_artifact(&dir, copy_name, &bytes)?;
-    let timeout_s = std::env::var(DRC_TIMEOUT_ENV)
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(600);
+    let timeout_s = crate::config::current().tools.drc_timeout.as_secs();
     let op = json!({
         "klayout_bin": bin,
         "script_path": script,
@@ -204,7 +199,7 @@ async fn run_drc_script(ctx: ToolContext, args: Map<String, Value>) -> ToolResul
     }))
 }
 
-async fn extract_markers(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+async fn extract_markers(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     let s = session(&ctx, &args)?;
     let run_id = str_arg(&args, "run_id").to_owned();
     let dir = ctx.state.sessions.drc_run(&s, &run_id)?;

@@ -6,8 +6,8 @@
 //! The host owns the sessions ([`crate::sessions`]) and writes every artifact; the layout
 //! bytes are parsed by a worker op (`layout.*`, `drc.*`) that receives the session's path
 //! and sha256 and keeps parsed layouts in a cache. Calls are synchronous (no job id): they
-//! wait for their worker, and a worker that dies mid-call is replaced and the call replayed
-//! (every query is Convergent).
+//! wait for their worker through the dispatcher, under the same replay rules as the job
+//! tools (every query is Convergent; a run stopped over a limit is not replayed).
 
 mod drc;
 
@@ -15,17 +15,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use libmcp::ReplayContract;
-use reticle_protocol::wire::{JobContext, JobOutcome, RunRequest};
 use reticle_protocol::{ErrorCode, SCHEMA_VERSION, ToolError};
 use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
 
-use super::{Tool, ToolContext, ToolDef, ToolResult};
+use super::{PayloadResult, Tool, ToolContext, ToolDef};
+use crate::dispatch::Unit;
 use crate::sessions::{SessionInfo, write_artifact};
-use crate::supervisor::{Progress, SupervisorError};
-
-/// Most runs of one call: the first plus replays after its worker died.
-const MAX_ATTEMPTS: u32 = 3;
 /// Default `render_view` image size (seed 003's example).
 const DEFAULT_IMAGE: (u64, u64) = (1200, 800);
 
@@ -173,59 +168,19 @@ pub(crate) fn session(
     ctx.state.sessions.get(str_arg(args, "session_id"))
 }
 
-/// Runs one worker op and returns its JSON result; a worker death is replayed.
+/// Runs one worker op for this call (a synchronous unit, ids `lay_<uuid>.<run>`) and
+/// returns its JSON result. The dispatcher applies the same replay rules as for the job
+/// tools: a worker that died is replaced and the op run again (Convergent, 3 runs at
+/// most); a run stopped over a memory or time limit fails once, typed, not replayed.
 pub(crate) async fn run_op(
     ctx: &ToolContext,
     op: &str,
     args: Value,
     artifact_dir: Option<&Path>,
-) -> ToolResult {
-    let supervisor = ctx.workers.get().await?;
-    let allowed_roots: Vec<String> = ctx
-        .state
-        .roots
-        .snapshot()
-        .0
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
-    let args_json = args.to_string();
-    let call_id = uuid::Uuid::new_v4().simple().to_string();
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let request = RunRequest {
-            job_id: format!("lay_{call_id}.{attempt}"),
-            op: op.to_owned(),
-            args_json: args_json.clone(),
-            context: JobContext {
-                artifact_dir: artifact_dir.map(|d| d.display().to_string()),
-                allowed_roots: allowed_roots.clone(),
-                limits: crate::limits::job_limits(),
-            },
-        };
-        // Layout ops report no progress; the receiver only has to exist.
-        let (tx, _rx) = mpsc::channel::<Progress>(8);
-        match supervisor.run(request, tx).await {
-            Ok(JobOutcome::Ok { payload_json }) => {
-                return serde_json::from_str(&payload_json).map_err(|e| {
-                    ToolError::new(
-                        ErrorCode::InternalError,
-                        format!("worker sent invalid JSON: {e}"),
-                    )
-                });
-            }
-            Ok(JobOutcome::Err { error }) => return Err(error),
-            Err(SupervisorError::WorkerDied { .. }) if attempt < MAX_ATTEMPTS => {
-                tracing::warn!(
-                    op,
-                    attempt,
-                    "worker died mid-call; replaying on a fresh worker"
-                );
-            }
-            Err(e) => return Err(e.to_tool_error()),
-        }
-    }
+) -> PayloadResult {
+    let unit =
+        Unit::new(op, &args).with_artifact_dir(artifact_dir.map(|d| d.display().to_string()));
+    ctx.dispatcher.run(&ctx.call_scope("lay"), unit).await
 }
 
 /// `payload` as an object with `schema_version` and `session_id` first.
@@ -250,7 +205,7 @@ fn format_name(name: &str) -> Option<&'static str> {
     }
 }
 
-async fn open_layout(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+async fn open_layout(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     ctx.state.sessions.sweep();
     ctx.state.sessions.check_capacity()?;
     let raw = str_arg(&args, "path");
@@ -318,7 +273,7 @@ async fn open_layout(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
     }))
 }
 
-async fn close_session(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+async fn close_session(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     let id = str_arg(&args, "session_id");
     let (closed, deleted) = ctx.state.sessions.close(id);
     Ok(json!({
@@ -329,7 +284,7 @@ async fn close_session(ctx: ToolContext, args: Map<String, Value>) -> ToolResult
     }))
 }
 
-async fn list_cells(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+async fn list_cells(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     let s = session(&ctx, &args)?;
     let mut op = json!({"layout": s.layout_ref(), "cell": s.top_cell});
     if let Some(d) = args.get("max_depth") {
@@ -339,7 +294,7 @@ async fn list_cells(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
     Ok(with_session(&s.id, out))
 }
 
-async fn describe_cell(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+async fn describe_cell(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     let s = session(&ctx, &args)?;
     let cell = args
         .get("cell")
@@ -353,14 +308,14 @@ async fn describe_cell(ctx: ToolContext, args: Map<String, Value>) -> ToolResult
     Ok(with_session(&s.id, out))
 }
 
-async fn list_layers(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+async fn list_layers(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     let s = session(&ctx, &args)?;
     let op = json!({"layout": s.layout_ref(), "cell": s.top_cell});
     let out = run_op(&ctx, "layout.list_layers", op, None).await?;
     Ok(with_session(&s.id, out))
 }
 
-async fn query_region(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
+async fn query_region(ctx: ToolContext, mut args: Map<String, Value>) -> PayloadResult {
     let s = session(&ctx, &args)?;
     args.remove("session_id");
     args.entry("cell").or_insert_with(|| json!(s.top_cell));
@@ -384,7 +339,7 @@ fn id_list(v: Option<&Value>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-async fn measure_geometry(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+async fn measure_geometry(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     let s = session(&ctx, &args)?;
     let ids = id_list(args.get("target_ids"));
     let locators = ctx.state.sessions.locators(&s.id, &ids)?;
@@ -398,7 +353,7 @@ async fn measure_geometry(ctx: ToolContext, args: Map<String, Value>) -> ToolRes
     Ok(with_session(&s.id, out))
 }
 
-async fn analyze_waveguide(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+async fn analyze_waveguide(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     let s = session(&ctx, &args)?;
     let id = str_arg(&args, "target_id").to_owned();
     let locators = ctx
@@ -431,7 +386,7 @@ fn view_fields(s: &SessionInfo, args: &Map<String, Value>) -> (Value, Value, Val
     (cell, pick("box", "box_um"), pick("layers", "layers"))
 }
 
-async fn set_view(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+async fn set_view(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     let s = session(&ctx, &args)?;
     let cell = args
         .get("cell")
@@ -448,7 +403,7 @@ async fn set_view(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
     Ok(json!({"schema_version": SCHEMA_VERSION, "session_id": s.id, "view": view}))
 }
 
-async fn render_view(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+async fn render_view(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     let s = session(&ctx, &args)?;
     let (cell, box_um, layers) = view_fields(&s, &args);
     let annotations = args

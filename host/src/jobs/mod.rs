@@ -25,6 +25,15 @@ use tokio::task::AbortHandle;
 
 use crate::events::EventLog;
 
+mod cursor;
+mod handover;
+mod reporter;
+
+pub use cursor::InvalidCursor;
+pub use handover::{JobRecord, RestoredJob};
+pub use reporter::JobReporter;
+use reporter::record;
+
 /// Where a job is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -110,133 +119,7 @@ impl JobView {
     }
 }
 
-/// Reports progress from inside a job. Progress only moves forward.
-#[derive(Debug, Clone)]
-pub struct ProgressSink {
-    tx: watch::Sender<JobView>,
-    stats: Arc<JobStats>,
-    events: Option<Arc<EventLog>>,
-}
-
-impl ProgressSink {
-    /// Records progress; a value below the last one is ignored (monotonic).
-    pub fn report(&self, done: f64, total: Option<f64>, message: Option<String>) {
-        self.tx.send_if_modified(|view| {
-            if done < view.progress.done || view.status.is_terminal() {
-                return false;
-            }
-            view.progress = JobProgress {
-                done,
-                total,
-                message,
-            };
-            view.updated_at = SystemTime::now();
-            true
-        });
-    }
-
-    /// The job's id.
-    pub fn job_id(&self) -> String {
-        self.tx.borrow().job_id.clone()
-    }
-
-    /// Records that the work starts on a worker again after its worker died
-    /// (a replay, counted in `telemetry`), or for the first time.
-    pub fn attempt(&self) {
-        self.tx.send_modify(|view| {
-            view.attempts += 1;
-            view.updated_at = SystemTime::now();
-            if view.attempts > 1 {
-                self.stats.replays.fetch_add(1, Ordering::Relaxed);
-                record(&self.events, view, "replay");
-            }
-        });
-    }
-
-    /// Runs started so far (see [`Self::attempt`]).
-    pub fn attempts(&self) -> u32 {
-        self.tx.borrow().attempts
-    }
-
-    /// Marks the job running (it got a worker).
-    pub fn running(&self) {
-        self.tx.send_if_modified(|view| {
-            if view.status == JobStatus::Queued {
-                view.status = JobStatus::Running;
-                view.updated_at = SystemTime::now();
-                record(&self.events, view, "running");
-                true
-            } else {
-                false
-            }
-        });
-    }
-}
-
-/// One `job` record in the event log.
-fn record(events: &Option<Arc<EventLog>>, view: &JobView, transition: &str) {
-    if let Some(events) = events {
-        events.record(
-            "job",
-            json!({
-                "job_id": view.job_id,
-                "tool": view.tool,
-                "transition": transition,
-                "status": view.status,
-                "attempts": view.attempts,
-                "error": view.error.as_ref().map(|e| e.code),
-            }),
-        );
-    }
-}
-
-/// A job as a reexec snapshot carries it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct JobRecord {
-    /// The job id (kept: clients poll it).
-    pub job_id: String,
-    /// The tool that started it.
-    pub tool: String,
-    /// Status at the snapshot.
-    pub status: JobStatus,
-    /// Progress at the snapshot.
-    pub progress: JobProgress,
-    /// The result, when completed.
-    pub result: Option<Value>,
-    /// The error, when failed or cancelled.
-    pub error: Option<ToolError>,
-    /// Runs started so far.
-    pub attempts: u32,
-    /// Submission time, Unix ms.
-    pub created_unix_ms: u64,
-    /// Age at the snapshot.
-    pub age_ms: u64,
-    /// Time since it finished, at the snapshot.
-    pub finished_ago_ms: Option<u64>,
-    /// A TTL the caller asked for.
-    pub requested_ttl_ms: Option<u64>,
-    /// `render`/`detail` of the call.
-    pub presentation: Map<String, Value>,
-    /// Why it was cancelled.
-    pub cancel_reason: Option<String>,
-    /// How to run it again: `{"tool", "arguments"}` (unfinished jobs are re-run from
-    /// this after a reexec; the tool's replay contract decides whether they may be).
-    pub recipe: Option<Value>,
-}
-
-/// A job re-created after a reexec: the same id, history and attempts.
-#[derive(Debug, Clone)]
-pub struct RestoredJob {
-    /// The job id to keep.
-    pub job_id: String,
-    /// Runs before the reexec (the next run counts as a replay).
-    pub attempts: u32,
-    /// Original submission time.
-    pub created_unix_ms: u64,
-    /// Original age at the snapshot (for TTLs).
-    pub age_ms: u64,
-}
-
+/// One job in the table.
 struct JobEntry {
     view: watch::Sender<JobView>,
     submitted: Instant,
@@ -266,11 +149,6 @@ pub struct JobOptions {
 pub const MIN_TASK_TTL: Duration = Duration::from_secs(1);
 /// Longest TTL a task may ask for (results hold memory; see D16).
 pub const MAX_TASK_TTL: Duration = Duration::from_secs(24 * 3600);
-
-/// A `tasks/list` cursor that names no position in the table.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid cursor")]
-pub struct InvalidCursor;
 
 /// Counters over the host's lifetime (the table itself forgets jobs after the TTL).
 #[derive(Debug, Default)]
@@ -359,7 +237,7 @@ impl Jobs {
         work: F,
     ) -> Result<watch::Receiver<JobView>, ToolError>
     where
-        F: FnOnce(ProgressSink) -> Fut,
+        F: FnOnce(JobReporter) -> Fut,
         Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
     {
         let _admission = lock(&self.admission);
@@ -391,7 +269,7 @@ impl Jobs {
     /// Starts `work` as a job and returns a watch on it.
     pub fn submit<F, Fut>(self: &Arc<Self>, tool: &str, work: F) -> watch::Receiver<JobView>
     where
-        F: FnOnce(ProgressSink) -> Fut,
+        F: FnOnce(JobReporter) -> Fut,
         Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
     {
         self.submit_with(tool, JobOptions::default(), work)
@@ -407,7 +285,7 @@ impl Jobs {
         work: F,
     ) -> watch::Receiver<JobView>
     where
-        F: FnOnce(ProgressSink) -> Fut,
+        F: FnOnce(JobReporter) -> Fut,
         Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
     {
         self.prune();
@@ -450,12 +328,13 @@ impl Jobs {
                 "queued"
             },
         );
-        let sink = ProgressSink {
+        let reporter = JobReporter {
             tx: tx.clone(),
             stats: Arc::clone(&self.stats),
             events: self.events.clone(),
+            started: Arc::default(),
         };
-        let future = work(sink);
+        let future = work(reporter);
         let mut entries = lock(&self.entries);
         let table = Arc::clone(self);
         let id = job_id.clone();
@@ -480,112 +359,6 @@ impl Jobs {
             },
         );
         rx
-    }
-
-    /// Every job, for a reexec snapshot.
-    pub fn export(&self) -> Vec<JobRecord> {
-        let entries = lock(&self.entries);
-        let mut records: Vec<JobRecord> = entries
-            .values()
-            .map(|entry| {
-                let view = self.view_of(entry);
-                JobRecord {
-                    job_id: view.job_id,
-                    tool: view.tool,
-                    status: view.status,
-                    progress: view.progress,
-                    result: view.result,
-                    error: view.error,
-                    attempts: view.attempts,
-                    created_unix_ms: view
-                        .created_at
-                        .duration_since(SystemTime::UNIX_EPOCH)
-                        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0)),
-                    age_ms: view.age_ms,
-                    finished_ago_ms: entry
-                        .finished
-                        .map(|f| u64::try_from(f.elapsed().as_millis()).unwrap_or(u64::MAX)),
-                    requested_ttl_ms: entry
-                        .requested_ttl
-                        .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
-                    presentation: view.presentation,
-                    cancel_reason: view.cancel_reason,
-                    recipe: entry.recipe.clone(),
-                }
-            })
-            .collect();
-        records.sort_by(|a, b| {
-            a.created_unix_ms
-                .cmp(&b.created_unix_ms)
-                .then(a.job_id.cmp(&b.job_id))
-        });
-        records
-    }
-
-    /// Puts a finished job from a reexec snapshot back in the table (unfinished ones are
-    /// re-submitted through their tool with [`JobOptions::restore`] instead).
-    pub fn import_finished(&self, record: JobRecord) {
-        let now = Instant::now();
-        let ago = |ms: u64| now.checked_sub(Duration::from_millis(ms)).unwrap_or(now);
-        let created_at = SystemTime::UNIX_EPOCH + Duration::from_millis(record.created_unix_ms);
-        let (tx, _) = watch::channel(JobView {
-            job_id: record.job_id.clone(),
-            tool: record.tool,
-            status: record.status,
-            progress: record.progress,
-            result: record.result,
-            error: record.error,
-            age_ms: record.age_ms,
-            attempts: record.attempts,
-            created_at,
-            updated_at: SystemTime::now(),
-            retention: self.ttl,
-            presentation: record.presentation,
-            cancel_reason: record.cancel_reason,
-        });
-        lock(&self.entries).insert(
-            record.job_id,
-            JobEntry {
-                view: tx,
-                submitted: ago(record.age_ms),
-                finished: Some(ago(record.finished_ago_ms.unwrap_or(0))),
-                abort: None,
-                requested_ttl: record.requested_ttl_ms.map(Duration::from_millis),
-                recipe: record.recipe,
-            },
-        );
-    }
-
-    /// Stops every unfinished job's task without marking it (a reexec: the snapshot
-    /// already holds the jobs, and the next image re-runs them). Their workers are
-    /// killed as their futures drop; waiters see no change.
-    ///
-    /// Call it before aborting the calls that wait on these jobs: from here on a dropped
-    /// wait does not cancel its job, so the snapshot keeps the job unfinished.
-    pub fn detach_all(&self) {
-        self.handed_over.store(true, Ordering::SeqCst);
-        let mut entries = lock(&self.entries);
-        for entry in entries.values_mut() {
-            if let Some(abort) = entry.abort.take() {
-                abort.abort();
-            }
-        }
-    }
-
-    /// Adds lifetime counters carried by a reexec snapshot.
-    pub fn restore_stats(&self, stats: &Value) {
-        let n = |k: &str| stats[k].as_u64().unwrap_or(0);
-        self.stats
-            .submitted
-            .store(n("submitted"), Ordering::Relaxed);
-        self.stats
-            .completed
-            .store(n("completed"), Ordering::Relaxed);
-        self.stats.failed.store(n("failed"), Ordering::Relaxed);
-        self.stats
-            .cancelled
-            .store(n("cancelled"), Ordering::Relaxed);
-        self.stats.replays.store(n("replays"), Ordering::Relaxed);
     }
 
     fn finish(&self, job_id: &str, outcome: Result<Value, ToolError>) {
@@ -657,37 +430,6 @@ impl Jobs {
             .get(job_id)
             .map(|entry| entry.view.subscribe())
             .ok_or_else(|| not_found(job_id, self.ttl))
-    }
-
-    /// One page of jobs, oldest first, after `cursor` (from a previous page's
-    /// `next`), at most `limit` long, with the cursor of the next page if any.
-    ///
-    /// # Errors
-    /// [`InvalidCursor`] when the cursor is not one this table issued.
-    pub fn list_page(
-        &self,
-        cursor: Option<&str>,
-        limit: usize,
-    ) -> Result<(Vec<JobView>, Option<String>), InvalidCursor> {
-        self.prune();
-        let after = cursor.map(decode_cursor).transpose()?;
-        let entries = lock(&self.entries);
-        let mut views: Vec<JobView> = entries.values().map(|e| self.view_of(e)).collect();
-        drop(entries);
-        views.sort_by_key(cursor_key);
-        let start = match &after {
-            None => 0,
-            Some(key) => views.partition_point(|v| cursor_key(v) <= *key),
-        };
-        let page: Vec<JobView> = views.into_iter().skip(start).take(limit + 1).collect();
-        if page.len() > limit {
-            let mut page = page;
-            page.truncate(limit);
-            let next = page.last().map(|v| encode_cursor(&cursor_key(v)));
-            Ok((page, next))
-        } else {
-            Ok((page, None))
-        }
     }
 
     /// Cancels the job: its task is aborted (dropping whatever it holds) and
@@ -768,28 +510,6 @@ impl Jobs {
     }
 }
 
-/// Sort key of `tasks/list`: submission time, then id (ids are unique).
-fn cursor_key(view: &JobView) -> (u128, String) {
-    let nanos = view
-        .created_at
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    (nanos, view.job_id.clone())
-}
-
-fn encode_cursor((nanos, id): &(u128, String)) -> String {
-    format!("{nanos}.{id}")
-}
-
-fn decode_cursor(cursor: &str) -> Result<(u128, String), InvalidCursor> {
-    let (nanos, id) = cursor.split_once('.').ok_or(InvalidCursor)?;
-    let nanos = nanos.parse().map_err(|_| InvalidCursor)?;
-    if !id.starts_with("job_") {
-        return Err(InvalidCursor);
-    }
-    Ok((nanos, id.to_owned()))
-}
-
 fn not_found(job_id: &str, ttl: Duration) -> ToolError {
     ToolError::new(ErrorCode::JobNotFound, format!("no job {job_id}"))
         .with_details(json!({"job_id": job_id, "finished_jobs_kept_ms": ttl.as_millis() as u64}))
@@ -842,223 +562,4 @@ where
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn completes_with_monotonic_progress() {
-        let jobs = Jobs::new(Duration::from_secs(60));
-        let rx = jobs.submit("t", |sink| async move {
-            sink.running();
-            for i in 1..=5 {
-                sink.report(f64::from(i), Some(5.0), Some(format!("step {i}")));
-                sink.report(0.0, Some(5.0), None); // ignored: progress never goes back
-                tokio::task::yield_now().await;
-            }
-            Ok(json!({"answer": 42}))
-        });
-        let mut seen = Vec::new();
-        let done = wait(&jobs, rx, |v| {
-            seen.push(v.progress.done);
-            async {}
-        })
-        .await;
-        assert_eq!(done.status, JobStatus::Completed);
-        assert_eq!(done.result, Some(json!({"answer": 42})));
-        assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
-        assert_eq!(
-            jobs.poll(&done.job_id).unwrap().status,
-            JobStatus::Completed
-        );
-    }
-
-    #[tokio::test]
-    async fn cancel_aborts_and_drops_the_work() {
-        struct Dropped(Arc<std::sync::atomic::AtomicBool>);
-        impl Drop for Dropped {
-            fn drop(&mut self) {
-                self.0.store(true, std::sync::atomic::Ordering::SeqCst);
-            }
-        }
-        let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let jobs = Jobs::new(Duration::from_secs(60));
-        let held = Dropped(Arc::clone(&flag));
-        let rx = jobs.submit("t", move |_sink| async move {
-            let _held = held;
-            tokio::time::sleep(Duration::from_secs(3600)).await;
-            Ok(json!({}))
-        });
-        let id = rx.borrow().job_id.clone();
-        tokio::task::yield_now().await;
-        let view = jobs.cancel(&id, "test").unwrap();
-        assert_eq!(view.status, JobStatus::Cancelled);
-        assert_eq!(view.error.unwrap().code, ErrorCode::Cancelled);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert!(
-            flag.load(std::sync::atomic::Ordering::SeqCst),
-            "work not dropped"
-        );
-        assert_eq!(jobs.poll(&id).unwrap().status, JobStatus::Cancelled);
-        assert_eq!(
-            jobs.poll("job_nope").unwrap_err().code,
-            ErrorCode::JobNotFound
-        );
-    }
-
-    #[tokio::test]
-    async fn dropping_the_waiter_cancels_the_job() {
-        let jobs = Jobs::new(Duration::from_secs(60));
-        let rx = jobs.submit("t", |_sink| async move {
-            tokio::time::sleep(Duration::from_secs(3600)).await;
-            Ok(json!({}))
-        });
-        let id = rx.borrow().job_id.clone();
-        let waiter =
-            tokio::time::timeout(Duration::from_millis(20), wait(&jobs, rx, |_| async {})).await;
-        assert!(waiter.is_err());
-        assert_eq!(jobs.poll(&id).unwrap().status, JobStatus::Cancelled);
-    }
-
-    #[tokio::test]
-    async fn a_waiter_dropped_after_a_handover_leaves_its_job_unfinished() {
-        let jobs = Jobs::new(Duration::from_secs(60));
-        let rx = jobs.submit("t", |_sink| async move {
-            tokio::time::sleep(Duration::from_secs(3600)).await;
-            Ok(json!({}))
-        });
-        let id = rx.borrow().job_id.clone();
-        let waiting = wait(&jobs, rx, |_| async {});
-        let waiter = tokio::time::timeout(Duration::from_millis(20), waiting);
-        jobs.detach_all();
-        assert!(waiter.await.is_err());
-        let view = jobs.poll(&id).unwrap();
-        assert!(!view.status.is_terminal(), "{:?}", view.status);
-        assert_eq!(jobs.export()[0].job_id, id);
-    }
-
-    #[tokio::test]
-    async fn finished_jobs_expire_after_the_ttl() {
-        let jobs = Jobs::new(Duration::from_millis(30));
-        let rx = jobs.submit("t", |_sink| async {
-            Err(ToolError::new(ErrorCode::InvalidInput, "bad"))
-        });
-        let done = wait(&jobs, rx, |_| async {}).await;
-        assert_eq!(done.status, JobStatus::Failed);
-        tokio::time::sleep(Duration::from_millis(60)).await;
-        assert_eq!(
-            jobs.poll(&done.job_id).unwrap_err().code,
-            ErrorCode::JobNotFound
-        );
-    }
-    #[tokio::test]
-    async fn list_pages_are_ordered_and_cursors_validated() {
-        let jobs = Jobs::new(Duration::from_secs(60));
-        let mut ids = Vec::new();
-        for _ in 0..5 {
-            let rx = jobs.submit("t", |_sink| async { Ok(json!({})) });
-            ids.push(rx.borrow().job_id.clone());
-            // Distinct submission instants keep the expected order unambiguous.
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        let mut seen = Vec::new();
-        let mut cursor = None;
-        let mut pages = 0;
-        loop {
-            let (page, next) = jobs.list_page(cursor.as_deref(), 2).unwrap();
-            pages += 1;
-            seen.extend(page.into_iter().map(|v| v.job_id));
-            match next {
-                Some(next) => cursor = Some(next),
-                None => break,
-            }
-        }
-        assert_eq!(pages, 3);
-        assert_eq!(seen, ids);
-        assert_eq!(jobs.list_page(Some("nope"), 2).unwrap_err(), InvalidCursor);
-        assert_eq!(jobs.list_page(Some("12.x"), 2).unwrap_err(), InvalidCursor);
-    }
-
-    #[tokio::test]
-    async fn a_requested_ttl_counts_from_submission_and_is_clamped() {
-        let jobs = Jobs::new(Duration::from_secs(3600));
-        let options = JobOptions {
-            ttl: Some(Duration::from_millis(10)),
-            ..JobOptions::default()
-        };
-        let rx = jobs.submit_with("t", options, |_sink| async { Ok(json!({})) });
-        let id = rx.borrow().job_id.clone();
-        assert_eq!(jobs.poll(&id).unwrap().retention, MIN_TASK_TTL);
-        let options = JobOptions {
-            ttl: Some(Duration::from_secs(10 * 24 * 3600)),
-            ..JobOptions::default()
-        };
-        let rx = jobs.submit_with("t", options, |_sink| async { Ok(json!({})) });
-        let long = rx.borrow().job_id.clone();
-        assert_eq!(jobs.poll(&long).unwrap().retention, MAX_TASK_TTL);
-        let done = wait(&jobs, jobs.subscribe(&id).unwrap(), |_| async {}).await;
-        assert_eq!(done.status, JobStatus::Completed);
-        tokio::time::sleep(MIN_TASK_TTL + Duration::from_millis(50)).await;
-        assert_eq!(jobs.poll(&id).unwrap_err().code, ErrorCode::JobNotFound);
-        assert!(jobs.poll(&long).is_ok());
-    }
-
-    #[tokio::test]
-    async fn subscribing_does_not_cancel_on_drop() {
-        let jobs = Jobs::new(Duration::from_secs(60));
-        let rx = jobs.submit("t", |_sink| async move {
-            tokio::time::sleep(Duration::from_secs(3600)).await;
-            Ok(json!({}))
-        });
-        let id = rx.borrow().job_id.clone();
-        let sub = jobs.subscribe(&id).unwrap();
-        drop(sub);
-        drop(rx);
-        assert_eq!(jobs.poll(&id).unwrap().status, JobStatus::Queued);
-        let view = jobs.cancel(&id, "test").unwrap();
-        assert_eq!(view.cancel_reason.as_deref(), Some("test"));
-        assert!(view.updated_at >= view.created_at);
-    }
-
-    #[tokio::test]
-    async fn unfinished_jobs_are_capped_and_a_finished_one_frees_a_place() {
-        let jobs = Jobs::with_max_active(Duration::from_secs(60), 2);
-        let (release, gate) = tokio::sync::oneshot::channel::<()>();
-        let first = jobs
-            .try_submit_with("t", JobOptions::default(), |_sink| async move {
-                let _ = gate.await;
-                Ok(json!({}))
-            })
-            .unwrap();
-        let second = jobs
-            .try_submit_with("t", JobOptions::default(), |_sink| async move {
-                tokio::time::sleep(Duration::from_secs(3600)).await;
-                Ok(json!({}))
-            })
-            .unwrap();
-        let refused = jobs
-            .try_submit_with("t", JobOptions::default(), |_sink| async { Ok(json!({})) })
-            .unwrap_err();
-        assert_eq!(refused.code, ErrorCode::ToolLimitExceeded);
-        assert!(refused.recoverable);
-        let details = refused.details.clone();
-        assert_eq!(details["max"], 2);
-        assert_eq!(details["active"], 2);
-        assert_eq!(details["setting"], "RETICLE_MAX_ACTIVE_JOBS");
-        // A refused call leaves no entry behind.
-        assert_eq!(jobs.stats()["submitted"], 2);
-        release.send(()).unwrap();
-        let done = wait(&jobs, first, |_| async {}).await;
-        assert_eq!(done.status, JobStatus::Completed);
-        // The finished job still answers polls but no longer counts against the cap.
-        assert!(jobs.poll(&done.job_id).is_ok());
-        let third = jobs
-            .try_submit_with("t", JobOptions::default(), |_sink| async { Ok(json!({})) })
-            .unwrap();
-        assert_eq!(
-            wait(&jobs, third, |_| async {}).await.status,
-            JobStatus::Completed
-        );
-        let second_id = second.borrow().job_id.clone();
-        jobs.cancel(&second_id, "test").unwrap();
-    }
-}
+mod tests;

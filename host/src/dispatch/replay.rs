@@ -1,0 +1,147 @@
+//! What happens after a unit's worker died: libmcp's decision table, fed the request's
+//! replay contract, the unit's knowledge and attempts, and probe evidence.
+//!
+//! Convergent → run again on a fresh worker (bounded); ProbeRequired → run the unit's
+//! probe, then complete from it or re-run; NeverReplay (or a ProbeRequired unit without a
+//! probe) → fail with a fault of class `ambiguous_outcome` that says the effect may or
+//! may not have happened. A loss the host caused on purpose (over a limit) never gets
+//! here: its outcome is known ([`super::Dispatcher::run`]).
+
+use std::future::Future;
+use std::pin::Pin;
+
+use libmcp::{FaultClass, ProbeResolution, ReplayContract, RequestDisposition};
+use reticle_protocol::{ErrorCode, ToolError};
+use serde_json::{Value, json};
+
+use super::executor::AttemptLoss;
+use crate::journal::UnitJournal;
+
+/// What a probe learned about an attempt whose worker died.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProbeOutcome {
+    /// The attempt took effect; this is its result. The unit completes without a re-run.
+    AlreadyCompleted(Value),
+    /// The attempt provably did not take effect; running it again is safe.
+    SafeToReplay,
+}
+
+/// A ProbeRequired unit's probe: inspects the world after a lost attempt.
+pub type Probe = Box<
+    dyn Fn() -> Pin<Box<dyn Future<Output = Result<ProbeOutcome, ToolError>> + Send>> + Send + Sync,
+>;
+
+/// The decision after a loss.
+pub(super) enum AfterLoss {
+    /// Run the unit again on a fresh worker.
+    Replay,
+    /// The unit is over: completed from a probe, or failed.
+    Done(Result<Value, ToolError>),
+}
+
+/// Applies libmcp's decision table to a unit whose run `attempt` was lost.
+pub(super) async fn after_loss(
+    journal: &UnitJournal,
+    loss: &AttemptLoss,
+    probe: Option<&Probe>,
+    max_attempts: u8,
+    attempt: u32,
+) -> AfterLoss {
+    journal.worker_lost();
+    let mut evidence = None;
+    loop {
+        match journal.disposition(evidence, max_attempts) {
+            RequestDisposition::Replay => {
+                tracing::warn!(
+                    attempt_id = loss.attempt_id,
+                    attempt,
+                    error = %loss,
+                    "worker died mid-run; replaying on a fresh worker"
+                );
+                journal.replaying();
+                return AfterLoss::Replay;
+            }
+            RequestDisposition::HoldForProbe => {
+                let Some(probe) = probe else {
+                    return failed(ambiguous_outcome(loss, ReplayContract::ProbeRequired));
+                };
+                journal.probed();
+                match probe().await {
+                    Ok(ProbeOutcome::AlreadyCompleted(result)) => {
+                        evidence = Some(ProbeResolution::AlreadyCompleted);
+                        if journal.disposition(evidence, max_attempts)
+                            == RequestDisposition::CompleteFromProbe
+                        {
+                            journal.completed_from_probe();
+                            tracing::info!(
+                                attempt_id = loss.attempt_id,
+                                "probe: the lost attempt took effect"
+                            );
+                            return AfterLoss::Done(Ok(result));
+                        }
+                        return failed(ambiguous_outcome(loss, ReplayContract::ProbeRequired));
+                    }
+                    Ok(ProbeOutcome::SafeToReplay) => {
+                        evidence = Some(ProbeResolution::SafeToReplay);
+                    }
+                    Err(probe_error) => {
+                        tracing::warn!(attempt_id = loss.attempt_id, error = %probe_error, "probe failed");
+                        let mut fault = ambiguous_outcome(loss, ReplayContract::ProbeRequired);
+                        fault.details["probe_error"] = json!(probe_error);
+                        return failed(fault);
+                    }
+                }
+            }
+            RequestDisposition::RejectAmbiguousOutcome => {
+                return failed(ambiguous_outcome(loss, ReplayContract::NeverReplay));
+            }
+            RequestDisposition::RejectReplayExhausted => {
+                return failed(replay_exhausted(loss, attempt));
+            }
+            other => {
+                return failed(
+                    ToolError::new(
+                        ErrorCode::InternalError,
+                        format!("unexpected replay decision {other:?} after a worker loss"),
+                    )
+                    .with_fault(FaultClass::Invariant, None),
+                );
+            }
+        }
+    }
+}
+
+fn failed(error: ToolError) -> AfterLoss {
+    AfterLoss::Done(Err(error))
+}
+
+fn loss_details(loss: &AttemptLoss) -> Value {
+    json!({"job_id": loss.attempt_id, "cause": loss.cause})
+}
+
+/// The worker died and the contract forbids running the request again unprompted.
+fn ambiguous_outcome(loss: &AttemptLoss, contract: ReplayContract) -> ToolError {
+    let mut details = loss_details(loss);
+    details["outcome"] = json!("unknown");
+    details["replay_contract"] = json!(contract);
+    ToolError::new(
+        ErrorCode::WorkerFault,
+        format!("{loss}; the request may or may not have taken effect and was not re-run"),
+    )
+    .with_details(details)
+    .with_fault(FaultClass::AmbiguousOutcome, None)
+    .with_hint("check whether the effect happened before calling again; it was not retried")
+}
+
+/// The worker died on every allowed run: the request itself is the likely cause.
+fn replay_exhausted(loss: &AttemptLoss, attempts: u32) -> ToolError {
+    let mut details = loss_details(loss);
+    details["attempts"] = json!(attempts);
+    ToolError::new(
+        ErrorCode::WorkerFault,
+        format!("{loss}; gave up after {attempts} runs"),
+    )
+    .with_details(details)
+    .with_fault(FaultClass::Replay, None)
+    .with_hint("the request killed its worker on every run: try a smaller window or coarser pixels")
+}

@@ -1,0 +1,22 @@
+//! `debug.malformed {}`: returns a payload that breaks every output schema of the host
+//! (`schema_version` is not a string, `metrics` is not an object), so tests can watch the
+//! host's output check refuse it in every build.
+
+use reticle_protocol::error::ToolError;
+
+use super::Op;
+use crate::job::JobCtx;
+
+/// The `debug.malformed` op.
+pub struct DebugMalformed;
+
+impl Op for DebugMalformed {
+    fn name(&self) -> &'static str {
+        "debug.malformed"
+    }
+
+    fn run(&self, ctx: &JobCtx<'_>, _args_json: &str) -> Result<serde_json::Value, ToolError> {
+        ctx.progress.report(1, 1, "malformed");
+        Ok(serde_json::json!({ "schema_version": 17, "metrics": "none" }))
+    }
+}
