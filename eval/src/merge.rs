@@ -157,6 +157,14 @@ pub fn merge(
         epe,
     };
     let mut payload = head(job.setup, &parts, job.rules, &runs, &records, &context);
+    // Distinct violations per rule (before they become one record per report tile they
+    // touch, and before groups merge those within the dedup radius): what a DRC tool counts.
+    if let Some(by_rule) = payload["counts"]["by_rule"].as_array_mut() {
+        for (i, entry) in by_rule.iter_mut().enumerate() {
+            entry["violations"] = json!(found.iter().filter(|f| f.rule == i).count());
+        }
+    }
+    payload["counts"]["violations"] = json!(found.len());
     let to_nm = |v: i64| r3(v as f64 * dbu_nm);
     let r = job.region;
     payload["region"] = json!({

@@ -175,12 +175,11 @@ pub fn evaluate_tile(
     let core = job.grid.core(job.tile);
     let owned = intersection(&core, &job.region);
     // Whole polygons meeting the core: their checkpoints, and the polygons this tile counts.
-    let whole = source.polygons(core, true)?;
+    let whole = source.polygons(grow(core, 1), true)?;
     metrics.polygons = whole
         .target
         .iter()
-        .filter_map(Polygon::bbox)
-        .filter(|b| touches(b, &job.region) && owns_box(job, b))
+        .filter(|p| p.bbox().is_some_and(|b| touches(&b, &job.region)) && owns_polygon(job, p))
         .count() as u64;
     if let Some(imaged) = imaged {
         metrics.imaged = true;
@@ -219,11 +218,15 @@ pub fn evaluate_tile(
     })
 }
 
-/// Whether this tile owns a polygon whose box is `b` (by the box centre).
-fn owns_box(job: &TileJob<'_>, b: &BBox) -> bool {
-    let pm = |v: i64| (v as f64 * job.dbu_nm() * 1000.0 / 2.0).round() as i64;
-    let at = (pm(b.left + b.right), pm(b.bottom + b.top));
-    job.grid.owner(job.range, at) == job.tile
+/// Whether this tile counts polygon `p`: the tile holding its lowest (then leftmost)
+/// vertex, where the polygon has area just above and right of that vertex, so the tile's
+/// overlap query returns it.
+fn owns_polygon(job: &TileJob<'_>, p: &Polygon) -> bool {
+    let Some(v) = p.points.iter().min_by_key(|q| (q.y, q.x)) else {
+        return false;
+    };
+    let pm = |c: i64| (c as f64 * job.dbu_nm() * 1000.0).round() as i64;
+    job.grid.owner(job.range, (pm(v.x), pm(v.y))) == job.tile
 }
 
 fn in_half_open(x: f64, y: f64, b: &BBox) -> bool {

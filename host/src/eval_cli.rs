@@ -16,9 +16,9 @@ use reticle_protocol::{ErrorCode, ToolError, schemas};
 use serde_json::{Map, Value, json};
 
 use crate::confine::AllowedRoots;
-use crate::dispatch::{Dispatcher, LocalPool, Scope, Unit};
+use crate::dispatch::{Dispatcher, FanOut, LocalPool, Scope, Unit};
 use crate::supervisor::{Supervisor, SupervisorConfig, WorkerStderr};
-use crate::tools::evaluate::{OP, deck_is_path, table};
+use crate::tools::evaluate::{Imaging, OP, deck_is_path, imaging, table};
 use crate::tools::schema_errors;
 
 /// Output format of `reticle eval`.
@@ -41,14 +41,26 @@ pub struct EvalArgs {
     /// layer/datatype to evaluate (default: the deck's only layer).
     #[arg(long)]
     pub layer: Option<String>,
-    /// Window `left,bottom,right,top` in µm (a square of the model period).
+    /// Region `left bottom right top` in µm, any size (`1,1,31,31` or `1 1 31 31`).
+    /// Default: the whole evaluated layer (GDSII/OASIS), the ICCAD window (.glp).
     #[arg(
         long = "box",
         value_delimiter = ',',
-        num_args = 4,
+        num_args = 1..=4,
         allow_hyphen_values = true
     )]
     pub box_um: Option<Vec<f64>>,
+    /// How the region is imaged: auto (one window for a .glp clip or a box of exactly
+    /// one model period, tiles otherwise), tiles, or window.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "tiles", "window"])]
+    pub tiling: String,
+    /// Directory for a tiled evaluation's files (tile outputs, `violations.jsonl`,
+    /// `heatmap.png`); created, reused by later runs.
+    #[arg(long, default_value = "reticle-eval")]
+    pub out: std::path::PathBuf,
+    /// Workers for a tiled evaluation (default: `RETICLE_WORKERS`, else one per core).
+    #[arg(long)]
+    pub workers: Option<usize>,
     /// Cell to flatten (default: the top cell).
     #[arg(long)]
     pub cell: Option<String>,
@@ -86,6 +98,9 @@ impl EvalArgs {
         }
         if let Some(b) = &self.box_um {
             args.insert("box_um".into(), json!(b));
+        }
+        if self.tiling != "auto" {
+            args.insert("tiling".into(), json!(self.tiling));
         }
         if let Some(p) = self.pixel_nm {
             args.insert("pixel_nm".into(), json!(p));
@@ -179,8 +194,29 @@ pub fn eval(opts: &EvalArgs) -> ExitCode {
         Err(code) => return code,
     };
     let format = opts.format;
+    let tiled = imaging(args.as_object().unwrap_or(&Map::new())) == Imaging::Tiles;
+    let mut args = args;
+    if let Some(m) = args.as_object_mut() {
+        m.remove("tiling");
+    }
+    let job_dir = if tiled {
+        match prepare_out(&opts.out) {
+            Ok(dir) => Some(dir),
+            Err(e) => {
+                eprintln!("reticle eval: cannot prepare {}: {e}", opts.out.display());
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        None
+    };
+    let workers = if tiled {
+        opts.workers.or_else(default_workers)
+    } else {
+        Some(1)
+    };
     runtime.block_on(async move {
-        let supervisor = match one_worker("eval").await {
+        let supervisor = match start_workers("eval", workers.unwrap_or(1)).await {
             Ok(s) => s,
             Err(code) => return code,
         };
@@ -189,8 +225,8 @@ pub fn eval(opts: &EvalArgs) -> ExitCode {
             let filled = (p.done * 20).checked_div(p.total).unwrap_or(0) as usize;
             let bar = format!("{}{}", "#".repeat(filled), " ".repeat(20 - filled.min(20)));
             if tty {
-                eprint!("\r[{bar}] {}/{} {:<24}", p.done, p.total, p.message);
-                if p.done >= p.total {
+                eprint!("\r[{bar}] {}/{} {:<32}", p.done, p.total, p.message);
+                if p.total > 0 && p.done >= p.total {
                     eprintln!();
                 }
             } else {
@@ -200,12 +236,24 @@ pub fn eval(opts: &EvalArgs) -> ExitCode {
         let dispatcher = Dispatcher::new(Arc::new(LocalPool::with_supervisor(Arc::clone(
             &supervisor,
         ))));
-        let work = dispatcher.run(&scope, Unit::new(OP, &args));
+        let work = async {
+            match (&job_dir, args) {
+                (Some(dir), Value::Object(args)) => {
+                    let dir = dir.display().to_string();
+                    let fan_out = FanOut {
+                        prefix: OP,
+                        artifact_dir: &dir,
+                    };
+                    fan_out.run(&dispatcher, &scope, args).await
+                }
+                (_, args) => dispatcher.run(&scope, Unit::new(OP, &args)).await,
+            }
+        };
         let result = tokio::select! {
             result = work => result,
             _ = tokio::signal::ctrl_c() => {
-                // Dropping `work` kills the worker's process group (D12).
-                eprintln!("\nreticle eval: interrupted; worker stopped");
+                // Dropping `work` kills the workers' process groups (D12).
+                eprintln!("\nreticle eval: interrupted; workers stopped");
                 supervisor.shutdown().await;
                 return ExitCode::from(130);
             }
@@ -213,6 +261,30 @@ pub fn eval(opts: &EvalArgs) -> ExitCode {
         supervisor.shutdown().await;
         emit(format, &result)
     })
+}
+
+/// The directory a tiled evaluation writes to: created, canonical, its earlier tile
+/// outputs removed (a new run must not read an old run's tiles).
+fn prepare_out(out: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+    std::fs::create_dir_all(out)?;
+    let dir = out.canonicalize()?;
+    for entry in std::fs::read_dir(&dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("tile_") && name.ends_with(".json") && entry.file_type()?.is_file() {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    Ok(dir)
+}
+
+/// Workers of a tiled evaluation when `--workers` is not given: `RETICLE_WORKERS` when
+/// set, else one per core.
+fn default_workers() -> Option<usize> {
+    crate::config::current()
+        .workers_explicit()
+        .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
 }
 
 /// The runtime of a one-shot CLI command (`reticle eval`, `reticle demo`); a failure is
@@ -231,11 +303,19 @@ pub(crate) fn cli_runtime(command: &str) -> Result<tokio::runtime::Runtime, Exit
 /// A one-worker supervisor for a CLI command (configured from the environment, worker
 /// stderr discarded); a failure is reported on stderr and becomes exit code 2.
 pub(crate) async fn one_worker(command: &str) -> Result<Arc<Supervisor>, ExitCode> {
+    start_workers(command, 1).await
+}
+
+/// A supervisor of `workers` workers for a CLI command, as [`one_worker`].
+pub(crate) async fn start_workers(
+    command: &str,
+    workers: usize,
+) -> Result<Arc<Supervisor>, ExitCode> {
     let mut config = SupervisorConfig::configured().map_err(|e| {
         eprintln!("reticle {command}: {e}");
         ExitCode::from(2)
     })?;
-    config.workers = 1;
+    config.workers = workers.clamp(1, crate::supervisor::MAX_WORKERS);
     config.worker_stderr = WorkerStderr::Null;
     Supervisor::start(config).await.map(Arc::new).map_err(|e| {
         eprintln!("reticle {command}: cannot start a worker: {e}");

@@ -56,6 +56,7 @@ tool_schemas![
     "simulate",
     "telemetry",
     "validate_asset",
+    "violations",
 ];
 
 /// A published schema of a document (not a tool's arguments or result).

@@ -14,7 +14,7 @@ use reticle_protocol::wire::{JobContext, WireError, WorkerMessage, encode_frame}
 
 use crate::backend::Backend;
 use crate::cache::LruCache;
-use reticle_layout::Library;
+use reticle_layout::LayoutIndex;
 
 /// Most parsed layouts one worker keeps.
 const LAYOUT_CACHE_ENTRIES: usize = 8;
@@ -62,8 +62,9 @@ pub struct WorkerState {
     pub jobs_run: AtomicU64,
     /// Memory deliberately held by `debug.alloc`, released only at process exit.
     pub ballast: Mutex<Vec<Vec<u8>>>,
-    /// Parsed layouts keyed by the sha256 of their bytes (the layout ops' cache).
-    pub layouts: Mutex<LruCache<Arc<Library>>>,
+    /// Parsed layouts keyed by the sha256 of their bytes, each with its spatial index
+    /// (built per cell on first use): the layout ops' and the whole-layout tiles' cache.
+    pub layouts: Mutex<LruCache<Arc<LayoutIndex>>>,
 }
 
 impl WorkerState {

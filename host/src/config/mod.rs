@@ -205,6 +205,17 @@ impl Config {
         }
     }
 
+    /// `RETICLE_WORKERS` when it was set (and parsed), else `None`: a command that would
+    /// pick its own worker count (`reticle eval` on a tiled region) defers to it.
+    #[must_use]
+    pub fn workers_explicit(&self) -> Option<usize> {
+        let set = self.settings.iter().any(|s| {
+            s.name == crate::supervisor::WORKERS_ENV
+                && matches!(s.source, Source::Env | Source::OldName(_))
+        });
+        set.then_some(self.workers.workers)
+    }
+
     /// Logs the settings that fell back to their default; call once logging is up.
     pub fn log_warnings(&self) {
         for warning in &self.warnings {

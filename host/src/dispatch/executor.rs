@@ -103,4 +103,8 @@ pub trait Executor: Send + Sync {
 
     /// Its state for `health`.
     fn health(&self) -> ExecutorHealth;
+
+    /// How many attempts it runs at once (after [`Self::ready`]): a caller that fans one
+    /// job out into many units keeps about this many in flight.
+    fn parallelism(&self) -> usize;
 }

@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use super::executor::{
     AttemptLoss, AttemptRequest, BoxFuture, Executor, ExecutorError, ExecutorHealth, Progress,
 };
-use crate::supervisor::{SlotState, Supervisor, SupervisorError};
+use crate::supervisor::{SlotMode, SlotState, Supervisor, SupervisorError};
 use crate::workers::WorkerPool;
 
 /// Where the local executor's supervisor comes from.
@@ -98,6 +98,22 @@ impl Executor for LocalPool {
                     other => ExecutorError::Refused(other.to_tool_error()),
                 })
         })
+    }
+
+    fn parallelism(&self) -> usize {
+        let snapshot = match &self.pool {
+            Pool::Lazy(pool) => pool.snapshot(),
+            Pool::Started(supervisor) => Some(supervisor.snapshot()),
+        };
+        snapshot
+            .map(|s| {
+                s.workers
+                    .iter()
+                    .filter(|w| w.mode == SlotMode::Active && w.state != SlotState::Stopped)
+                    .count()
+            })
+            .unwrap_or(1)
+            .max(1)
     }
 
     fn health(&self) -> ExecutorHealth {

@@ -19,6 +19,7 @@
 //! call is one unit with its own attempts and replay decision.
 
 mod executor;
+mod fanout;
 mod local;
 mod replay;
 mod scope;
@@ -36,6 +37,7 @@ pub use executor::{
     AttemptLoss, AttemptRequest, BoxFuture, DeathCause, Executor, ExecutorError, ExecutorHealth,
     Progress,
 };
+pub use fanout::FanOut;
 pub use local::LocalPool;
 pub use replay::{Probe, ProbeOutcome};
 pub use scope::{Scope, ScopeKind};

@@ -67,6 +67,10 @@ impl Executor for Scripted {
         })
     }
 
+    fn parallelism(&self) -> usize {
+        4
+    }
+
     fn health(&self) -> ExecutorHealth {
         ExecutorHealth {
             name: self.name(),

@@ -22,6 +22,7 @@ mod render;
 mod schema_tools;
 mod simulate;
 mod telemetry;
+mod violations;
 pub mod worker_job;
 
 use reticle_protocol::ToolError;

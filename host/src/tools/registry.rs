@@ -15,7 +15,7 @@ use super::output::{OutputSchema, ToolOutput, schema_errors};
 use super::render::{Detail, PRESENTATION, RenderChoice, error_result, success_result};
 use super::{
     PayloadResult, ToolResult, debug, evaluate, health, jobs, layout, normalize, optimize,
-    populate, schema_tools, simulate, telemetry,
+    populate, schema_tools, simulate, telemetry, violations,
 };
 use crate::jobs::JobView;
 
@@ -251,6 +251,7 @@ impl ToolRegistry {
             populate::tool(),
             simulate::tool(),
             telemetry::tool(),
+            violations::tool(),
         ];
         tools.extend(schema_tools::tools());
         tools.extend(layout::tools());

@@ -21,7 +21,7 @@ use reticle_layout::observe::render::{
     Annotation, RenderSpec, RenderStyle, render_view, resolve_annotations, set_view,
 };
 use reticle_layout::observe::{LayerRef, MicronBox, ObserveError};
-use reticle_layout::{Format, Library, read_layout, sha256_hex};
+use reticle_layout::{Format, LayoutIndex, Library, read_layout, sha256_hex};
 use reticle_protocol::error::{ErrorCode, ToolError};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -62,6 +62,18 @@ fn ok<T: serde::Serialize>(value: &T) -> Result<Value, ToolError> {
 /// `PATH_NOT_ALLOWED`, `QUERY_TOO_LARGE` (file over the size limit), `UNSUPPORTED_FORMAT`
 /// (the bytes are not a valid layout of that format).
 pub fn load(ctx: &JobCtx<'_>, layout: &LayoutRef) -> Result<(Arc<Library>, String), ToolError> {
+    let (index, sha) = load_indexed(ctx, layout)?;
+    Ok((Arc::clone(index.library_arc()), sha))
+}
+
+/// [`load`], with the layout's spatial index (built cell by cell as queries need it).
+///
+/// # Errors
+/// As [`load`].
+pub fn load_indexed(
+    ctx: &JobCtx<'_>,
+    layout: &LayoutRef,
+) -> Result<(Arc<LayoutIndex>, String), ToolError> {
     let path = ctx.readable(&layout.path)?;
     if let Some(sha) = &layout.sha256 {
         let hit = ctx
@@ -106,13 +118,20 @@ pub fn load(ctx: &JobCtx<'_>, layout: &LayoutRef) -> Result<(Arc<Library>, Strin
     let limits = crate::job::layout_limits(&ctx.context.limits);
     let lib = read_layout(&bytes, Some(format), &limits)
         .map_err(|e| crate::job::read_error(&e, &path.to_string_lossy(), format.name()))?;
-    let lib = Arc::new(lib);
+    let index = LayoutIndex::new(Arc::new(lib)).map_err(|e| {
+        ToolError::new(
+            ErrorCode::UnsupportedFormat,
+            format!("invalid hierarchy: {e}"),
+        )
+        .with_details(json!({"path": path}))
+    })?;
+    let index = Arc::new(index);
     ctx.state
         .layouts
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .insert(sha.clone(), Arc::clone(&lib), size.saturating_mul(4));
-    Ok((lib, sha))
+        .insert(sha.clone(), Arc::clone(&index), size.saturating_mul(4));
+    Ok((index, sha))
 }
 
 /// One observer op: a name and a function.

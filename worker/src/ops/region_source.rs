@@ -3,7 +3,7 @@
 //! not grow with the region. GDSII and OASIS layouts stay hierarchical (the parsed
 //! library, cached by sha256 like the observer's); `.glp` clips are small and read whole.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
@@ -11,12 +11,12 @@ use std::sync::Arc;
 use reticle_eval::tile::{LayerPolygons, LayoutSource};
 use reticle_layout::clip::clip_polygon;
 use reticle_layout::{
-    BBox, FlattenOptions, LayerKey, Library, Limits, Polygon, flatten, glp, resolve_cell,
+    BBox, ClipMode, FlattenOptions, LayerKey, LayoutIndex, Limits, Polygon, glp, resolve_cell,
 };
 use reticle_protocol::error::{ErrorCode, ToolError};
 use serde_json::json;
 
-use super::observe::{LayoutRef, load};
+use super::observe::{LayoutRef, load_indexed};
 use super::simulate::parse_layer;
 use crate::job::JobCtx;
 
@@ -27,9 +27,10 @@ enum Geometry {
         target: Vec<Polygon>,
         context: BTreeMap<String, Vec<Polygon>>,
     },
-    /// A parsed GDSII/OASIS library and the cell and layers to flatten.
+    /// A parsed GDSII/OASIS library (with its spatial index) and the cell and layers to
+    /// flatten.
     Library {
-        lib: Arc<Library>,
+        index: Arc<LayoutIndex>,
         cell: usize,
         target: LayerKey,
         context: Vec<(String, LayerKey)>,
@@ -88,27 +89,44 @@ impl RegionSource {
         Ok(source)
     }
 
-    /// The box of every polygon of the evaluated and context layers.
+    /// The box of every polygon of the evaluated and context layers (for a library, from
+    /// per-cell boxes: nothing is flattened).
     fn compute_extent(&self) -> Result<Option<BBox>, ToolError> {
-        let everything = match &self.geometry {
-            Geometry::Glp { target, context } => LayerPolygons {
-                target: target.clone(),
-                context: context.clone(),
-            },
-            Geometry::Library { .. } => self.flat(None)?,
-        };
-        Ok(everything
-            .target
-            .iter()
-            .chain(everything.context.values().flatten())
-            .filter_map(Polygon::bbox)
-            .reduce(|a, b| a.union(&b)))
+        match &self.geometry {
+            Geometry::Glp { target, context } => Ok(target
+                .iter()
+                .chain(context.values().flatten())
+                .filter_map(Polygon::bbox)
+                .reduce(|a, b| a.union(&b))),
+            Geometry::Library {
+                index,
+                cell,
+                limits,
+                ..
+            } => Ok(index
+                .layer_bbox(*cell, Some(&self.layer_keys()), limits)
+                .map_err(crate::job::flatten_error)?
+                .bbox),
+        }
     }
 
-    /// The library's layers flattened, clipped to `clip` (everything without).
-    fn flat(&self, clip: Option<BBox>) -> Result<LayerPolygons, ToolError> {
+    /// The layers a library source reads: the evaluated one and the context layers.
+    fn layer_keys(&self) -> BTreeSet<LayerKey> {
+        match &self.geometry {
+            Geometry::Library {
+                target, context, ..
+            } => std::iter::once(*target)
+                .chain(context.iter().map(|(_, k)| *k))
+                .collect(),
+            Geometry::Glp { .. } => BTreeSet::new(),
+        }
+    }
+
+    /// The library's layers in `b`, clipped to it or (`whole`) every polygon meeting it
+    /// whole, through the spatial index.
+    fn flat(&self, b: BBox, whole: bool) -> Result<LayerPolygons, ToolError> {
         let Geometry::Library {
-            lib,
+            index,
             cell,
             target,
             context,
@@ -118,16 +136,19 @@ impl RegionSource {
             return Ok(LayerPolygons::default());
         };
         let options = FlattenOptions {
-            clip,
-            layers: Some(
-                std::iter::once(*target)
-                    .chain(context.iter().map(|(_, k)| *k))
-                    .collect(),
-            ),
+            clip: Some(b),
+            layers: Some(self.layer_keys()),
             include_texts: false,
             limits: limits.clone(),
         };
-        let mut flat = flatten(lib, *cell, &options).map_err(crate::job::flatten_error)?;
+        let mode = if whole {
+            ClipMode::Overlap
+        } else {
+            ClipMode::Clip
+        };
+        let mut flat = index
+            .flatten(*cell, &options, mode)
+            .map_err(crate::job::flatten_error)?;
         Ok(LayerPolygons {
             target: flat.polygons.remove(target).unwrap_or_default(),
             context: context
@@ -145,40 +166,27 @@ impl RegionSource {
 
 impl LayoutSource for RegionSource {
     fn polygons(&mut self, b: BBox, whole: bool) -> Result<LayerPolygons, ToolError> {
-        let keep = |polygons: &[Polygon]| -> Vec<Polygon> {
-            polygons
-                .iter()
-                .filter(|p| {
-                    p.bbox()
-                        .is_some_and(|pb| reticle_eval::tiles::touches(&pb, &b))
-                })
-                .filter_map(|p| {
-                    if whole {
-                        Some(p.clone())
-                    } else {
-                        clip_polygon(p, &b)
-                    }
-                })
-                .collect()
-        };
         match &self.geometry {
-            Geometry::Glp { target, context } => Ok(LayerPolygons {
-                target: keep(target),
-                context: context.iter().map(|(k, v)| (k.clone(), keep(v))).collect(),
-            }),
-            Geometry::Library { .. } if whole => {
-                // Whole polygons meeting the box: flatten without a clip, keep those.
-                let all = self.flat(None)?;
-                Ok(LayerPolygons {
-                    target: keep(&all.target),
-                    context: all
-                        .context
+            Geometry::Glp { target, context } => {
+                let keep = |polygons: &[Polygon]| -> Vec<Polygon> {
+                    polygons
                         .iter()
-                        .map(|(k, v)| (k.clone(), keep(v)))
-                        .collect(),
+                        .filter(|p| p.bbox().is_some_and(|pb| pb.overlaps(&b)))
+                        .filter_map(|p| {
+                            if whole {
+                                Some(p.clone())
+                            } else {
+                                clip_polygon(p, &b)
+                            }
+                        })
+                        .collect()
+                };
+                Ok(LayerPolygons {
+                    target: keep(target),
+                    context: context.iter().map(|(k, v)| (k.clone(), keep(v))).collect(),
                 })
             }
-            Geometry::Library { .. } => self.flat(Some(b)),
+            Geometry::Library { .. } => self.flat(b, whole),
         }
     }
 
@@ -245,7 +253,7 @@ fn open_library(
         )
         .with_details(json!({"path": path}))
     })?;
-    let (lib, sha) = load(
+    let (index, sha) = load_indexed(
         ctx,
         &LayoutRef {
             path: path.to_path_buf(),
@@ -253,7 +261,7 @@ fn open_library(
             sha256: sha256.map(str::to_owned),
         },
     )?;
-    let cell_index = resolve_cell(&lib, cell).map_err(|e| {
+    let cell_index = resolve_cell(index.library(), cell).map_err(|e| {
         ToolError::new(ErrorCode::TopCellNotFound, e.to_string())
             .with_details(json!({"cell": cell}))
     })?;
@@ -268,9 +276,9 @@ fn open_library(
     Ok(RegionSource {
         format: "gds/oasis",
         sha256: sha,
-        dbu_nm: lib.dbu_in_meters * 1e9,
+        dbu_nm: index.library().dbu_in_meters * 1e9,
         geometry: Geometry::Library {
-            lib,
+            index,
             cell: cell_index,
             target,
             context,

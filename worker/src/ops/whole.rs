@@ -60,7 +60,8 @@ struct Own {
     limits: Limits,
     halo_nm: Option<f64>,
     plan: Option<RegionPlan>,
-    tile: Option<TileIndex>,
+    /// Which tile, as its number in the plan's row-major order (the host knows no geometry).
+    tile_number: Option<u64>,
 }
 
 fn invalid(message: impl Into<String>, details: Value) -> ToolError {
@@ -210,15 +211,18 @@ impl Op for Tile {
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
         let (args, own): (DeckArgs, Own) = parse_deck_args(self.name(), args_json)?;
         let plan = plan_of(&own)?;
-        let tile = own
-            .tile
-            .ok_or_else(|| invalid("evaluate.tile needs the `tile`", json!({})))?;
-        if !plan.range.contains(tile) {
-            return Err(invalid(
-                format!("tile {} is not one of the plan's tiles", tile.id()),
-                json!({"tile": tile}),
-            ));
-        }
+        let number = own
+            .tile_number
+            .ok_or_else(|| invalid("evaluate.tile needs the `tile_number`", json!({})))?;
+        let tile = plan.range.nth(number).ok_or_else(|| {
+            invalid(
+                format!(
+                    "the plan has {} tiles; there is no tile {number}",
+                    plan.range.count()
+                ),
+                json!({"tile_number": number}),
+            )
+        })?;
         let dir = artifacts::dir(ctx)?;
         let mut opened = open(ctx, &args, &own)?;
         let window = plan.grid.window(tile);

@@ -1,0 +1,135 @@
+//! One job fanned out into many units: a plan, then one unit per tile, then a merge
+//! (whole-layout evaluation, docs/DECISIONS.md D57).
+//!
+//! The host knows nothing of the geometry: the plan unit answers how many tiles there are,
+//! tile `n` is the unit `<op>.tile` with `tile_number: n` (the worker turns the number into
+//! a place on its grid), and the merge reads what the tiles wrote into the job's artifact
+//! directory. Every unit goes through [`Dispatcher::run`], so each tile has its own
+//! attempts and replay decision (a tile whose worker died runs again; the others are not
+//! touched), whatever executor runs them. About [`Executor::parallelism`] tiles are in
+//! flight at once; dropping the future (cancel, disconnect) drops them all, which stops
+//! their attempts. Progress is the scope's: tiles done of the total, and the time left.
+//!
+//! [`Executor::parallelism`]: super::Executor::parallelism
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use reticle_protocol::{ErrorCode, ToolError};
+use serde_json::{Map, Value, json};
+use tokio::task::JoinSet;
+
+use super::{Dispatcher, Scope, Unit};
+
+/// The ops of one fanned-out job: `<prefix>.plan`, `<prefix>.tile`, `<prefix>.merge`.
+#[derive(Debug, Clone, Copy)]
+pub struct FanOut<'a> {
+    /// The op prefix (`evaluate`).
+    pub prefix: &'a str,
+    /// The job's artifact directory (tiles write their outputs there).
+    pub artifact_dir: &'a str,
+}
+
+/// A tiled job's progress line: tiles done, and the time left at the rate so far.
+fn progress_message(done: u64, total: u64, started: Instant) -> String {
+    if done == 0 {
+        return format!("tile 0/{total}");
+    }
+    let per_tile = started.elapsed().as_secs_f64() / done as f64;
+    let left = (per_tile * (total - done) as f64).round() as u64;
+    format!("tile {done}/{total}, about {left} s left")
+}
+
+impl FanOut<'_> {
+    fn unit(&self, op: &str, args: &Map<String, Value>, index: u32) -> Unit {
+        Unit::new(
+            format!("{}.{op}", self.prefix),
+            &Value::Object(args.clone()),
+        )
+        .indexed(index)
+        .with_artifact_dir(Some(self.artifact_dir.to_owned()))
+        // The fan-out reports for the whole job; units' own frames are not forwarded.
+        .on_progress(|_| {})
+    }
+
+    /// Runs the plan, every tile and the merge of `args` under `scope`, and returns the
+    /// merge's payload.
+    ///
+    /// # Errors
+    /// The first unit's error (the other tiles are stopped); `INTERNAL_ERROR` when the
+    /// plan does not say how many tiles there are.
+    pub async fn run(
+        &self,
+        dispatcher: &Arc<Dispatcher>,
+        scope: &Scope,
+        args: Map<String, Value>,
+    ) -> Result<Value, ToolError> {
+        scope.report(0.0, None, Some("planning".into()));
+        let planned = dispatcher.run(scope, self.unit("plan", &args, 0)).await?;
+        let total = planned["tiles"].as_u64().ok_or_else(|| {
+            ToolError::new(
+                ErrorCode::InternalError,
+                "the plan did not say how many tiles",
+            )
+        })?;
+        let mut args = args;
+        args.insert("plan".into(), planned["plan"].clone());
+        let steps = (total + 1) as f64;
+        let started = Instant::now();
+        scope.report(0.0, Some(steps), Some(progress_message(0, total, started)));
+        let in_flight = dispatcher.executor().parallelism().max(1) as u64 + 1;
+        let mut running = JoinSet::new();
+        let (mut next, mut done) = (0u64, 0u64);
+        while done < total {
+            while next < total && (next - done) < in_flight {
+                let mut tile_args = args.clone();
+                tile_args.insert("tile_number".into(), json!(next));
+                let index = u32::try_from(next + 1).unwrap_or(u32::MAX);
+                let unit = self.unit("tile", &tile_args, index);
+                let (dispatcher, scope) = (Arc::clone(dispatcher), scope.clone());
+                running.spawn(async move { dispatcher.run(&scope, unit).await });
+                next += 1;
+            }
+            let Some(joined) = running.join_next().await else {
+                break;
+            };
+            match joined {
+                Ok(Ok(_summary)) => {}
+                Ok(Err(error)) => return Err(error),
+                Err(e) => {
+                    return Err(ToolError::new(
+                        ErrorCode::InternalError,
+                        format!("a tile's task failed: {e}"),
+                    ));
+                }
+            }
+            done += 1;
+            scope.report(
+                done as f64,
+                Some(steps),
+                Some(progress_message(done, total, started)),
+            );
+        }
+        let index = u32::try_from(total + 1).unwrap_or(u32::MAX);
+        let merged = dispatcher
+            .run(scope, self.unit("merge", &args, index))
+            .await?;
+        scope.report(steps, Some(steps), Some("merged".into()));
+        Ok(merged)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_says_the_time_left_at_the_rate_so_far() {
+        let started = Instant::now() - std::time::Duration::from_secs(10);
+        assert_eq!(progress_message(0, 40, started), "tile 0/40");
+        assert_eq!(
+            progress_message(10, 40, started),
+            "tile 10/40, about 30 s left"
+        );
+    }
+}
