@@ -19,12 +19,11 @@ use serde_json::{Value, json};
 
 use crate::error::{EvalError, check_cancel};
 use crate::found::{Found, RuleRun, rule_run};
-use crate::gauges::EpeSums;
 use crate::r3;
 use crate::records::{RecordContext, build, tile_dbu};
 use crate::report::{ReportHead, Setup, head};
 use crate::stitch::join;
-use crate::tile::{Piece, TileOutput};
+use crate::tile::{Piece, TileMetrics, TileOutput};
 use crate::tiles::{TileGrid, TileIndex, TileRange};
 
 /// Tiles listed in `tiles.top` and groups in `worst_groups`.
@@ -75,11 +74,7 @@ struct Sums {
     tiles: u64,
     imaged: u64,
     growths: u64,
-    pixels: u64,
-    l2: u64,
-    pvb: u64,
-    polygons: u64,
-    epe: EpeSums,
+    metrics: TileMetrics,
 }
 
 /// Merges the outputs of every tile of `job.range` (from `tiles`, in row-major order).
@@ -104,15 +99,10 @@ pub fn merge(
                 format!("tile {} arrived out of order", tile.tile.id()),
             )));
         }
-        let m = &tile.metrics;
         sums.tiles += 1;
-        sums.imaged += u64::from(m.imaged);
+        sums.imaged += u64::from(tile.metrics.imaged);
         sums.growths += u64::from(tile.mask_box_growths);
-        sums.pixels += m.pixels;
-        sums.l2 += m.l2_px;
-        sums.pvb += m.pvb_px;
-        sums.polygons += m.polygons;
-        sums.epe.add(&m.epe);
+        sums.metrics.add(&tile.metrics);
         found.extend(tile.found);
         pieces.extend(tile.pieces);
         check_cancel(cancel)?;
@@ -138,22 +128,18 @@ pub fn merge(
     let records = build(&found, job.rules, &context);
     check_cancel(cancel)?;
     let runs: Vec<RuleRun> = job.rules.iter().map(|r| rule_run(r)).collect();
-    let epe = if sums.imaged > 0 {
-        sums.epe.to_json()
-    } else {
-        EpeSums::default().to_json()
-    };
+    let epe = sums.metrics.epe.to_json();
     let parts = ReportHead {
         sha256: job.sha256,
         format: job.format,
-        polygons: sums.polygons as usize,
+        polygons: sums.metrics.polygons as usize,
         window: job.region,
         pixel_nm: job.pixel_nm,
         model_kind: job.model_kind,
         period_nm: job.period_nm,
         focus_kernels: job.focus_kernels,
-        l2_px: Some(sums.l2),
-        pvb_px: Some(sums.pvb),
+        l2_px: Some(sums.metrics.l2_px),
+        pvb_px: Some(sums.metrics.pvb_px),
         epe,
     };
     let mut payload = head(job.setup, &parts, job.rules, &runs, &records, &context);
@@ -170,7 +156,7 @@ pub fn merge(
     payload["region"] = json!({
         "source": job.region_source,
         "box_nm": [to_nm(r.left), to_nm(r.bottom), to_nm(r.right), to_nm(r.top)],
-        "pixels": sums.pixels,
+        "pixels": sums.metrics.pixels,
     });
     payload["imaging"] = json!({
         "mode": "tiled",

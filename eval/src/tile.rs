@@ -80,12 +80,47 @@ pub struct TileMetrics {
     pub aerial_max: f64,
     /// See `aerial_min`.
     pub aerial_sum: f64,
+    /// Sum of the resist response over the counted pixels (only when the job asks for
+    /// statistics: `simulate`).
+    pub resist_sum: f64,
     /// EPE gauges at the tile's checkpoints.
     pub epe: EpeSums,
     /// Drawn polygons the tile owns (by their box centre) that touch the region.
     pub polygons: u64,
     /// Whether the window held any geometry (an empty window is not imaged).
     pub imaged: bool,
+}
+
+impl TileMetrics {
+    /// Adds a later tile's metrics to these (tiles are summed in row-major order, so the
+    /// floating-point sums are reproducible).
+    pub fn add(&mut self, other: &Self) {
+        let first = self.pixels == 0;
+        if other.pixels > 0 {
+            self.aerial_min = if first {
+                other.aerial_min
+            } else {
+                self.aerial_min.min(other.aerial_min)
+            };
+            self.aerial_max = if first {
+                other.aerial_max
+            } else {
+                self.aerial_max.max(other.aerial_max)
+            };
+        }
+        self.pixels += other.pixels;
+        self.l2_px += other.l2_px;
+        self.pvb_px += other.pvb_px;
+        self.target_px += other.target_px;
+        for (a, b) in self.printed_px.iter_mut().zip(other.printed_px) {
+            *a += b;
+        }
+        self.aerial_sum += other.aerial_sum;
+        self.resist_sum += other.resist_sum;
+        self.epe.add(&other.epe);
+        self.polygons += other.polygons;
+        self.imaged |= other.imaged;
+    }
 }
 
 /// Everything one tile reports.
@@ -133,6 +168,8 @@ pub struct TileJob<'a> {
     pub tile: TileIndex,
     /// The deck's rules on the evaluated layer (`Found::rule` indexes them).
     pub rules: &'a [&'a Rule],
+    /// Also sum the resist response (what `simulate`'s statistics need).
+    pub statistics: bool,
 }
 
 impl TileJob<'_> {
@@ -564,10 +601,16 @@ fn count_pixels(job: &TileJob<'_>, imaged: &ImagedWindow, m: &mut TileMetrics) {
             m.printed_px[1] += u64::from(max);
             m.printed_px[2] += u64::from(min);
             if let Some(a) = aerial {
-                let v = f64::from(*a.at(x, y));
+                let i = *a.at(x, y);
+                let v = f64::from(i);
                 lo = lo.min(v);
                 hi = hi.max(v);
                 sum += v;
+                if job.statistics {
+                    let r = imaged.resist;
+                    m.resist_sum +=
+                        f64::from(1.0 / (1.0 + (-r.steepness * (i - r.threshold)).exp()));
+                }
             }
         }
     }
@@ -599,6 +642,84 @@ fn count_empty_pixels(job: &TileJob<'_>, m: &mut TileMetrics) {
         * count(core.bottom, core.top, owned.bottom, owned.top);
     m.aerial_min = 0.0;
     m.aerial_max = 0.0;
+    if job.statistics {
+        // The resist every tile is imaged with, at zero intensity.
+        let r = reticle_kernel::Resist::ICCAD2013;
+        let dark = f64::from(1.0 / (1.0 + (-r.steepness * (0.0 - r.threshold)).exp()));
+        m.resist_sum = dark * m.pixels as f64;
+    }
+}
+
+/// The pixels of a tile's core inside the region, as a block of the region's pixel grid:
+/// what `simulate` stitches into the region's images.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CoreBlock {
+    /// First column of the block in the global pixel grid (pixel `k` spans
+    /// `[k·p, (k+1)·p)` from the layout origin).
+    pub x0: i64,
+    /// First row, likewise.
+    pub y0: i64,
+    /// Columns.
+    pub width: usize,
+    /// Rows.
+    pub height: usize,
+    /// Nominal aerial intensity, row 0 at the bottom.
+    pub aerial: Vec<f32>,
+    /// Nominal print (0/1).
+    pub printed: Vec<u8>,
+    /// Target (0/1).
+    pub target: Vec<u8>,
+}
+
+/// The global pixel columns (or rows) whose centres lie in `[lo, hi)` (dbu), for pixels of
+/// `p` dbu: `k0..k1`.
+#[must_use]
+pub fn pixel_span(lo: i64, hi: i64, p: f64) -> (i64, i64) {
+    let first = |v: i64| (v as f64 / p - 0.5).ceil() as i64;
+    (first(lo), first(hi).max(first(lo)))
+}
+
+/// The block of `imaged` (a tile's window) inside the tile's core and the region; `None`
+/// when they do not meet. An empty window (`imaged` `None`) is a dark block.
+#[must_use]
+pub fn core_block(job: &TileJob<'_>, imaged: Option<&ImagedWindow>) -> Option<CoreBlock> {
+    let owned = intersection(&job.grid.core(job.tile), &job.region)?;
+    let p = job.grid.pixel_dbu;
+    let (x0, x1) = pixel_span(owned.left, owned.right, p);
+    let (y0, y1) = pixel_span(owned.bottom, owned.top, p);
+    let (width, height) = ((x1 - x0).max(0) as usize, (y1 - y0).max(0) as usize);
+    let n = width * height;
+    let mut block = CoreBlock {
+        x0,
+        y0,
+        width,
+        height,
+        aerial: vec![0.0; n],
+        printed: vec![0; n],
+        target: vec![0; n],
+    };
+    let Some(imaged) = imaged else {
+        return Some(block);
+    };
+    let frame = &imaged.frame;
+    let wx0 = (frame.left_nm / p).round() as i64;
+    let wy0 = (frame.bottom_nm / p).round() as i64;
+    let nominal = &imaged.output.corners[0];
+    for row in 0..height {
+        let wy = (y0 + row as i64 - wy0) as usize;
+        for col in 0..width {
+            let wx = (x0 + col as i64 - wx0) as usize;
+            let i = row * width + col;
+            if let Some(a) = nominal.aerial.as_ref() {
+                block.aerial[i] = *a.at(wx, wy);
+            }
+            if let Some(pr) = nominal.printed.as_ref() {
+                block.printed[i] = *pr.at(wx, wy);
+            }
+            block.target[i] = *imaged.target.at(wx, wy);
+        }
+    }
+    Some(block)
 }
 
 #[cfg(test)]

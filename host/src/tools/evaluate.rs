@@ -1,15 +1,16 @@
-//! `evaluate`: a layout window checked against a rule deck on a worker (seed 000):
-//! MRC on the drawn polygons, litho DRC on the printed contours, EPE and PV-band rules
-//! from the simulation, with aggregate metrics and, at `report_level: detailed`, the
-//! structured `violations[]`. A job, like `simulate`: returns `{job_id, status}` at
-//! once unless the call waits. `reticle eval` runs the same worker op (G3).
+//! `evaluate`: a layout region checked against a rule deck on workers (seed 000): MRC on
+//! the drawn polygons, litho DRC on the printed contours, EPE and PV-band rules from the
+//! simulation, with aggregate metrics and, at `report_level: detailed`, the structured
+//! `violations[]`. One window of the model period is one worker op (`evaluate`); any
+//! other region is tiled (`evaluate.plan` / `.tile` / `.merge`, D57) and its records are
+//! paged by the `violations` tool. A job, like `simulate`: returns `{job_id, status}` at
+//! once unless the call waits. `reticle eval` runs the same ops (G3).
 
 use libmcp::ReplayContract;
 use serde_json::{Map, Value, json};
 
-use super::worker_job::{JobExtras, run_op_with, take_wait};
+use super::worker_job::{JobExtras, run_op_with, run_tiled, take_wait};
 use super::{Detail, TaskSupport, Tool, ToolContext, ToolDef, ToolResult};
-use crate::dispatch::FanOut;
 
 /// The worker op behind `evaluate` and `reticle eval`.
 pub const OP: &str = "evaluate";
@@ -103,7 +104,9 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
     // At report_level=detailed the returned violations go into the session's cache, so
     // optimize(violation_id) needs no other argument (seed 000 §5 fast path, D45).
     if imaging(&args) == Imaging::Tiles {
-        return run_tiled(&ctx, args, wait).await;
+        // The job's artifact directory holds the tiles' outputs, every record
+        // (`violations.jsonl`, paged by the `violations` tool) and the heat map.
+        return run_tiled(&ctx, OP, "eval", args, wait).await;
     }
     args.remove("tiling");
     let on_result: Option<super::worker_job::OnResult> =
@@ -137,7 +140,7 @@ pub enum Imaging {
 /// The default model's period (nm), the window side when the call names no model.
 const DEFAULT_PERIOD_NM: f64 = 2048.0;
 
-/// `tiling` as the call gives it, `auto` resolved: a `.glp` clip without a box, or a box of
+/// `tiling` as a call of `evaluate` or `simulate` gives it, `auto` resolved: a `.glp` clip without a box, or a box of
 /// exactly one model period, is one window (what such calls always were); anything else
 /// is tiled.
 pub fn imaging(args: &Map<String, Value>) -> Imaging {
@@ -168,27 +171,6 @@ pub fn imaging(args: &Map<String, Value>) -> Imaging {
             }
         }
     }
-}
-
-/// A tiled evaluation as a job: plan, tiles over the executor, merge (D57). The job's
-/// artifact directory holds the tiles' outputs, every record (`violations.jsonl`, paged by
-/// the `violations` tool) and the heat map.
-async fn run_tiled(ctx: &ToolContext, mut args: Map<String, Value>, wait: bool) -> ToolResult {
-    args.remove("tiling");
-    let job_dir = ctx.state.sessions.new_job_dir("eval")?;
-    let dispatcher = std::sync::Arc::clone(&ctx.dispatcher);
-    ctx.run_as_job(wait, move |scope| async move {
-        // Held until the job ends, however it ends; kept for the artifact TTL after (D49).
-        let dir = job_dir.path().display().to_string();
-        let fan_out = FanOut {
-            prefix: OP,
-            artifact_dir: &dir,
-        };
-        let payload = fan_out.run(&dispatcher, &scope, args).await;
-        drop(job_dir);
-        payload
-    })
-    .await
 }
 
 /// One line per rule with violations, for people (porcelain and `reticle eval --format=table`).

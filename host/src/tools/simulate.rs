@@ -4,7 +4,7 @@
 use libmcp::ReplayContract;
 use serde_json::{Map, Value, json};
 
-use super::worker_job::{JobExtras, run_op_with, take_wait};
+use super::worker_job::{JobExtras, run_op_with, run_tiled, take_wait};
 use super::{Detail, TaskSupport, Tool, ToolContext, ToolDef, ToolResult};
 
 pub(super) fn tool() -> Tool {
@@ -37,6 +37,12 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
         .to_owned();
     let path = ctx.state.roots.resolve_read(&raw)?;
     args.insert("layout".into(), json!(path));
+    if super::evaluate::imaging(&args) == super::evaluate::Imaging::Tiles {
+        // Tiles write their outputs (and, with images, their cores' pixels) into the
+        // job's artifact directory; the merge stitches them.
+        return run_tiled(&ctx, "simulate", "sim", args, wait).await;
+    }
+    args.remove("tiling");
     // Images travel as files in a host-created job directory, not in the op's JSON (D48).
     let images = args.remove("images").and_then(|v| v.as_bool()) == Some(true);
     let artifact_dir = if images {
@@ -67,5 +73,13 @@ fn porcelain(payload: &Value, _detail: Detail) -> String {
         payload["backend"]["kind"].as_str().unwrap_or("?"),
         payload["backend"]["adapter"].as_str().unwrap_or("?"),
         payload["timing_ms"]["total"],
-    )
+    ) + &payload
+        .get("imaging")
+        .map(|i| {
+            format!(
+                " | tiled: {} tiles, core {} nm, halo {} nm",
+                i["tiles"], i["core_nm"], i["halo_nm"]
+            )
+        })
+        .unwrap_or_default()
 }

@@ -8,7 +8,7 @@
 use serde_json::{Map, Value};
 
 use super::{PayloadResult, ToolContext, ToolResult};
-use crate::dispatch::Unit;
+use crate::dispatch::{FanOut, Unit};
 
 /// Removes `wait` (the host's, never the worker's) and returns whether the call waits.
 /// (`render`/`detail` never reach a handler: the registry takes them out.)
@@ -58,6 +58,33 @@ pub(super) async fn run_op_with(
             Some(hook) => hook(payload),
             None => Ok(payload),
         }
+    })
+    .await
+}
+
+/// Runs a tool's work on a region in tiles as a job (docs/DECISIONS.md D57): ops
+/// `<prefix>.plan`, `<prefix>.tile` (one unit per tile, spread over the executor) and
+/// `<prefix>.merge` (see [`FanOut`]), in a new job artifact directory `<dir_prefix>_…`
+/// held until the job ends and kept for the artifact TTL after (D49).
+pub(super) async fn run_tiled(
+    ctx: &ToolContext,
+    prefix: &'static str,
+    dir_prefix: &'static str,
+    mut args: Map<String, Value>,
+    wait: bool,
+) -> ToolResult {
+    args.remove("tiling");
+    let job_dir = ctx.state.sessions.new_job_dir(dir_prefix)?;
+    let dispatcher = std::sync::Arc::clone(&ctx.dispatcher);
+    ctx.run_as_job(wait, move |scope| async move {
+        let dir = job_dir.path().display().to_string();
+        let fan_out = FanOut {
+            prefix,
+            artifact_dir: &dir,
+        };
+        let payload = fan_out.run(&dispatcher, &scope, args).await;
+        drop(job_dir);
+        payload
     })
     .await
 }

@@ -265,10 +265,23 @@ fn open_library(
         ToolError::new(ErrorCode::TopCellNotFound, e.to_string())
             .with_details(json!({"cell": cell}))
     })?;
-    let target =
-        parse_layer(layer.ok_or_else(|| {
-            ToolError::new(ErrorCode::InvalidLayer, "name the layer to evaluate")
-        })?)?;
+    let target = match layer {
+        Some(text) => parse_layer(text)?,
+        None => {
+            // No layer named: the layout's only one, as a single window does.
+            let layers = index.library().layers();
+            match layers.as_slice() {
+                [only] => *only,
+                _ => {
+                    return Err(ToolError::new(
+                        ErrorCode::InvalidLayer,
+                        format!("the layout has {} layers; name one with `layer`", layers.len()),
+                    )
+                    .with_details(json!({"layers": layers.iter().map(|k| format!("{}/{}", k.layer, k.datatype)).collect::<Vec<_>>()})));
+                }
+            }
+        }
+    };
     let context = context_layers
         .iter()
         .map(|text| Ok((text.clone(), parse_layer(text)?)))

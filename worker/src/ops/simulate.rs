@@ -454,6 +454,20 @@ fn region_images(
         return Ok((statistics, Value::Null));
     }
     let dir = artifacts::dir(ctx)?;
+    let images = image_files(&dir, aerial, &response, &printed, target)?;
+    Ok((statistics, images))
+}
+
+/// The nominal corner's aerial image, resist response and print as `.npy` (numbers) and
+/// PNG (to look at) in `dir` (row 0 of the grids is the bottom of the picture): what
+/// `images: true` writes, for one window or a stitched region.
+pub(crate) fn image_files(
+    dir: &std::path::Path,
+    aerial: &Grid<f32>,
+    response: &Grid<f32>,
+    printed: &Grid<u8>,
+    target: &Grid<u8>,
+) -> Result<Value, ToolError> {
     // Intensities map to grey with the open-frame scale clipped at the image's maximum;
     // the resist threshold is where the picture's contrast sits.
     let hi = aerial
@@ -473,12 +487,12 @@ fn region_images(
     let resist_png = artifacts::png_rgba(
         response.width,
         response.height,
-        &artifacts::rgba_of(&response, |_, _, &v| grey(v)),
+        &artifacts::rgba_of(response, |_, _, &v| grey(v)),
     )?;
     let printed_png = artifacts::png_rgba(
         printed.width,
         printed.height,
-        &artifacts::rgba_of(&printed, |x, y, &v| match (v != 0, *target.at(x, y) != 0) {
+        &artifacts::rgba_of(printed, |x, y, &v| match (v != 0, *target.at(x, y) != 0) {
             (true, true) => [235, 235, 235, 255],
             (true, false) => [60, 200, 90, 255],
             (false, true) => [220, 60, 60, 255],
@@ -489,22 +503,22 @@ fn region_images(
         "corner": "nominal",
         "orientation": "row 0 of the .npy and the bottom row of the PNG are the bottom of the window",
         "aerial": {
-            "npy": artifacts::write(&dir, "aerial_nominal.npy", &artifacts::npy_f32(aerial))?,
-            "png": artifacts::write(&dir, "aerial_nominal.png", &aerial_png)?,
+            "npy": artifacts::write(dir, "aerial_nominal.npy", &artifacts::npy_f32(aerial))?,
+            "png": artifacts::write(dir, "aerial_nominal.png", &aerial_png)?,
             "png_scale": "grey = intensity / max intensity",
         },
         "resist": {
-            "npy": artifacts::write(&dir, "resist_nominal.npy", &artifacts::npy_f32(&response))?,
-            "png": artifacts::write(&dir, "resist_nominal.png", &resist_png)?,
+            "npy": artifacts::write(dir, "resist_nominal.npy", &artifacts::npy_f32(response))?,
+            "png": artifacts::write(dir, "resist_nominal.png", &resist_png)?,
             "png_scale": "grey = resist response 0..1",
         },
         "printed": {
-            "npy": artifacts::write(&dir, "printed_nominal.npy", &artifacts::npy_u8(&printed))?,
-            "png": artifacts::write(&dir, "printed_nominal.png", &printed_png)?,
+            "npy": artifacts::write(dir, "printed_nominal.npy", &artifacts::npy_u8(printed))?,
+            "png": artifacts::write(dir, "printed_nominal.png", &printed_png)?,
             "png_scale": "white printed and drawn, green printed only, red drawn only",
         },
     });
-    Ok((statistics, images))
+    Ok(images)
 }
 
 impl Op for Simulate {

@@ -1,0 +1,230 @@
+//! `evaluate.plan`, `evaluate.tile`, `evaluate.merge`: a whole-layout evaluation against a
+//! rule deck ([`reticle_eval::tile::evaluate_tile`], [`reticle_eval::merge::merge`]).
+//! Every record of the merged report goes to `violations.jsonl`; the report holds the
+//! summary, the heat map and, at `report_level: detailed`, the first page.
+
+use reticle_eval::merge::{MergeJob, merge};
+use reticle_eval::report::{Limits, OnExceeded, ReportLevel, Setup};
+use reticle_eval::tile::{TileJob, evaluate_tile};
+use reticle_eval::tiles::RegionPlan;
+use reticle_protocol::error::ToolError;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::pages::{DEFAULT_PAGE_RECORDS, Filter, PageRequest, read_page, write_records};
+use super::{
+    PlanRequest, artifacts, image_tile, invalid, is_glp, plan_region, tile_of, tile_summary,
+    tiles_in_order, write_tile,
+};
+use crate::job::JobCtx;
+use crate::ops::deck_job::{DeckArgs, parse_deck_args};
+use crate::ops::region_source::RegionSource;
+use crate::ops::{Op, eval_error};
+
+/// The picture of a merged report.
+pub const HEATMAP_FILE: &str = "heatmap.png";
+
+/// `evaluate`'s own arguments plus what the host adds for a whole-layout job.
+#[derive(Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+struct Own {
+    box_um: Option<[f64; 4]>,
+    tile_nm: Option<f64>,
+    report_level: ReportLevel,
+    limits: Limits,
+    halo_nm: Option<f64>,
+    plan: Option<RegionPlan>,
+    /// Which tile, as its number in the plan's row-major order (the host knows no geometry).
+    tile_number: Option<u64>,
+}
+
+/// The deck setup and the opened layout.
+fn open(ctx: &JobCtx<'_>, args: &DeckArgs, own: &Own) -> Result<(Setup, RegionSource), ToolError> {
+    let setup = args.setup(ctx, own.tile_nm, own.report_level, own.limits, |_| Ok(()))?;
+    let context_layers = reticle_eval::deck::context_layers(&setup.deck, setup.target);
+    let layer = (!is_glp(&args.layout)).then(|| setup.target.to_string());
+    let source = RegionSource::open(
+        ctx,
+        &args.layout,
+        args.cell.as_deref(),
+        layer.as_deref(),
+        &context_layers,
+        own.plan.as_ref().map(|p| p.sha256.as_str()),
+        own.plan.as_ref().map(|p| p.extent),
+    )?;
+    Ok((setup, source))
+}
+
+fn plan_of(own: &Own) -> Result<&RegionPlan, ToolError> {
+    own.plan
+        .as_ref()
+        .ok_or_else(|| invalid("this op needs the evaluation's `plan`", json!({})))
+}
+
+/// The `evaluate.plan` op.
+pub struct Plan;
+
+impl Op for Plan {
+    fn name(&self) -> &'static str {
+        "evaluate.plan"
+    }
+
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+        let (args, own): (DeckArgs, Own) = parse_deck_args(self.name(), args_json)?;
+        let (setup, source) = open(ctx, &args, &own)?;
+        let plan = plan_region(
+            ctx,
+            &source,
+            &PlanRequest {
+                box_um: own.box_um,
+                model: args.model.as_ref(),
+                pixel_nm: args.pixel_nm,
+                halo_nm: own.halo_nm,
+                layer_name: setup.target.to_string(),
+            },
+        )?;
+        Ok(json!({"tiles": plan.range.count(), "plan": plan}))
+    }
+}
+
+/// The `evaluate.tile` op.
+pub struct Tile;
+
+impl Op for Tile {
+    fn name(&self) -> &'static str {
+        "evaluate.tile"
+    }
+
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+        let (args, own): (DeckArgs, Own) = parse_deck_args(self.name(), args_json)?;
+        let plan = plan_of(&own)?;
+        let tile = tile_of(plan, own.tile_number)?;
+        let dir = artifacts::dir(ctx)?;
+        let (setup, mut source) = open(ctx, &args, &own)?;
+        let imaged = image_tile(ctx, plan, tile, &mut source, args.model.as_ref())?;
+        let rules = setup.rules();
+        let job = TileJob {
+            grid: &plan.grid,
+            range: &plan.range,
+            region: plan.region,
+            tile,
+            rules: &rules,
+            statistics: false,
+        };
+        let out = evaluate_tile(&job, imaged.as_ref(), &mut source, ctx.cancel)
+            .map_err(|e| eval_error(e, ctx.job_id))?;
+        write_tile(&dir, &out)?;
+        Ok(tile_summary(&out))
+    }
+}
+
+/// The `evaluate.merge` op.
+pub struct Merge;
+
+impl Op for Merge {
+    fn name(&self) -> &'static str {
+        "evaluate.merge"
+    }
+
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+        let (args, own): (DeckArgs, Own) = parse_deck_args(self.name(), args_json)?;
+        let plan = plan_of(&own)?;
+        let dir = artifacts::dir(ctx)?;
+        let (setup, mut source) = open(ctx, &args, &own)?;
+        let rules = setup.rules();
+        let job = MergeJob {
+            setup: &setup,
+            rules: &rules,
+            grid: &plan.grid,
+            range: &plan.range,
+            region: plan.region,
+            region_source: &plan.region_source,
+            sha256: &plan.sha256,
+            format: if plan.format == "glp" {
+                "glp"
+            } else {
+                "gds/oasis"
+            },
+            pixel_nm: plan.pixel_nm,
+            model_kind: &plan.model_kind,
+            period_nm: plan.period_nm,
+            focus_kernels: plan.focus_kernels,
+        };
+        let merged = merge(&job, tiles_in_order(ctx, &dir, plan), ctx.cancel)
+            .map_err(|e| eval_error(e, ctx.job_id))?;
+        let mut payload = merged.payload;
+        let records = merged.records;
+        let file = write_records(&dir, &records)?;
+        let picture = reticle_eval::heatmap::draw(
+            plan.region,
+            &plan.grid,
+            &plan.range,
+            reticle_eval::records::tile_dbu(setup.tile_nm, plan.grid.dbu_nm),
+            &records,
+            &mut source,
+        )?;
+        let png = artifacts::png_rgba(
+            picture.width as usize,
+            picture.height as usize,
+            &picture.rgba,
+        )?;
+        let heatmap = artifacts::write(&dir, HEATMAP_FILE, &png)?;
+        let total_records = records.len();
+        drop(records);
+        let limit = setup.limits.max_violations;
+        let detailed = setup.report_level == ReportLevel::Detailed;
+        let exceeded = total_records > limit;
+        let degraded =
+            detailed && exceeded && setup.limits.on_exceeded == OnExceeded::DegradeToAggregate;
+        payload["degraded_to_aggregate"] = json!(degraded);
+        if degraded {
+            payload["degraded_reason"] = json!(format!(
+                "{total_records} violation records exceed limits.max_violations = {limit}"
+            ));
+        }
+        let mut first_page = None;
+        if detailed && !degraded {
+            let page = read_page(
+                &dir,
+                &PageRequest {
+                    cursor: None,
+                    limit: DEFAULT_PAGE_RECORDS,
+                    cap: limit,
+                    filter: Filter::default(),
+                },
+            )?;
+            payload["page"] = json!({
+                "returned": page.records.len(),
+                "next_cursor": page.next_cursor,
+                "page_records": DEFAULT_PAGE_RECORDS,
+                "continue_with": "violations(job_id, cursor)",
+            });
+            first_page = Some(page.records);
+        }
+        payload["truncation"] = json!({
+            "truncated": detailed && exceeded && !degraded,
+            "max_violations": limit,
+            "total_records": total_records,
+            "returned": first_page.as_ref().map_or(0, Vec::len),
+            "on_exceeded": setup.limits.on_exceeded.name(),
+            "paged": true,
+        });
+        payload["artifacts"] = json!({
+            "dir": dir,
+            "violations": file,
+            "heatmap": {
+                "png": heatmap,
+                "width": picture.width,
+                "height": picture.height,
+                "nm_per_pixel": reticle_eval::r3(picture.nm_per_pixel),
+                "legend": reticle_eval::heatmap::LEGEND.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect::<Map<String, Value>>(),
+            },
+        });
+        if let Some(records) = first_page {
+            payload["violations"] = Value::Array(records);
+        }
+        let total = plan.range.count();
+        ctx.progress.report(total, total, "merged");
+        Ok(payload)
+    }
+}

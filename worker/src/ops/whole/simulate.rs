@@ -1,0 +1,335 @@
+//! `simulate.plan`, `simulate.tile`, `simulate.merge`: a region of any size imaged tile by
+//! tile (docs/DECISIONS.md D57): L2, PV band, EPE and the nominal corner's statistics
+//! summed over the tiles' cores; with `images: true` (a region within the raster limit)
+//! the cores' pixels are stitched into the region's aerial, resist and print images.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use reticle_eval::tile::{CoreBlock, TileJob, TileMetrics, core_block, evaluate_tile, pixel_span};
+use reticle_eval::tiles::{RegionPlan, TileIndex};
+use reticle_kernel::model::ModelSpec;
+use reticle_kernel::{Grid, Resist};
+use reticle_protocol::error::{ErrorCode, ToolError};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{
+    PlanRequest, artifacts, image_tile, internal, invalid, plan_region, tile_of, tile_summary,
+    tiles_in_order, write_tile,
+};
+use crate::job::JobCtx;
+use crate::ops::region_source::RegionSource;
+use crate::ops::simulate::image_files;
+use crate::ops::{Op, eval_error, parse_args};
+
+/// `simulate`'s arguments plus what the host adds for a tiled job.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    layout: PathBuf,
+    #[serde(default)]
+    layer: Option<String>,
+    #[serde(default)]
+    cell: Option<String>,
+    #[serde(default)]
+    box_um: Option<[f64; 4]>,
+    #[serde(default)]
+    pixel_nm: Option<f64>,
+    #[serde(default)]
+    model: Option<ModelSpec>,
+    #[serde(default)]
+    images: bool,
+    #[serde(default)]
+    halo_nm: Option<f64>,
+    #[serde(default)]
+    plan: Option<RegionPlan>,
+    #[serde(default)]
+    tile_number: Option<u64>,
+}
+
+impl Args {
+    fn open(&self, ctx: &JobCtx<'_>) -> Result<RegionSource, ToolError> {
+        RegionSource::open(
+            ctx,
+            &self.layout,
+            self.cell.as_deref(),
+            self.layer.as_deref(),
+            &[],
+            self.plan.as_ref().map(|p| p.sha256.as_str()),
+            self.plan.as_ref().map(|p| p.extent),
+        )
+    }
+
+    fn plan(&self) -> Result<&RegionPlan, ToolError> {
+        self.plan
+            .as_ref()
+            .ok_or_else(|| invalid("this op needs the simulation's `plan`", json!({})))
+    }
+}
+
+/// The region's pixel grid: its first column and row and its size.
+fn region_pixels(plan: &RegionPlan) -> (i64, i64, usize, usize) {
+    let p = plan.grid.pixel_dbu;
+    let r = plan.region;
+    let (x0, x1) = pixel_span(r.left, r.right, p);
+    let (y0, y1) = pixel_span(r.bottom, r.top, p);
+    (x0, y0, (x1 - x0) as usize, (y1 - y0) as usize)
+}
+
+/// The `simulate.plan` op.
+pub struct Plan;
+
+impl Op for Plan {
+    fn name(&self) -> &'static str {
+        "simulate.plan"
+    }
+
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+        let args: Args = parse_args(self.name(), args_json)?;
+        let source = args.open(ctx)?;
+        let plan = plan_region(
+            ctx,
+            &source,
+            &PlanRequest {
+                box_um: args.box_um,
+                model: args.model.as_ref(),
+                pixel_nm: args.pixel_nm,
+                halo_nm: args.halo_nm,
+                layer_name: args.layer.clone().unwrap_or_default(),
+            },
+        )?;
+        if args.images {
+            let (_, _, w, h) = region_pixels(&plan);
+            let pixels = (w as u64).saturating_mul(h as u64);
+            if pixels > ctx.context.limits.max_raster_pixels {
+                return Err(ToolError::new(
+                    ErrorCode::QueryTooLarge,
+                    "images of this region would be over the raster limit",
+                )
+                .with_details(json!({"pixels": pixels, "limit": ctx.context.limits.max_raster_pixels, "hint": "a smaller box, coarser pixels, or images: false (the metrics cover any region)"})));
+            }
+        }
+        Ok(json!({"tiles": plan.range.count(), "plan": plan}))
+    }
+}
+
+/// A core block's file: `tile_<ix>_<iy>.blk` (little-endian: x0, y0 as i64, width, height
+/// as u32, then the aerial image as f32, the print and the target as u8, row 0 first).
+fn block_file(t: TileIndex) -> String {
+    format!("tile_{}_{}.blk", t.ix, t.iy)
+}
+
+fn write_block(dir: &Path, t: TileIndex, b: &CoreBlock) -> Result<(), ToolError> {
+    let mut bytes = Vec::with_capacity(24 + b.aerial.len() * 6);
+    let w = u32::try_from(b.width).map_err(|_| internal("block too wide"))?;
+    let h = u32::try_from(b.height).map_err(|_| internal("block too tall"))?;
+    let _ = bytes.write_all(&b.x0.to_le_bytes());
+    let _ = bytes.write_all(&b.y0.to_le_bytes());
+    let _ = bytes.write_all(&w.to_le_bytes());
+    let _ = bytes.write_all(&h.to_le_bytes());
+    for v in &b.aerial {
+        let _ = bytes.write_all(&v.to_le_bytes());
+    }
+    bytes.extend_from_slice(&b.printed);
+    bytes.extend_from_slice(&b.target);
+    artifacts::write_named(dir, &block_file(t), &bytes)?;
+    Ok(())
+}
+
+fn read_block(dir: &Path, t: TileIndex) -> Result<CoreBlock, ToolError> {
+    let bytes = std::fs::read(dir.join(block_file(t)))
+        .map_err(|e| internal(format!("tile {} has no image block: {e}", t.id())))?;
+    let corrupt = || internal(format!("tile {}'s image block is corrupt", t.id()));
+    let take = |at: usize, n: usize| bytes.get(at..at + n).ok_or_else(corrupt);
+    let i64_at = |at| -> Result<i64, ToolError> {
+        Ok(i64::from_le_bytes(
+            take(at, 8)?.try_into().map_err(|_| corrupt())?,
+        ))
+    };
+    let u32_at = |at| -> Result<u32, ToolError> {
+        Ok(u32::from_le_bytes(
+            take(at, 4)?.try_into().map_err(|_| corrupt())?,
+        ))
+    };
+    let (x0, y0) = (i64_at(0)?, i64_at(8)?);
+    let (width, height) = (u32_at(16)? as usize, u32_at(20)? as usize);
+    let n = width * height;
+    let aerial = take(24, 4 * n)?
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    let printed = take(24 + 4 * n, n)?.to_vec();
+    let target = take(24 + 5 * n, n)?.to_vec();
+    Ok(CoreBlock {
+        x0,
+        y0,
+        width,
+        height,
+        aerial,
+        printed,
+        target,
+    })
+}
+
+/// The `simulate.tile` op.
+pub struct Tile;
+
+impl Op for Tile {
+    fn name(&self) -> &'static str {
+        "simulate.tile"
+    }
+
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+        let args: Args = parse_args(self.name(), args_json)?;
+        let plan = args.plan()?;
+        let tile = tile_of(plan, args.tile_number)?;
+        let dir = artifacts::dir(ctx)?;
+        let mut source = args.open(ctx)?;
+        let imaged = image_tile(ctx, plan, tile, &mut source, args.model.as_ref())?;
+        let job = TileJob {
+            grid: &plan.grid,
+            range: &plan.range,
+            region: plan.region,
+            tile,
+            rules: &[],
+            statistics: true,
+        };
+        let out = evaluate_tile(&job, imaged.as_ref(), &mut source, ctx.cancel)
+            .map_err(|e| eval_error(e, ctx.job_id))?;
+        if args.images
+            && let Some(block) = core_block(&job, imaged.as_ref())
+        {
+            write_block(&dir, tile, &block)?;
+        }
+        write_tile(&dir, &out)?;
+        Ok(tile_summary(&out))
+    }
+}
+
+/// Min, max and mean as the statistics give them (6 decimals).
+fn stats(min: f64, max: f64, sum: f64, n: u64) -> Value {
+    let r6 = |v: f64| (v * 1e6).round() / 1e6;
+    if n == 0 {
+        return Value::Null;
+    }
+    json!({"min": r6(min), "max": r6(max), "mean": r6(sum / n as f64)})
+}
+
+/// The `simulate.merge` op.
+pub struct Merge;
+
+impl Op for Merge {
+    fn name(&self) -> &'static str {
+        "simulate.merge"
+    }
+
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+        let started = std::time::Instant::now();
+        let args: Args = parse_args(self.name(), args_json)?;
+        let plan = args.plan()?;
+        let dir = artifacts::dir(ctx)?;
+        let mut sum = TileMetrics::default();
+        let mut tiles = 0u64;
+        for tile in tiles_in_order(ctx, &dir, plan) {
+            let tile = tile?;
+            sum.add(&tile.metrics);
+            tiles += 1;
+            if ctx.cancel.is_cancelled() {
+                return Err(crate::ops::cancelled(ctx.job_id));
+            }
+        }
+        let resist = Resist::ICCAD2013;
+        let sigmoid = |i: f64| {
+            1.0 / (1.0 + (-f64::from(resist.steepness) * (i - f64::from(resist.threshold))).exp())
+        };
+        let px_area = plan.pixel_nm * plan.pixel_nm;
+        let corners: Vec<Value> = ["nominal", "max", "min"]
+            .iter()
+            .zip(sum.printed_px)
+            .map(|(name, n)| json!({"corner": name, "printed_px": n, "printed_area_nm2": n as f64 * px_area}))
+            .collect();
+        let statistics = json!({
+            "corner": "nominal",
+            "aerial_intensity": stats(sum.aerial_min, sum.aerial_max, sum.aerial_sum, sum.pixels),
+            "resist_response": stats(sigmoid(sum.aerial_min), sigmoid(sum.aerial_max), sum.resist_sum, sum.pixels),
+            "resist": {"steepness": resist.steepness, "threshold": resist.threshold},
+            "printed_px": sum.printed_px[0],
+            "printed_area_nm2": sum.printed_px[0] as f64 * px_area,
+            "target_px": sum.target_px,
+            "target_area_nm2": sum.target_px as f64 * px_area,
+            "pixel_area_nm2": px_area,
+            "corners": corners,
+        });
+        let (_, _, width, height) = region_pixels(plan);
+        let images = if args.images {
+            stitched_images(&dir, plan)?
+        } else {
+            Value::Null
+        };
+        let backend = ctx.state.backend.engine()?.info();
+        let to_nm = |v: i64| reticle_eval::r3(v as f64 * plan.grid.dbu_nm);
+        let r = plan.region;
+        let path = ctx.readable(&args.layout)?;
+        Ok(json!({
+            "statistics": statistics,
+            "images": images,
+            "schema_version": reticle_protocol::SCHEMA_VERSION,
+            "layout": {"path": path, "sha256": plan.sha256, "format": if plan.format == "glp" { "glp" } else { "gds/oasis" }, "polygons_in_window": sum.polygons},
+            "window_nm": {"left": to_nm(r.left), "bottom": to_nm(r.bottom), "right": to_nm(r.right), "top": to_nm(r.top)},
+            "pixel_nm": plan.pixel_nm,
+            "grid": {"width": width, "height": height},
+            "model": {"kind": plan.model_kind, "period_nm": plan.period_nm, "focus_kernels": plan.focus_kernels},
+            "backend": {"kind": backend.kind, "adapter": backend.adapter},
+            "metrics": {"l2_px": sum.l2_px, "pvb_px": sum.pvb_px, "epe": sum.epe.to_json()},
+            "timing_ms": {"merge": (started.elapsed().as_secs_f64() * 1e4).round() / 10.0},
+            "region": {"source": plan.region_source, "box_nm": [to_nm(r.left), to_nm(r.bottom), to_nm(r.right), to_nm(r.top)], "pixels": sum.pixels},
+            "imaging": {"mode": "tiled", "period_nm": plan.period_nm, "core_nm": to_nm(plan.grid.core_dbu), "halo_nm": to_nm(plan.grid.halo_dbu), "tiles": tiles},
+        }))
+    }
+}
+
+/// The region's nominal aerial, resist and print images stitched from the tiles' core
+/// blocks, written as `simulate` writes one window's.
+fn stitched_images(dir: &Path, plan: &RegionPlan) -> Result<Value, ToolError> {
+    let (x0, y0, width, height) = region_pixels(plan);
+    let mut aerial = Grid::filled(width, height, 0.0f32);
+    let mut printed = Grid::filled(width, height, 0u8);
+    let mut target = Grid::filled(width, height, 0u8);
+    for t in plan.range.iter() {
+        if reticle_eval::tiles::intersection(&plan.grid.core(t), &plan.region).is_none() {
+            continue;
+        }
+        let b = read_block(dir, t)?;
+        for row in 0..b.height {
+            for col in 0..b.width {
+                let (gx, gy) = (b.x0 + col as i64 - x0, b.y0 + row as i64 - y0);
+                if gx < 0 || gy < 0 || gx as usize >= width || gy as usize >= height {
+                    return Err(internal(format!(
+                        "tile {}'s block lies outside the region",
+                        t.id()
+                    )));
+                }
+                let i = row * b.width + col;
+                *aerial.at_mut(gx as usize, gy as usize) = b.aerial[i];
+                *printed.at_mut(gx as usize, gy as usize) = b.printed[i];
+                *target.at_mut(gx as usize, gy as usize) = b.target[i];
+            }
+        }
+    }
+    let resist = Resist::ICCAD2013;
+    let response = Grid {
+        width,
+        height,
+        data: aerial
+            .data
+            .iter()
+            .map(|&i| 1.0 / (1.0 + (-resist.steepness * (i - resist.threshold)).exp()))
+            .collect(),
+    };
+    let mut images = image_files(dir, &aerial, &response, &printed, &target)?;
+    images["orientation"] =
+        json!("row 0 of the .npy and the bottom row of the PNG are the bottom of the region");
+    images["origin_px"] = json!([x0, y0]);
+    Ok(images)
+}
