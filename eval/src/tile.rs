@@ -572,6 +572,19 @@ fn clip_parameters(a: (f64, f64), b: (f64, f64), c: &BBox) -> Option<(f64, f64)>
     (t0 <= t1).then_some((t0, t1))
 }
 
+/// The window pixels (columns `x0..x1`, rows `y0..y1`) whose centres lie in `b` (dbu).
+fn pixels_in(frame: &PixelFrame, p: f64, b: &BBox) -> (usize, usize, usize, usize) {
+    // Pixel k of the frame has its centre at left + (k + 0.5) p: inside [lo, hi) for
+    // k from ceil((lo - left)/p - 0.5) up to (not including) ceil((hi - left)/p - 0.5).
+    let span = |origin: f64, lo: i64, hi: i64, n: usize| {
+        let first = |v: i64| (((v as f64 - origin) / p - 0.5).ceil().max(0.0) as usize).min(n);
+        (first(lo), first(hi))
+    };
+    let (x0, x1) = span(frame.left_nm, b.left, b.right, frame.width);
+    let (y0, y1) = span(frame.bottom_nm, b.bottom, b.top, frame.height);
+    (x0, x1.max(x0), y0, y1.max(y0))
+}
+
 /// L2, PV band, print and aerial statistics over the core pixels whose centre is in the
 /// region.
 fn count_pixels(job: &TileJob<'_>, imaged: &ImagedWindow, m: &mut TileMetrics) {
@@ -579,45 +592,49 @@ fn count_pixels(job: &TileJob<'_>, imaged: &ImagedWindow, m: &mut TileMetrics) {
         return;
     };
     let frame = &imaged.frame;
+    let (x0, x1, y0, y1) = pixels_in(frame, job.grid.pixel_dbu, &owned);
     let corners = &imaged.output.corners;
-    let printed: Vec<Option<&Grid<u8>>> = corners.iter().map(|c| c.printed.as_ref()).collect();
+    let w = frame.width;
+    fn row(g: Option<&Grid<u8>>, y: usize, w: usize, x0: usize, x1: usize) -> Option<&[u8]> {
+        g.map(|g| &g.data[y * w + x0..y * w + x1])
+    }
     let aerial = corners[0].aerial.as_ref();
-    let (mut lo, mut hi, mut sum) = (f64::INFINITY, f64::NEG_INFINITY, 0.0f64);
-    for y in 0..frame.height {
-        let py = frame.bottom_nm + y as f64 * frame.pixel_nm;
-        for x in 0..frame.width {
-            let px = frame.left_nm + x as f64 * frame.pixel_nm;
-            if !job.grid.pixel_centre_in(px, py, &owned) {
-                continue;
-            }
-            m.pixels += 1;
-            let target = *imaged.target.at(x, y) != 0;
-            m.target_px += u64::from(target);
-            let at = |g: Option<&Grid<u8>>| g.is_some_and(|g| *g.at(x, y) != 0);
-            let (nominal, max, min) = (at(printed[0]), at(printed[1]), at(printed[2]));
-            m.l2_px += u64::from(nominal != target);
-            m.pvb_px += u64::from(max != min);
-            m.printed_px[0] += u64::from(nominal);
-            m.printed_px[1] += u64::from(max);
-            m.printed_px[2] += u64::from(min);
-            if let Some(a) = aerial {
-                let i = *a.at(x, y);
+    let r = imaged.resist;
+    let (mut lo, mut hi, mut sum, mut resist) = (f64::INFINITY, f64::NEG_INFINITY, 0.0f64, 0.0f64);
+    for y in y0..y1 {
+        let target = &imaged.target.data[y * w + x0..y * w + x1];
+        let nominal = row(corners[0].printed.as_ref(), y, w, x0, x1);
+        let max = row(corners[1].printed.as_ref(), y, w, x0, x1);
+        let min = row(corners[2].printed.as_ref(), y, w, x0, x1);
+        for (i, &t) in target.iter().enumerate() {
+            let at = |r: Option<&[u8]>| r.is_some_and(|r| r[i] != 0);
+            let (n, hi_dose, lo_dose) = (at(nominal), at(max), at(min));
+            let t = t != 0;
+            m.target_px += u64::from(t);
+            m.l2_px += u64::from(n != t);
+            m.pvb_px += u64::from(hi_dose != lo_dose);
+            m.printed_px[0] += u64::from(n);
+            m.printed_px[1] += u64::from(hi_dose);
+            m.printed_px[2] += u64::from(lo_dose);
+        }
+        if let Some(a) = aerial {
+            for &i in &a.data[y * w + x0..y * w + x1] {
                 let v = f64::from(i);
                 lo = lo.min(v);
                 hi = hi.max(v);
                 sum += v;
                 if job.statistics {
-                    let r = imaged.resist;
-                    m.resist_sum +=
-                        f64::from(1.0 / (1.0 + (-r.steepness * (i - r.threshold)).exp()));
+                    resist += f64::from(1.0 / (1.0 + (-r.steepness * (i - r.threshold)).exp()));
                 }
             }
         }
     }
-    if m.pixels > 0 {
+    m.pixels = ((x1 - x0) * (y1 - y0)) as u64;
+    if m.pixels > 0 && aerial.is_some() {
         m.aerial_min = lo;
         m.aerial_max = hi;
         m.aerial_sum = sum;
+        m.resist_sum = resist;
     }
 }
 

@@ -41,14 +41,10 @@ pub struct EvalArgs {
     /// layer/datatype to evaluate (default: the deck's only layer).
     #[arg(long)]
     pub layer: Option<String>,
-    /// Region `left bottom right top` in µm, any size (`1,1,31,31` or `1 1 31 31`).
-    /// Default: the whole evaluated layer (GDSII/OASIS), the ICCAD window (.glp).
-    #[arg(
-        long = "box",
-        value_delimiter = ',',
-        num_args = 1..=4,
-        allow_hyphen_values = true
-    )]
+    /// Region `left bottom right top` in µm, any size (`--box 1 1 31 31` or
+    /// `--box 1,1,31,31`). Default: the whole evaluated layer (GDSII/OASIS), the ICCAD
+    /// window (.glp).
+    #[arg(long = "box", num_args = 4, allow_hyphen_values = true)]
     pub box_um: Option<Vec<f64>>,
     /// How the region is imaged: auto (one window for a .glp clip or a box of exactly
     /// one model period, tiles otherwise), tiles, or window.
@@ -121,6 +117,31 @@ impl EvalArgs {
         }
         args
     }
+}
+
+/// The command line with `--box l,b,r,t` (or `--box=l,b,r,t`) spread into four
+/// arguments, the form `--box l b r t` takes: both spellings work, and a layout path after
+/// the box is never read as a coordinate.
+pub fn spread_box_args(
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+) -> Vec<std::ffi::OsString> {
+    let mut out = Vec::new();
+    let mut after_box = false;
+    for arg in args {
+        let text = arg.to_str().map(str::to_owned);
+        match text.as_deref() {
+            Some(t) if after_box && t.contains(',') => {
+                out.extend(t.split(',').map(std::ffi::OsString::from));
+            }
+            Some(t) if t.starts_with("--box=") && t.contains(',') => {
+                out.push("--box".into());
+                out.extend(t["--box=".len()..].split(',').map(std::ffi::OsString::from));
+            }
+            _ => out.push(arg),
+        }
+        after_box = text.as_deref() == Some("--box");
+    }
+    out
 }
 
 /// Validates and resolves the arguments as the MCP tool does.
@@ -321,4 +342,35 @@ pub(crate) async fn start_workers(
         eprintln!("reticle {command}: cannot start a worker: {e}");
         ExitCode::from(2)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spread_box_args;
+
+    fn spread(args: &[&str]) -> Vec<String> {
+        spread_box_args(args.iter().map(std::ffi::OsString::from))
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn both_box_spellings_become_four_arguments() {
+        let four = ["reticle", "eval", "--box", "1", "-1.5", "31", "31", "a.gds"];
+        assert_eq!(spread(&four), four);
+        assert_eq!(
+            spread(&["reticle", "eval", "--box", "1,-1.5,31,31", "a.gds"]),
+            four
+        );
+        assert_eq!(
+            spread(&["reticle", "eval", "--box=1,-1.5,31,31", "a.gds"]),
+            four
+        );
+        // Only the value right after --box is spread.
+        assert_eq!(
+            spread(&["reticle", "eval", "--deck", "x,y.json", "a.gds"]),
+            ["reticle", "eval", "--deck", "x,y.json", "a.gds"]
+        );
+    }
 }

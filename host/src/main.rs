@@ -116,7 +116,7 @@ struct ServeArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(reticle_host::eval_cli::spread_box_args(std::env::args_os()));
     // Every setting is read once, before anything can start a job (docs/SECURITY.md):
     // a limit that does not parse stops every command.
     let config = match reticle_host::config::init() {

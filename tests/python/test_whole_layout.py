@@ -13,6 +13,7 @@ import os
 import shutil
 
 import anyio
+import gdstk
 import pytest
 from mcp import Client, StdioServerParameters
 
@@ -134,6 +135,51 @@ def test_acceptance_run_timed(release_bin, tmp_path):  # noqa: F811
         f"the issue requires <= {ACCEPTANCE_LIMIT_S:.0f} s on a 2-core machine: {figure}"
     )
 
+
+
+# A box inside gcd (µm) that cuts its shapes, among them a power rail whose lowest vertex
+# lies right of the box.
+BOX_UM = (5.0, 5.0, 11.0, 11.0)
+
+
+def test_box_option_then_more_options(release_bin, tmp_path):  # noqa: F811
+    """`--box l,b,r,t` as `reticle eval --help` and the README write it, followed by more
+    options and the layout: the box takes its four numbers and nothing after them."""
+    box = ",".join(f"{v:g}" for v in BOX_UM)
+    run = run_eval(
+        release_bin,
+        ["--deck", "nangate45_m1v1", "--layer", "11/0", "--box", box, "--pixel-nm", "8",
+         "--out", str(tmp_path / "out"), str(gcd_path())],
+        cwd=tmp_path,
+        env=eval_env(tmp_path, [tmp_path, data_dir()]),
+        timeout_s=300,
+    )
+    report = run.report
+    assert report["region"]["source"] == "box", report["region"]
+    assert_box_equal(report["region"]["box_nm"], [v * 1000 for v in BOX_UM])
+
+
+def test_box_region_counts_the_polygons_in_it(release_bin, tmp_path):  # noqa: F811
+    """`layout.polygons_in_window` of a box region: the layer's polygons that have area in
+    the box (gdstk's boolean), whichever tile holds their lowest vertex."""
+    box = gdstk.rectangle(BOX_UM[:2], BOX_UM[2:])
+    inside = [p for p in layer_polygons(gcd_path()) if gdstk.boolean(p, box, "and")]
+    run = run_eval(
+        release_bin,
+        ["--deck", "nangate45_m1v1", "--layer", "11/0", "--pixel-nm", "8",
+         "--out", str(tmp_path / "out"), "--box=" + ",".join(f"{v:g}" for v in BOX_UM),
+         str(gcd_path())],
+        cwd=tmp_path,
+        env=eval_env(tmp_path, [tmp_path, data_dir()]),
+        timeout_s=300,
+    )
+    report = run.report
+    assert report["imaging"]["mode"] == "tiled", report["imaging"]
+    assert_box_equal(report["region"]["box_nm"], [v * 1000 for v in BOX_UM])
+    assert report["layout"]["polygons_in_window"] == len(inside), (
+        f"report counts {report['layout']['polygons_in_window']} polygons in the box, "
+        f"gdstk {len(inside)}"
+    )
 
 # A width rule of 80 nm on 11/0: gcd's 70 nm wires break it thousands of times.
 WIDE_DECK = {

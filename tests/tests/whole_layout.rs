@@ -130,7 +130,11 @@ fn a_worker_killed_in_the_middle_of_a_whole_layout_job_changes_no_byte_of_the_re
         first_report["counts"]
     );
     // A job's attempts: its first run plus every replay of any of its units.
-    assert_eq!(first["attempts"].as_u64(), Some(1), "no unit ran twice: {first}");
+    assert_eq!(
+        first["attempts"].as_u64(),
+        Some(1),
+        "no unit ran twice: {first}"
+    );
 
     // The same, with a worker killed once a few tiles are done.
     let started = call(&mut host, "eval-2", "evaluate", args);

@@ -79,6 +79,7 @@ fn tiled_and_whole(polygons: Vec<Polygon>, region: BBox) -> (Vec<Found>, Vec<Fou
             region,
             tile,
             rules: &rules,
+            statistics: false,
         };
         let out = evaluate_tile(&job, None, &mut source, &CancelToken::new()).unwrap();
         growths += out.mask_box_growths;
@@ -241,6 +242,7 @@ fn empty_tiles_count_their_pixels_in_the_region() {
             region,
             tile,
             rules: &rules,
+            statistics: false,
         };
         let out = evaluate_tile(&job, None, &mut source, &CancelToken::new()).unwrap();
         assert!(!out.metrics.imaged && out.found.is_empty());
@@ -248,4 +250,56 @@ fn empty_tiles_count_their_pixels_in_the_region() {
     }
     // Pixel centres at 2, 6, 10, …: x from 10 to 298 (73 columns), y 64 rows.
     assert_eq!(pixels, 73 * 64);
+}
+
+#[test]
+fn the_counted_pixel_rectangle_is_the_pixels_whose_centre_is_in_the_box() {
+    let grid = TileGrid::new(512.0, 128.0, 4.0, 1.0).unwrap();
+    let frame = PixelFrame {
+        left_nm: -128.0,
+        bottom_nm: 256.0,
+        pixel_nm: 4.0,
+        width: 128,
+        height: 128,
+    };
+    for b in [
+        BBox {
+            left: 0,
+            bottom: 256,
+            right: 256,
+            top: 512,
+        },
+        BBox {
+            left: 3,
+            bottom: 300,
+            right: 101,
+            top: 301,
+        },
+        BBox {
+            left: -500,
+            bottom: -500,
+            right: 5000,
+            top: 5000,
+        },
+        BBox {
+            left: 2,
+            bottom: 258,
+            right: 2,
+            top: 262,
+        },
+    ] {
+        let (x0, x1, y0, y1) = pixels_in(&frame, 4.0, &b);
+        let brute: Vec<(usize, usize)> = (0..128)
+            .flat_map(|y| (0..128).map(move |x| (x, y)))
+            .filter(|&(x, y)| {
+                grid.pixel_centre_in(-128.0 + 4.0 * x as f64, 256.0 + 4.0 * y as f64, &b)
+            })
+            .collect();
+        let rect: Vec<(usize, usize)> = (y0..y1)
+            .flat_map(|y| (x0..x1).map(move |x| (x, y)))
+            .collect();
+        let mut brute_sorted = brute.clone();
+        brute_sorted.sort_by_key(|&(x, y)| (y, x));
+        assert_eq!(rect, brute_sorted, "{b:?}");
+    }
 }
