@@ -191,7 +191,7 @@ fn corpus() -> (Vec<Vec<u8>>, BTreeMap<String, Expect>, usize) {
     // allowed root is the repository, so README.md is an allowed but non-layout file.
     let glp = repo_root().join("fixtures/layouts/lines_and_pad.glp");
     let glp = glp.to_str().unwrap();
-    let simulate_cases: [(&str, Value, Expect); 8] = [
+    let simulate_cases: [(&str, Value, Expect); 9] = [
         (
             "simulate-ok",
             json!({"layout": glp, "wait": true}),
@@ -227,10 +227,17 @@ fn corpus() -> (Vec<Vec<u8>>, BTreeMap<String, Expect>, usize) {
             json!({"layout": glp, "turbo": true}),
             Expect::ToolError("INVALID_INPUT"),
         ),
+        // One periodic window must be a square of the model period (issue 18 made any other
+        // box a tiled region: the same box in tiles is simulated).
         (
             "simulate-not-square",
-            json!({"layout": glp, "box_um": [0.0, 0.0, 1.0, 2.0], "wait": true}),
+            json!({"layout": glp, "box_um": [0.0, 0.0, 1.0, 2.0], "tiling": "window", "wait": true}),
             Expect::ToolError("INVALID_BOX"),
+        ),
+        (
+            "simulate-not-square-tiled",
+            json!({"layout": glp, "box_um": [0.0, 0.0, 1.0, 2.0], "wait": true}),
+            Expect::Ok,
         ),
     ];
     for (id, arguments, want) in simulate_cases {
