@@ -216,7 +216,7 @@ pub fn evaluate_tile(
     metrics.polygons = whole
         .target
         .iter()
-        .filter(|p| p.bbox().is_some_and(|b| touches(&b, &job.region)) && owns_polygon(job, p))
+        .filter(|p| owns_polygon(job, p))
         .count() as u64;
     if let Some(imaged) = imaged {
         metrics.imaged = true;
@@ -255,11 +255,16 @@ pub fn evaluate_tile(
     })
 }
 
-/// Whether this tile counts polygon `p`: the tile holding its lowest (then leftmost)
-/// vertex, where the polygon has area just above and right of that vertex, so the tile's
-/// overlap query returns it.
+/// Whether this tile counts polygon `p`: the tile holding the lowest (then leftmost)
+/// vertex of its part inside the region, where the polygon has area just above and right
+/// of that vertex, inside the region, so that tile's overlap query returns it.
 fn owns_polygon(job: &TileJob<'_>, p: &Polygon) -> bool {
-    let Some(v) = p.points.iter().min_by_key(|q| (q.y, q.x)) else {
+    let Some(inside) = reticle_layout::clip::clip_polygon(p, &job.region)
+        .filter(|q| q.signed_area2() != 0)
+    else {
+        return false;
+    };
+    let Some(v) = inside.points.iter().min_by_key(|q| (q.y, q.x)) else {
         return false;
     };
     let pm = |c: i64| (c as f64 * job.dbu_nm() * 1000.0).round() as i64;

@@ -294,3 +294,46 @@ async def test_paging_through_the_mcp_server(release_bin, server_env, tmp_path):
         f"lower-left quarter; {len(sizes)} responses, largest {largest[0]} {largest[1]} bytes "
         f"(structured {largest[2]}, text {largest[3]})"
     )
+
+
+@pytest.mark.anyio
+async def test_paging_stops_at_max_violations(release_bin, server_env, tmp_path):  # noqa: F811
+    """docs/DECISIONS.md D57: `limits.max_violations` caps what a detailed report pages
+    through (the file holds every record): following `next_cursor` from a truncated report
+    yields its first `max_violations` records, then null."""
+    deck = tmp_path / "gcd_width80.json"
+    deck.write_text(json.dumps(WIDE_DECK, indent=2))
+    cap = 300
+    env = dict(
+        server_env,
+        RETICLE_ALLOWED_ROOTS=f"{server_env['RETICLE_ALLOWED_ROOTS']}:{data_dir()}:{tmp_path}",
+        RETICLE_WORKERS="2",
+    )
+    with anyio.fail_after(600):
+        async with Client(StdioServerParameters(command=release_bin, args=["serve"], env=env),
+                          mode="legacy") as client:
+            result = await client.call_tool("evaluate", {
+                "layout": str(gcd_path()), "deck": str(deck), "layer": "11/0",
+                "report_level": "detailed", "pixel_nm": 8, "wait": True,
+                "limits": {"max_violations": cap},
+            })
+            assert not result.is_error, result.structured_content
+            report = result.structured_content
+            total = report["truncation"]["total_records"]
+            assert total > cap, report["truncation"]
+            assert report["truncation"]["truncated"] is True, report["truncation"]
+            records = list(report["violations"])
+            cursor = report["page"]["next_cursor"]
+            while cursor is not None and len(records) <= total:
+                page = await client.call_tool("violations",
+                                              {"job_id": report["job_id"], "cursor": cursor})
+                assert not page.is_error, page.structured_content
+                records.extend(page.structured_content["violations"])
+                cursor = page.structured_content["next_cursor"]
+            listed = read_jsonl(report["artifacts"]["violations"]["path"])
+            assert len(listed) == total
+            assert len(records) == cap, (
+                f"following next_cursor from a report truncated at max_violations = {cap} "
+                f"gave {len(records)} records (the job has {total})"
+            )
+            assert records == listed[:cap]

@@ -31,13 +31,15 @@ fn call(host: &mut Host, id: &str, name: &str, arguments: Value) -> Value {
         .clone()
 }
 
+/// One window around the layout (`tiling: window`): what the readers' limits are tested
+/// through, as before whole-layout tiling; the tiled path has its own pass below.
 fn simulate_waited(host: &mut Host, id: &str, layout: &std::path::Path) -> (Value, Duration) {
     let t = Instant::now();
     let result = call(
         host,
         id,
         "simulate",
-        json!({"layout": layout.display().to_string(), "wait": true, "render": "json"}),
+        json!({"layout": layout.display().to_string(), "tiling": "window", "wait": true, "render": "json"}),
     );
     (result, t.elapsed())
 }
@@ -148,6 +150,56 @@ fn hostile_inputs_get_typed_errors_and_the_host_and_other_jobs_carry_on() {
             );
         }
         assert!(!error["message"].as_str().unwrap_or("").is_empty());
+    }
+
+    // The same files as whole layouts in tiles (the default without a box): each is refused
+    // with a typed error within the bound, or starts a job (a huge but well-formed layout
+    // is a long job: progress and cancel are the agent's tools) that a cancel stops.
+    for (i, file) in files.iter().enumerate() {
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let t = Instant::now();
+        let started = call(
+            &mut host,
+            &format!("tiled-{i}"),
+            "simulate",
+            json!({"layout": file.display().to_string(), "render": "json"}),
+        );
+        let job = started["structuredContent"]["job_id"].as_str().map(str::to_owned);
+        let Some(job) = job else {
+            let code = started["structuredContent"]["error"]["code"].as_str().unwrap_or("");
+            assert!(typed.contains(&code), "{name} in tiles: {started}");
+            continue;
+        };
+        let view = loop {
+            let view = call(&mut host, &format!("tiled-poll-{i}"), "poll", json!({"job_id": job, "render": "json"}))
+                ["structuredContent"]
+                .clone();
+            // Wait for the plan: a broken file fails there; a readable one goes on to tiles.
+            let status = view["status"].as_str().unwrap_or("?").to_owned();
+            let planned = view["progress"]["total"].is_number();
+            if matches!(status.as_str(), "completed" | "failed" | "cancelled")
+                || planned
+                || t.elapsed() > Duration::from_secs(10)
+            {
+                break view;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        match view["status"].as_str() {
+            Some("failed") => {
+                let code = view["error"]["code"].as_str().unwrap_or("");
+                assert!(typed.contains(&code), "{name} in tiles: {view}");
+            }
+            Some("completed") => {}
+            _ => {
+                let cancelled = call(&mut host, &format!("tiled-cancel-{i}"), "cancel", json!({"job_id": job, "render": "json"}));
+                let status = &cancelled["structuredContent"]["status"];
+                assert!(status == "cancelled" || status == "completed" || status == "failed", "{name}: {cancelled}");
+            }
+        }
+        eprintln!("tiled {name}: {} {} in {:?}", view["status"], view["error"]["code"], t.elapsed());
+        assert!(t.elapsed() < BOUND, "{name} in tiles took {:?}", t.elapsed());
+        assert_up(&mut host, &format!("health-tiled-{i}"));
     }
 
     // The same GDSII/OASIS files through `open_layout` (parsed in a worker, session in

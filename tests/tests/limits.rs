@@ -116,13 +116,14 @@ fn active_jobs_and_shapes_per_query_are_settings_with_typed_errors() {
         cancelled["structuredContent"]["status"], "cancelled",
         "{cancelled}"
     );
-    // observer_demo.gds has 6 shapes on layer 1/0: over the 2-shape setting.
+    // observer_demo.gds has 6 shapes on layer 1/0: over the 2-shape setting for one window
+    // around the layer (a tiled region flattens each tile's window on its own, D57).
     let started = Instant::now();
     let result = call(
         &mut host,
         "shapes",
         "simulate",
-        json!({"layout": gds, "layer": "1/0", "wait": true}),
+        json!({"layout": gds, "layer": "1/0", "tiling": "window", "wait": true}),
     );
     let error = error_of(&result);
     assert_eq!(error["code"], "QUERY_TOO_LARGE", "{error}");

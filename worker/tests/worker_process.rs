@@ -295,6 +295,10 @@ fn engine_info_and_alloc_report_what_the_worker_holds() {
             "drc.run",
             "engine.info",
             "evaluate",
+            "evaluate.merge",
+            "evaluate.page",
+            "evaluate.plan",
+            "evaluate.tile",
             "layout.analyze_waveguide",
             "layout.describe_cell",
             "layout.list_cells",
@@ -306,6 +310,9 @@ fn engine_info_and_alloc_report_what_the_worker_holds() {
             "layout.set_view",
             "optimize",
             "simulate",
+            "simulate.merge",
+            "simulate.plan",
+            "simulate.tile",
         ]
     );
     w.run(

@@ -51,6 +51,12 @@ pub fn capabilities() -> Value {
             "backends": {"ilt": "cpu", "imaging": ["cpu", "gpu"]},
         },
         "coordinate_frames": ["input_layout_native"],
+        "regions": {
+            "any_size": true,
+            "default": "the whole evaluated layer (GDSII/OASIS); the ICCAD window (.glp)",
+            "tiling": ["auto", "tiles", "window"],
+            "paging_tool": "violations",
+        },
     })
 }
 
@@ -239,6 +245,29 @@ pub fn table(payload: &Value) -> String {
         text.push_str("degraded to aggregate: ");
         text.push_str(payload["degraded_reason"].as_str().unwrap_or(""));
         text.push('\n');
+    }
+    if let Some(imaging) = payload.get("imaging") {
+        let region = &payload["region"];
+        text.push_str(&format!(
+            "region {} nm ({}), {} tiles (core {} nm, halo {} nm), {} with violations\n",
+            region["box_nm"],
+            region["source"].as_str().unwrap_or("?"),
+            imaging["tiles"],
+            imaging["core_nm"],
+            imaging["halo_nm"],
+            payload["tiles"]["with_violations"],
+        ));
+        let artifacts = &payload["artifacts"];
+        text.push_str(&format!(
+            "records: {}; heat map: {}\n",
+            artifacts["violations"]["path"].as_str().unwrap_or("?"),
+            artifacts["heatmap"]["png"]["path"].as_str().unwrap_or("?"),
+        ));
+        if let Some(cursor) = payload["page"]["next_cursor"].as_str() {
+            text.push_str(&format!(
+                "more records: violations(job_id, cursor: \"{cursor}\")\n"
+            ));
+        }
     }
     text
 }

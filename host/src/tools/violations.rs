@@ -69,6 +69,27 @@ async fn violations(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult
         .to_owned();
     let mut op_args = args.clone();
     op_args.remove("job_id");
+    // The report's own listing keeps its limits (D57): at most `limits.max_violations`
+    // records over all pages, none when it degraded to aggregate. A box or a rule asks a
+    // question of its own and pages every record that answers it.
+    let report = view.result.as_ref().map_or(&Value::Null, |r| r);
+    let filtered = args.contains_key("box_um") || args.contains_key("rule_id");
+    if !filtered {
+        if report["degraded_to_aggregate"] == true {
+            return Err(ToolError::new(
+                ErrorCode::InvalidInput,
+                format!(
+                    "job {job_id}'s report degraded to aggregate ({}): ask for a sub-region (box_um) or a rule (rule_id)",
+                    report["degraded_reason"].as_str().unwrap_or("over limits.max_violations")
+                ),
+            )
+            .with_details(json!({"job_id": job_id, "total_records": report["truncation"]["total_records"]}))
+            .recoverable(true));
+        }
+        if let Some(cap) = report["truncation"]["max_violations"].as_u64() {
+            op_args.insert("max_records".into(), json!(cap));
+        }
+    }
     let unit =
         Unit::new("evaluate.page", &Value::Object(op_args.clone())).with_artifact_dir(Some(dir));
     let page = ctx.dispatcher.run(&ctx.call_scope("vio"), unit).await?;

@@ -237,7 +237,8 @@ fn open_library(
     context_layers: &[String],
     sha256: Option<&str>,
 ) -> Result<RegionSource, ToolError> {
-    let mut head = [0u8; 8];
+    // Long enough for the OASIS magic (`%SEMI-OASIS\r\n`, 13 bytes).
+    let mut head = [0u8; 16];
     let read = std::fs::File::open(path)
         .and_then(|mut f| f.read(&mut head))
         .map_err(|e| {
