@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 
 use reticle_layout::{BBox, Polygon};
 use reticle_protocol::{ErrorCode, ToolError};
-use serde_json::Value;
 use tiny_skia::{FillRule, Paint, PathBuilder, Pixmap, Transform};
 
 use crate::tile::LayoutSource;
@@ -74,9 +73,9 @@ fn failed(why: &str) -> ToolError {
     ToolError::new(ErrorCode::RenderFailed, format!("heat map: {why}"))
 }
 
-/// Draws the picture of `region` (dbu) from the records of a merged report (`records`, in
-/// any order), the polygons read tile core by tile core from `source`, and report tiles of
-/// `tile_dbu`.
+/// Draws the picture of `region` (dbu) from the locations (nm) of a merged report's
+/// canonical records, the polygons read tile core by tile core from `source`, and report
+/// tiles of `tile_dbu`.
 ///
 /// # Errors
 /// `RENDER_FAILED` when the image cannot be allocated; the source's errors.
@@ -85,7 +84,7 @@ pub fn draw(
     grid: &TileGrid,
     range: &TileRange,
     tile_dbu: i64,
-    records: &[Value],
+    canonical_nm: &[(f64, f64)],
     source: &mut dyn LayoutSource,
 ) -> Result<Picture, ToolError> {
     let (w_dbu, h_dbu) = (region.width().max(1) as f64, region.height().max(1) as f64);
@@ -125,13 +124,9 @@ pub fn draw(
         fill(&mut pixmap, pb, [140, 140, 150, 255]);
     }
     // Groups per report tile, by the canonical record's location.
-    let canonical: Vec<(f64, f64)> = records
+    let canonical: Vec<(f64, f64)> = canonical_nm
         .iter()
-        .filter(|r| r["dedup_strategy"] == "canonical")
-        .map(|r| {
-            let c = |i: usize| r["location_nm"][i].as_f64().unwrap_or(0.0) / grid.dbu_nm;
-            (c(0), c(1))
-        })
+        .map(|(x, y)| (x / grid.dbu_nm, y / grid.dbu_nm))
         .collect();
     let mut per_tile: BTreeMap<(i64, i64), u32> = BTreeMap::new();
     for (x, y) in &canonical {

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use crate::error::{EvalError, check_cancel};
 use crate::found::{Found, RuleRun, rule_run};
 use crate::r3;
-use crate::records::{RecordContext, build, tile_dbu};
+use crate::records::{RecordContext, build_with, tile_dbu};
 use crate::report::{ReportHead, Setup, head};
 use crate::stitch::join;
 use crate::tile::{Piece, TileMetrics, TileOutput};
@@ -58,14 +58,44 @@ pub struct MergeJob<'a> {
     pub focus_kernels: usize,
 }
 
-/// A merged report: the summary payload (no `violations`) and every record, in report
-/// order.
+/// A merged report: the summary payload (no `violations`); the records went to the
+/// caller's sink.
 #[derive(Debug, Clone)]
 pub struct Merged {
     /// The `evaluate` payload without `violations`, `truncation` and paging (the caller adds them).
     pub payload: Value,
-    /// Every record (seed 000 §2), rule by rule, group by group, canonical first.
-    pub records: Vec<Value>,
+    /// Records written to the sink.
+    pub records: usize,
+    /// The location (nm) of every canonical record, in report order (the heat map's dots).
+    pub canonical_nm: Vec<(f64, f64)>,
+}
+
+/// What the merge keeps of the records it hands on: enough for the summary.
+#[derive(Debug, Default)]
+struct Summary {
+    per_tile: BTreeMap<TileIndex, u64>,
+    worst: Vec<Value>,
+    canonical_nm: Vec<(f64, f64)>,
+}
+
+impl Summary {
+    fn see(&mut self, job: &MergeJob<'_>, record: &Value) {
+        if !is_canonical(record) {
+            return;
+        }
+        *self
+            .per_tile
+            .entry(job.grid.owner(job.range, location_pm(record)))
+            .or_default() += 1;
+        let c = |i: usize| record["location_nm"][i].as_f64().unwrap_or(0.0);
+        self.canonical_nm.push((c(0), c(1)));
+        self.worst.push(worst_entry(record));
+        // Keep the worst few only: the summary's memory does not grow with the report.
+        if self.worst.len() > 8 * SUMMARY_ENTRIES {
+            sort_worst(&mut self.worst);
+            self.worst.truncate(SUMMARY_ENTRIES);
+        }
+    }
 }
 
 /// Running sums over tiles.
@@ -77,14 +107,17 @@ struct Sums {
     metrics: TileMetrics,
 }
 
-/// Merges the outputs of every tile of `job.range` (from `tiles`, in row-major order).
+/// Merges the outputs of every tile of `job.range` (from `tiles`, in row-major order),
+/// handing every record to `sink` in report order (rule by rule, group by group, canonical
+/// first) as its group is complete.
 ///
 /// # Errors
-/// [`EvalError::Cancelled`]; the first error `tiles` yields; `INTERNAL_ERROR` when a tile
-/// is missing or out of order (the caller's bug, never the layout's).
+/// [`EvalError::Cancelled`]; the first error `tiles` or `sink` yields; `INTERNAL_ERROR`
+/// when a tile is missing or out of order (the caller's bug, never the layout's).
 pub fn merge(
     job: &MergeJob<'_>,
     tiles: impl IntoIterator<Item = Result<TileOutput, ToolError>>,
+    sink: &mut dyn FnMut(&Value) -> Result<(), ToolError>,
     cancel: &reticle_kernel::CancelToken,
 ) -> Result<Merged, EvalError> {
     let mut sums = Sums::default();
@@ -125,7 +158,19 @@ pub fn merge(
         dbu_nm,
         tile_dbu: tile_dbu(job.setup.tile_nm, dbu_nm),
     };
-    let records = build(&found, job.rules, &context);
+    let mut summary = Summary::default();
+    let mut failed: Option<ToolError> = None;
+    let counts = build_with(&found, job.rules, &context, &mut |record| {
+        if failed.is_none() {
+            summary.see(job, &record);
+            if let Err(e) = sink(&record) {
+                failed = Some(e);
+            }
+        }
+    });
+    if let Some(e) = failed {
+        return Err(EvalError::Tool(e));
+    }
     check_cancel(cancel)?;
     let runs: Vec<RuleRun> = job.rules.iter().map(|r| rule_run(r)).collect();
     let epe = sums.metrics.epe.to_json();
@@ -142,7 +187,7 @@ pub fn merge(
         pvb_px: Some(sums.metrics.pvb_px),
         epe,
     };
-    let mut payload = head(job.setup, &parts, job.rules, &runs, &records, &context);
+    let mut payload = head(job.setup, &parts, job.rules, &runs, &counts, &context);
     // Distinct violations per rule (before they become one record per report tile they
     // touch, and before groups merge those within the dedup radius): what a DRC tool counts.
     if let Some(by_rule) = payload["counts"]["by_rule"].as_array_mut() {
@@ -167,11 +212,14 @@ pub fn merge(
         "tiles_imaged": sums.imaged,
         "mask_box_growths": sums.growths,
     });
-    payload["tiles"] = tile_summary(job, &records.records);
-    payload["worst_groups"] = Value::Array(worst_groups(&records.records));
+    payload["tiles"] = tile_summary(job, &summary.per_tile);
+    sort_worst(&mut summary.worst);
+    summary.worst.truncate(SUMMARY_ENTRIES);
+    payload["worst_groups"] = Value::Array(summary.worst);
     Ok(Merged {
         payload,
-        records: records.records,
+        records: counts.records,
+        canonical_nm: summary.canonical_nm,
     })
 }
 
@@ -187,13 +235,7 @@ fn is_canonical(record: &Value) -> bool {
 
 /// Groups per tile (by the tile owning the canonical record): a histogram and the tiles
 /// with the most.
-fn tile_summary(job: &MergeJob<'_>, records: &[Value]) -> Value {
-    let mut per_tile: BTreeMap<TileIndex, u64> = BTreeMap::new();
-    for record in records.iter().filter(|r| is_canonical(r)) {
-        *per_tile
-            .entry(job.grid.owner(job.range, location_pm(record)))
-            .or_default() += 1;
-    }
+fn tile_summary(job: &MergeJob<'_>, per_tile: &BTreeMap<TileIndex, u64>) -> Value {
     let total = job.range.count();
     let bins: [(&str, u64, u64); 5] = [
         ("1", 1, 1),
@@ -245,38 +287,49 @@ fn shortfall(record: &Value) -> f64 {
     }
 }
 
-/// The canonical records of the worst groups: errors before warnings before infos, then
-/// the largest relative shortfall, then the id (a total order: reports are reproducible).
-fn worst_groups(records: &[Value]) -> Vec<Value> {
+/// A canonical record as the summary lists it among the worst groups.
+fn worst_entry(r: &Value) -> Value {
+    json!({
+        "violation_id": r["violation_id"],
+        "violation_group_id": r["violation_group_id"],
+        "rule_id": r["rule_id"],
+        "rule_kind": r["rule_kind"],
+        "severity": r["severity"],
+        "location_nm": r["location_nm"],
+        "measured": r["measured"],
+        "required": r["required"],
+        "unit": r["unit"],
+        "group_size": r["dedup_provenance"]["group_size"],
+    })
+}
+
+/// Worst first: errors before warnings before infos, then the largest relative shortfall,
+/// then the id (a total order: reports are reproducible).
+fn sort_worst(entries: &mut [Value]) {
     let rank = |r: &Value| match r["severity"].as_str() {
         Some("error") => 0,
         Some("warning") => 1,
         _ => 2,
     };
-    let mut canonical: Vec<&Value> = records.iter().filter(|r| is_canonical(r)).collect();
-    canonical.sort_by(|a, b| {
+    entries.sort_by(|a, b| {
         rank(a)
             .cmp(&rank(b))
             .then(shortfall(b).total_cmp(&shortfall(a)))
             .then(a["violation_id"].as_str().cmp(&b["violation_id"].as_str()))
     });
-    canonical
-        .into_iter()
-        .take(SUMMARY_ENTRIES)
-        .map(|r| {
-            json!({
-                "violation_id": r["violation_id"],
-                "violation_group_id": r["violation_group_id"],
-                "rule_id": r["rule_id"],
-                "severity": r["severity"],
-                "location_nm": r["location_nm"],
-                "measured": r["measured"],
-                "required": r["required"],
-                "unit": r["unit"],
-                "group_size": r["dedup_provenance"]["group_size"],
-            })
-        })
-        .collect()
+}
+
+/// The worst groups' canonical records of `records` (any order).
+#[cfg(test)]
+fn worst_groups(records: &[Value]) -> Vec<Value> {
+    let mut entries: Vec<Value> = records
+        .iter()
+        .filter(|r| is_canonical(r))
+        .map(worst_entry)
+        .collect();
+    sort_worst(&mut entries);
+    entries.truncate(SUMMARY_ENTRIES);
+    entries
 }
 
 #[cfg(test)]

@@ -45,15 +45,24 @@ pub struct RuleCount {
     pub groups: usize,
 }
 
+/// What a report counts of its records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordCounts {
+    /// Records in all.
+    pub records: usize,
+    /// Counts per rule, in the order of the rules.
+    pub per_rule: Vec<RuleCount>,
+    /// Groups by severity (`error`, `warning`, `info`, each present).
+    pub groups_by_severity: BTreeMap<&'static str, usize>,
+}
+
 /// The records of a list of found violations.
 #[derive(Debug, Clone)]
 pub struct Records {
     /// Report records (seed 000 §2), rule by rule, group by group, canonical first.
     pub records: Vec<Value>,
-    /// Counts per rule, in the order of the rules.
-    pub per_rule: Vec<RuleCount>,
-    /// Groups by severity (`error`, `warning`, `info`, each present).
-    pub groups_by_severity: BTreeMap<&'static str, usize>,
+    /// What they count.
+    pub counts: RecordCounts,
 }
 
 /// The report tile side in dbu for a side of `tile_nm` nm: rounded, at least 1.
@@ -165,12 +174,26 @@ type Placed<'f> = (bool, &'f Found, (i64, i64));
 /// Builds the records of `found` checked with `rules` (`Found::rule` indexes `rules`).
 #[must_use]
 pub fn build(found: &[Found], rules: &[&Rule], ctx: &RecordContext<'_>) -> Records {
-    let mut records: Vec<Value> = Vec::new();
-    let mut per_rule = vec![RuleCount::default(); rules.len()];
-    let mut groups_by_severity: BTreeMap<&'static str, usize> =
-        [("error", 0), ("warning", 0), ("info", 0)]
+    let mut records = Vec::new();
+    let counts = build_with(found, rules, ctx, &mut |record| records.push(record));
+    Records { records, counts }
+}
+
+/// [`build`], handing each record to `emit` as soon as its group is complete instead of
+/// collecting them: a report of any size costs the memory of its largest group.
+pub fn build_with(
+    found: &[Found],
+    rules: &[&Rule],
+    ctx: &RecordContext<'_>,
+    emit: &mut dyn FnMut(Value),
+) -> RecordCounts {
+    let mut counts = RecordCounts {
+        records: 0,
+        per_rule: vec![RuleCount::default(); rules.len()],
+        groups_by_severity: [("error", 0), ("warning", 0), ("info", 0)]
             .into_iter()
-            .collect();
+            .collect(),
+    };
     for (ri, rule) in rules.iter().enumerate() {
         let mut mine: Vec<&Found> = found.iter().filter(|f| f.rule == ri).collect();
         mine.sort_by(|a, b| {
@@ -182,21 +205,23 @@ pub fn build(found: &[Found], rules: &[&Rule], ctx: &RecordContext<'_>) -> Recor
         for (i, r) in roots.iter().enumerate() {
             members.entry(*r).or_default().push(i);
         }
-        per_rule[ri].groups = members.len();
-        *groups_by_severity
+        counts.per_rule[ri].groups = members.len();
+        *counts
+            .groups_by_severity
             .entry(severity_name(rule.severity))
             .or_default() += members.len();
         for (root, list) in &members {
             let placed = place_group(&mine, *root, list, ctx);
-            per_rule[ri].records += placed.len();
+            counts.per_rule[ri].records += placed.len();
+            counts.records += placed.len();
+            let mut records = Vec::with_capacity(placed.len());
             write_group(&placed, mine[*root], rule, ctx, &mut records);
+            for record in records {
+                emit(record);
+            }
         }
     }
-    Records {
-        records,
-        per_rule,
-        groups_by_severity,
-    }
+    counts
 }
 
 /// One record per (violation, tile it touches) of a group whose canonical violation is

@@ -16,7 +16,9 @@ use serde_json::{Map, Value, json};
 use crate::error::{EvalError, check_cancel, invalid};
 use crate::found::{Findings, RuleRun, find};
 use crate::r3;
-use crate::records::{RecordContext, Records, RuleCount, applies_to_name, build, severity_name};
+use crate::records::{
+    RecordContext, RecordCounts, Records, RuleCount, applies_to_name, build, severity_name,
+};
 use crate::window::{ImagedWindow, MaskOverride};
 
 /// Default report tile side (nm).
@@ -244,14 +246,14 @@ pub(crate) fn head(
     parts: &ReportHead<'_>,
     rules: &[&Rule],
     runs: &[RuleRun],
-    records: &Records,
+    records: &RecordCounts,
     context: &RecordContext<'_>,
 ) -> Value {
     let dbu_nm = context.dbu_nm;
     let window = parts.window;
     let deck = &setup.deck;
     let per_rule = &records.per_rule;
-    let total_records = records.records.len();
+    let total_records = records.records;
     let total_groups: usize = per_rule.iter().map(|c| c.groups).sum();
     let detailed = setup.report_level == ReportLevel::Detailed;
     let to_nm = |v: i64| r3(v as f64 * dbu_nm);
@@ -307,7 +309,14 @@ fn payload(
         pvb_px: output.pvb,
         epe: findings.epe_metrics.clone(),
     };
-    let mut payload = head(setup, &parts, rules, &findings.runs, &records, context);
+    let mut payload = head(
+        setup,
+        &parts,
+        rules,
+        &findings.runs,
+        &records.counts,
+        context,
+    );
     let mut records = records.records;
     let total_records = records.len();
     let limit = setup.limits.max_violations;

@@ -213,11 +213,7 @@ pub fn evaluate_tile(
     let owned = intersection(&core, &job.region);
     // Whole polygons meeting the core: their checkpoints, and the polygons this tile counts.
     let whole = source.polygons(grow(core, 1), true)?;
-    metrics.polygons = whole
-        .target
-        .iter()
-        .filter(|p| owns_polygon(job, p))
-        .count() as u64;
+    metrics.polygons = whole.target.iter().filter(|p| owns_polygon(job, p)).count() as u64;
     if let Some(imaged) = imaged {
         metrics.imaged = true;
         printed_rules(job, imaged, &mut found, &mut pieces)?;
@@ -259,8 +255,8 @@ pub fn evaluate_tile(
 /// vertex of its part inside the region, where the polygon has area just above and right
 /// of that vertex, inside the region, so that tile's overlap query returns it.
 fn owns_polygon(job: &TileJob<'_>, p: &Polygon) -> bool {
-    let Some(inside) = reticle_layout::clip::clip_polygon(p, &job.region)
-        .filter(|q| q.signed_area2() != 0)
+    let Some(inside) =
+        reticle_layout::clip::clip_polygon(p, &job.region).filter(|q| q.signed_area2() != 0)
     else {
         return false;
     };

@@ -79,14 +79,14 @@ fn a_group_across_a_tile_border_has_one_canonical_record_and_shadows() {
     let b = found(0, 50_000 + radius_pm / 2, 50_000, bbox(95, 49, 105, 51));
     let built = build(&[b.clone(), a.clone()], &rules, &context(&hash));
     assert_eq!(
-        built.per_rule,
+        built.counts.per_rule,
         vec![RuleCount {
             records: 3,
             groups: 1
         }]
     );
     let sev = severity_name(rules[0].severity);
-    assert_eq!(built.groups_by_severity[sev], 1);
+    assert_eq!(built.counts.groups_by_severity[sev], 1);
     let r = &built.records;
     assert_eq!(r[0]["dedup_strategy"], "canonical");
     assert_eq!(r[1]["dedup_strategy"], "shadow");
@@ -123,7 +123,7 @@ fn far_apart_violations_are_separate_groups_with_stable_ids() {
     let one = found(0, 10_000, 10_000, BBox::from_corners(p, p));
     let two = found(0, 10_000 + far, 10_000, BBox::from_corners(p, p));
     let built = build(&[one.clone(), two], &rules, &context(&hash));
-    assert_eq!(built.per_rule[0].groups, 2);
+    assert_eq!(built.counts.per_rule[0].groups, 2);
     assert_ne!(
         built.records[0]["violation_group_id"],
         built.records[1]["violation_group_id"]

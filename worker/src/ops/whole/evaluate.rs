@@ -11,7 +11,7 @@ use reticle_protocol::error::ToolError;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::pages::{DEFAULT_PAGE_RECORDS, Filter, PageRequest, read_page, write_records};
+use super::pages::{DEFAULT_PAGE_RECORDS, Filter, PageRequest, RecordWriter, read_page};
 use super::{
     PlanRequest, artifacts, image_tile, invalid, is_glp, plan_region, tile_of, tile_summary,
     tiles_in_order, write_tile,
@@ -150,17 +150,22 @@ impl Op for Merge {
             period_nm: plan.period_nm,
             focus_kernels: plan.focus_kernels,
         };
-        let merged = merge(&job, tiles_in_order(ctx, &dir, plan), ctx.cancel)
-            .map_err(|e| eval_error(e, ctx.job_id))?;
+        let mut writer = RecordWriter::create(&dir)?;
+        let merged = merge(
+            &job,
+            tiles_in_order(ctx, &dir, plan),
+            &mut |record| writer.write(record),
+            ctx.cancel,
+        )
+        .map_err(|e| eval_error(e, ctx.job_id))?;
+        let file = writer.finish()?;
         let mut payload = merged.payload;
-        let records = merged.records;
-        let file = write_records(&dir, &records)?;
         let picture = reticle_eval::heatmap::draw(
             plan.region,
             &plan.grid,
             &plan.range,
             reticle_eval::records::tile_dbu(setup.tile_nm, plan.grid.dbu_nm),
-            &records,
+            &merged.canonical_nm,
             &mut source,
         )?;
         let png = artifacts::png_rgba(
@@ -169,8 +174,7 @@ impl Op for Merge {
             &picture.rgba,
         )?;
         let heatmap = artifacts::write(&dir, HEATMAP_FILE, &png)?;
-        let total_records = records.len();
-        drop(records);
+        let total_records = merged.records;
         let limit = setup.limits.max_violations;
         let detailed = setup.report_level == ReportLevel::Detailed;
         let exceeded = total_records > limit;

@@ -23,14 +23,63 @@ pub const MAX_PAGE_BYTES: usize = 384 * 1024;
 /// The file every record of a merged report goes to.
 pub const VIOLATIONS_FILE: &str = "violations.jsonl";
 
-/// Writes every record to `violations.jsonl`, one JSON object per line.
-pub(super) fn write_records(dir: &Path, records: &[Value]) -> Result<Value, ToolError> {
-    let mut bytes = Vec::new();
-    for r in records {
-        serde_json::to_writer(&mut bytes, r).map_err(|e| internal(format!("record: {e}")))?;
-        bytes.push(b'\n');
+/// Writes records to `violations.jsonl` one JSON object per line as they come, through a
+/// temporary file renamed into place at the end (a merge re-run replaces a whole file).
+pub(super) struct RecordWriter {
+    tmp: PathBuf,
+    target: PathBuf,
+    out: std::io::BufWriter<std::fs::File>,
+    bytes: u64,
+    hash: sha2::Sha256,
+}
+
+impl RecordWriter {
+    pub(super) fn create(dir: &Path) -> Result<Self, ToolError> {
+        let target = dir.join(VIOLATIONS_FILE);
+        let tmp = dir.join(format!(".{VIOLATIONS_FILE}.{}.tmp", std::process::id()));
+        let file = std::fs::File::create(&tmp)
+            .map_err(|e| internal(format!("cannot write {}: {e}", tmp.display())))?;
+        Ok(Self {
+            tmp,
+            target,
+            out: std::io::BufWriter::new(file),
+            bytes: 0,
+            hash: sha2::Sha256::default(),
+        })
     }
-    artifacts::write(dir, VIOLATIONS_FILE, &bytes)
+
+    pub(super) fn write(&mut self, record: &Value) -> Result<(), ToolError> {
+        use sha2::Digest as _;
+        use std::io::Write as _;
+        let mut line = serde_json::to_vec(record).map_err(|e| internal(format!("record: {e}")))?;
+        line.push(b'\n');
+        self.out
+            .write_all(&line)
+            .map_err(|e| internal(format!("cannot write {}: {e}", self.tmp.display())))?;
+        self.hash.update(&line);
+        self.bytes += line.len() as u64;
+        Ok(())
+    }
+
+    /// Renames the file into place; its description as `artifacts::write` gives one.
+    pub(super) fn finish(self) -> Result<Value, ToolError> {
+        use sha2::Digest as _;
+        use std::io::Write as _;
+        let Self {
+            tmp,
+            target,
+            mut out,
+            bytes,
+            hash,
+        } = self;
+        out.flush()
+            .map_err(|e| internal(format!("cannot write {}: {e}", tmp.display())))?;
+        drop(out);
+        std::fs::rename(&tmp, &target)
+            .map_err(|e| internal(format!("cannot write {}: {e}", target.display())))?;
+        let sha: String = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        Ok(json!({"path": target, "sha256": sha, "bytes": bytes}))
+    }
 }
 
 /// Which records a page holds.
