@@ -164,15 +164,23 @@ fn hostile_inputs_get_typed_errors_and_the_host_and_other_jobs_carry_on() {
             "simulate",
             json!({"layout": file.display().to_string(), "render": "json"}),
         );
-        let job = started["structuredContent"]["job_id"].as_str().map(str::to_owned);
+        let job = started["structuredContent"]["job_id"]
+            .as_str()
+            .map(str::to_owned);
         let Some(job) = job else {
-            let code = started["structuredContent"]["error"]["code"].as_str().unwrap_or("");
+            let code = started["structuredContent"]["error"]["code"]
+                .as_str()
+                .unwrap_or("");
             assert!(typed.contains(&code), "{name} in tiles: {started}");
             continue;
         };
         let view = loop {
-            let view = call(&mut host, &format!("tiled-poll-{i}"), "poll", json!({"job_id": job, "render": "json"}))
-                ["structuredContent"]
+            let view = call(
+                &mut host,
+                &format!("tiled-poll-{i}"),
+                "poll",
+                json!({"job_id": job, "render": "json"}),
+            )["structuredContent"]
                 .clone();
             // Wait for the plan: a broken file fails there; a readable one goes on to tiles.
             let status = view["status"].as_str().unwrap_or("?").to_owned();
@@ -192,13 +200,30 @@ fn hostile_inputs_get_typed_errors_and_the_host_and_other_jobs_carry_on() {
             }
             Some("completed") => {}
             _ => {
-                let cancelled = call(&mut host, &format!("tiled-cancel-{i}"), "cancel", json!({"job_id": job, "render": "json"}));
+                let cancelled = call(
+                    &mut host,
+                    &format!("tiled-cancel-{i}"),
+                    "cancel",
+                    json!({"job_id": job, "render": "json"}),
+                );
                 let status = &cancelled["structuredContent"]["status"];
-                assert!(status == "cancelled" || status == "completed" || status == "failed", "{name}: {cancelled}");
+                assert!(
+                    status == "cancelled" || status == "completed" || status == "failed",
+                    "{name}: {cancelled}"
+                );
             }
         }
-        eprintln!("tiled {name}: {} {} in {:?}", view["status"], view["error"]["code"], t.elapsed());
-        assert!(t.elapsed() < BOUND, "{name} in tiles took {:?}", t.elapsed());
+        eprintln!(
+            "tiled {name}: {} {} in {:?}",
+            view["status"],
+            view["error"]["code"],
+            t.elapsed()
+        );
+        assert!(
+            t.elapsed() < BOUND,
+            "{name} in tiles took {:?}",
+            t.elapsed()
+        );
         assert_up(&mut host, &format!("health-tiled-{i}"));
     }
 
