@@ -78,13 +78,25 @@ pub struct SupervisorConfig {
     pub events: EventHook,
 }
 
+/// glibc allocator settings every worker starts with: buffers up to 256 MiB (a tile's
+/// rasters and spectra are tens of MiB) are reused from the heap instead of being mapped,
+/// and zero-filled by the kernel, for every tile, and up to 256 MiB of free heap is kept.
+/// Measured on a tiled evaluation: about 30 % less wall time (docs/DECISIONS.md D57).
+pub const WORKER_ALLOCATOR: [(&str, &str); 2] = [
+    ("MALLOC_MMAP_THRESHOLD_", "268435456"),
+    ("MALLOC_TRIM_THRESHOLD_", "268435456"),
+];
+
 impl Default for SupervisorConfig {
     fn default() -> Self {
         Self {
             workers: 1,
             worker_exe: default_worker_exe(),
             worker_args: Vec::new(),
-            worker_env: Vec::new(),
+            worker_env: WORKER_ALLOCATOR
+                .iter()
+                .map(|(k, v)| ((*k).into(), (*v).into()))
+                .collect(),
             runtime_dir_base: None,
             handshake_timeout: Duration::from_secs(15),
             heartbeat_interval: Duration::from_secs(1),
