@@ -10,12 +10,16 @@ use serde_json::{Value, json};
 use crate::assets::{self, SchemaCatalog};
 use crate::supervisor::SupervisorConfig;
 
-/// `reticle bench ...`: `output-schema` runs in the host ([`crate::bench`]); every other
-/// benchmark runs `reticle-worker bench ...` (the engine lives in the worker binary, never
-/// in the host) with this process's stdio, and returns its exit status.
+/// `reticle bench ...`: `output-schema` ([`crate::bench`]) and `chip`
+/// ([`crate::bench_chip`]) run in the host; every other benchmark runs
+/// `reticle-worker bench ...` (the engine lives in the worker binary, never in the host)
+/// with this process's stdio, and returns its exit status.
 pub fn bench(args: &[String]) -> ExitCode {
     if args.first().map(String::as_str) == Some("output-schema") {
         return crate::bench::output_schema(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some("chip") {
+        return crate::bench_chip::chip(&args[1..]);
     }
     let worker = match SupervisorConfig::configured() {
         Ok(config) => config.worker_exe,

@@ -6,6 +6,7 @@
 
 pub mod assets;
 pub mod bench;
+pub mod bench_chip;
 pub mod cli;
 pub mod config;
 pub mod confine;

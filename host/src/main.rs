@@ -61,7 +61,8 @@ enum Command {
     /// Benchmarks: `reticle bench litho [--gpu] [--json]` (run by the worker binary) times
     /// one 2048×2048 3-corner ICCAD-2013 simulation and its ratio to the naive path;
     /// `reticle bench output-schema` (in the host) times the output-schema check of a
-    /// result against serializing it. `reticle bench --help` lists the options.
+    /// result against serializing it; `reticle bench chip` (in the host) measures
+    /// whole-layout evaluation throughput. `reticle bench --help` lists the options.
     #[command(disable_help_flag = true)]
     Bench {
         /// Arguments for the benchmark (see `reticle bench --help`).

@@ -234,3 +234,120 @@ fn tiling_bench_shows_the_error_falling_with_the_halo() {
         "canvas below 16 px is a usage error"
     );
 }
+
+/// `reticle bench chip` runs in the host, over the host's own path (supervisor,
+/// dispatcher, fan-out), on a real GDSII layout: throughput at 1 nm and 4 nm by one
+/// worker and by the pool, whose reports must be identical, and tiled against untiled
+/// imaging on one window. `--quick` keeps the regions small (3 µm and 8 µm squares).
+#[test]
+fn chip_bench_reports_throughput_efficiency_and_tiled_against_untiled() {
+    let out = bench(&["chip"], &[("RETICLE_DATA_DIR", "/nonexistent")]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("RETICLE_DATA_DIR"), "{stderr}");
+    assert!(out.stdout.is_empty(), "nothing on stdout on failure");
+    let out = bench(&["chip", "--box-1nm", "3,0,1,4"], &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a box with left > right: {out:?}"
+    );
+
+    let data = std::env::var_os("RETICLE_DATA_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"),
+        PathBuf::from,
+    );
+    let gds = data.join("gds/gcd_45nm.gds");
+    if !gds.is_file() {
+        eprintln!(
+            "SKIP: {} not found (set RETICLE_DATA_DIR); the chip bench needs a real layout",
+            gds.display()
+        );
+        return;
+    }
+    let out = bench(
+        &[
+            "chip",
+            "--quick",
+            "--workers",
+            "2",
+            "--json",
+            "--layout",
+            gds.to_str().expect("utf-8 path"),
+        ],
+        &[],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report on stdout");
+    eprintln!("{report}");
+    assert_eq!(report["deck"], "nangate45_m1v1");
+    assert_eq!(report["layer"], "11/0");
+    assert_eq!(report["workers"], 2);
+    assert_eq!(report["deterministic"], true);
+    let throughput = report["throughput"].as_array().expect("throughput");
+    let pixels: Vec<f64> = throughput
+        .iter()
+        .map(|t| t["pixel_nm"].as_f64().unwrap())
+        .collect();
+    assert_eq!(pixels, [1.0, 4.0]);
+    for t in throughput {
+        assert_eq!(t["same_report"], true, "{t}");
+        assert_eq!(t["same_artifacts"], true, "{t}");
+        let area = t["area_um2"].as_f64().unwrap();
+        assert!(area > 0.0 && t["tiles"].as_u64().unwrap() > 0, "{t}");
+        assert!(t["l2_px"].as_u64().unwrap() > 0, "{t}");
+        let runs = t["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2);
+        assert_eq!(
+            (runs[0]["workers"].clone(), runs[1]["workers"].clone()),
+            (1.into(), 2.into())
+        );
+        let secs: Vec<f64> = runs
+            .iter()
+            .map(|r| r["seconds"].as_f64().unwrap())
+            .collect();
+        assert!(secs.iter().all(|s| *s > 0.0), "{t}");
+        for (r, s) in runs.iter().zip(&secs) {
+            let rate = r["um2_per_s"].as_f64().unwrap();
+            assert!((rate - area / s).abs() <= 0.01 * rate + 0.01, "{t}");
+        }
+        let speedup = t["speedup"].as_f64().unwrap();
+        assert!(
+            (speedup - secs[0] / secs[1]).abs() <= 0.01 * speedup + 0.002,
+            "{t}"
+        );
+        let efficiency = t["parallel_efficiency"].as_f64().unwrap();
+        assert!((efficiency - speedup / 2.0).abs() < 0.002, "{t}");
+    }
+    // --quick: 1 nm on a 3 µm square.
+    assert!((throughput[0]["area_um2"].as_f64().unwrap() - 9.0).abs() < 1e-6);
+    let window = &report["window"];
+    let b: Vec<f64> = window["box_um"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert!((b[2] - b[0] - 2.048).abs() < 1e-9 && (b[3] - b[1] - 2.048).abs() < 1e-9);
+    let runs = window["runs"].as_array().expect("window runs");
+    assert_eq!(runs[0]["tiling"], "window");
+    assert_eq!(runs[0]["units"], 1);
+    assert_eq!(runs[1]["tiling"], "tiles");
+    assert!(runs[1]["units"].as_u64().unwrap() >= 4, "{window}");
+    for r in runs {
+        assert!(r["seconds"].as_f64().unwrap() > 0.0, "{window}");
+        assert!(r["l2_px"].as_u64().unwrap() > 0, "{window}");
+    }
+    let ratio = window["tiles_over_window"].as_f64().unwrap();
+    let expected = runs[1]["seconds"].as_f64().unwrap() / runs[0]["seconds"].as_f64().unwrap();
+    assert!(
+        (ratio - expected).abs() <= 0.02 * expected + 0.01,
+        "{window}"
+    );
+    assert!(window["note"].as_str().unwrap().contains("halo"));
+}

@@ -1,0 +1,794 @@
+//! `reticle bench chip`: whole-layout evaluation throughput (issue 18 item 8).
+//!
+//! The bench runs the host's real path, the one `reticle eval` and the `evaluate` tool
+//! take: a supervisor of workers, a [`Dispatcher`] over [`LocalPool`], and [`FanOut`]
+//! (`evaluate.plan`, `evaluate.tile` × N, `evaluate.merge`) under a command-line
+//! [`Scope`]. On one layer of a real layout (default `gds/gcd_45nm.gds` under
+//! `RETICLE_DATA_DIR`, layer 11/0, deck `nangate45_m1v1`) it measures
+//! - throughput in µm² per second at 1 nm and at 4 nm pixels, each region evaluated by one
+//!   worker and then by the whole pool, with the parallel efficiency t₁ / t_N / N; the two
+//!   runs must give the same report (the JSON without `artifacts`, and the artifacts'
+//!   hashes), a cheap determinism check that fails the bench;
+//! - tiled against untiled imaging on one window of exactly one model period (2.048 µm)
+//!   at 4 nm: `tiling: window` (one periodic window, the layout outside ignored) against
+//!   `tiling: tiles` (halos of real layout context), their time ratio and metrics.
+//!
+//! Workers are started, and warmed by one untimed tiled run of the window at each pixel
+//! size, before the clock starts; a run's time is its plan, tiles and merge.
+//! Every figure is printed with its ratio against a reference run in the same process.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::Parser;
+use serde_json::{Map, Value, json};
+
+use crate::dispatch::{Dispatcher, FanOut, LocalPool, Scope, Unit};
+use crate::eval_cli::{cli_runtime, start_workers};
+use crate::tools::evaluate::OP;
+
+/// The deck the bench evaluates with.
+const DECK: &str = "nangate45_m1v1";
+/// The evaluated layer (metal 1 of the 45 nm layouts).
+const LAYER: &str = "11/0";
+/// The default layout, under the reference data folder.
+const LAYOUT_FILE: &str = "gds/gcd_45nm.gds";
+/// The default model's period (µm): the side of the untiled window.
+const PERIOD_UM: f64 = 2.048;
+
+/// `reticle bench chip` options.
+#[derive(Debug, Parser)]
+#[command(
+    name = "reticle bench chip",
+    about = "Whole-layout evaluation throughput (µm²/s at 1 nm and 4 nm, one worker against \
+             the pool) and tiled against untiled imaging on one window"
+)]
+struct ChipArgs {
+    /// The layout (GDSII or OASIS); default `$RETICLE_DATA_DIR/gds/gcd_45nm.gds`
+    /// (`RETICLE_DATA_DIR` defaults to `../shared/data` beside the workspace).
+    #[arg(long)]
+    layout: Option<PathBuf>,
+    /// Workers of the "whole pool" runs (default: one per core).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    workers: Option<u16>,
+    /// Region of the 1 nm runs, `l,b,r,t` in µm (default: a square of --side-1nm at the
+    /// centre of the layout's bounding box).
+    #[arg(long, value_parser = parse_box, allow_hyphen_values = true)]
+    box_1nm: Option<[f64; 4]>,
+    /// Side in µm of the default 1 nm region.
+    #[arg(long, default_value_t = 20.0)]
+    side_1nm: f64,
+    /// Region of the 4 nm runs, `l,b,r,t` in µm (default: the whole layer).
+    #[arg(long, value_parser = parse_box, allow_hyphen_values = true)]
+    box_4nm: Option<[f64; 4]>,
+    /// Lower-left corner `x,y` in µm of the 2.048 µm window of the tiled/untiled
+    /// comparison (default: the window at the centre of the layout's bounding box).
+    #[arg(long, value_parser = parse_point, allow_hyphen_values = true)]
+    window_at: Option<[f64; 2]>,
+    /// Timed runs of each imaging mode on the window (the median is reported).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    repeats: u32,
+    /// A smoke run in seconds: 1 nm on a 3 µm square, 4 nm on an 8 µm square (both at
+    /// the centre unless given), one run of each imaging mode on the window.
+    #[arg(long)]
+    quick: bool,
+    /// Directory for the runs' files (one folder per run, kept); default a temporary
+    /// folder, removed at the end.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_numbers<const N: usize>(text: &str) -> Result<[f64; N], String> {
+    let values: Vec<f64> = text
+        .split(',')
+        .map(|v| v.trim().parse::<f64>().map_err(|e| format!("{v:?}: {e}")))
+        .collect::<Result<_, _>>()?;
+    let values: [f64; N] = values
+        .try_into()
+        .map_err(|_| format!("expected {N} comma-separated numbers"))?;
+    if values.iter().all(|v| v.is_finite()) {
+        Ok(values)
+    } else {
+        Err("numbers must be finite".to_owned())
+    }
+}
+
+fn parse_box(text: &str) -> Result<[f64; 4], String> {
+    let b = parse_numbers::<4>(text)?;
+    if b[0] < b[2] && b[1] < b[3] {
+        Ok(b)
+    } else {
+        Err("a box is left,bottom,right,top with left < right and bottom < top".to_owned())
+    }
+}
+
+fn parse_point(text: &str) -> Result<[f64; 2], String> {
+    parse_numbers::<2>(text)
+}
+
+/// A failure: the exit code and what to say on stderr.
+type Failure = (u8, String);
+
+/// Rounds to 1 nm (µm with 3 decimals), the precision boxes are given with.
+fn um3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
+fn round_to(v: f64, decimals: i32) -> f64 {
+    let scale = 10f64.powi(decimals);
+    (v * scale).round() / scale
+}
+
+/// The square of side `side` centred on `centre`, clipped to `bounds`.
+fn centred_square(centre: [f64; 2], side: f64, bounds: [f64; 4]) -> [f64; 4] {
+    let h = side / 2.0;
+    [
+        um3((centre[0] - h).max(bounds[0])),
+        um3((centre[1] - h).max(bounds[1])),
+        um3((centre[0] + h).min(bounds[2])),
+        um3((centre[1] + h).min(bounds[3])),
+    ]
+}
+
+/// The 1-minute load average, where the system says it.
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The default layout: `$RETICLE_DATA_DIR/gds/gcd_45nm.gds`, the data folder defaulting
+/// to `../shared/data` beside the workspace (as the engine's benchmarks find it).
+fn default_layout() -> PathBuf {
+    std::env::var_os("RETICLE_DATA_DIR")
+        .map_or_else(
+            || PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data")),
+            PathBuf::from,
+        )
+        .join(LAYOUT_FILE)
+}
+
+/// `layout.open`'s format name for a path, from its extension.
+fn layout_format(path: &Path) -> Option<&'static str> {
+    match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
+        "gds" | "gds2" | "gdsii" => Some("gds"),
+        "oas" | "oasis" => Some("oasis"),
+        _ => None,
+    }
+}
+
+/// `reticle bench chip [options]`: exit 0 with the figures, 1 when a run fails or the
+/// determinism check does, 2 on a usage error, missing data or no worker, 130 on Ctrl-C.
+pub fn chip(args: &[String]) -> ExitCode {
+    let opts = match ChipArgs::try_parse_from(
+        std::iter::once("reticle bench chip".to_owned()).chain(args.iter().cloned()),
+    ) {
+        Ok(opts) => opts,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    if !(opts.side_1nm > 0.0 && opts.side_1nm.is_finite()) {
+        eprintln!("reticle bench chip: --side-1nm must be a positive number of µm");
+        return ExitCode::from(2);
+    }
+    let runtime = match cli_runtime("bench chip") {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    let outcome = runtime.block_on(async {
+        tokio::select! {
+            outcome = bench(&opts) => Some(outcome),
+            // Dropping the bench drops its supervisor, which kills the workers (D12).
+            _ = tokio::signal::ctrl_c() => None,
+        }
+    });
+    let report = match outcome {
+        None => {
+            eprintln!("\nreticle bench chip: interrupted; workers stopped");
+            return ExitCode::from(130);
+        }
+        Some(Err((code, message))) => {
+            eprintln!("reticle bench chip: {message}");
+            return ExitCode::from(code);
+        }
+        Some(Ok(report)) => report,
+    };
+    let mut stdout = std::io::stdout().lock();
+    let written = if opts.json {
+        writeln!(stdout, "{report}")
+    } else {
+        write!(stdout, "{}", text(&report))
+    };
+    if written.is_err() {
+        return ExitCode::FAILURE;
+    }
+    if report["deterministic"] == json!(true) {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!(
+            "reticle bench chip: one worker and the pool gave different reports (see same_report)"
+        );
+        ExitCode::from(1)
+    }
+}
+
+/// Where the runs write: a folder per run under `root`.
+struct Runs {
+    layout: PathBuf,
+    roots: Vec<String>,
+    root: PathBuf,
+    tty: bool,
+}
+
+/// One timed run: its wall time and the report.
+struct Timed {
+    seconds: f64,
+    report: Value,
+}
+
+impl Runs {
+    /// The `evaluate` arguments for `box_um` (None: the whole layer) at `pixel_nm`.
+    fn args(&self, pixel_nm: f64, box_um: Option<[f64; 4]>) -> Map<String, Value> {
+        let mut args = Map::new();
+        args.insert("layout".into(), json!(self.layout));
+        args.insert("deck".into(), json!(DECK));
+        args.insert("layer".into(), json!(LAYER));
+        if let Some(b) = box_um {
+            args.insert("box_um".into(), json!(b));
+        }
+        args.insert("pixel_nm".into(), json!(pixel_nm));
+        args.insert("report_level".into(), json!("aggregate"));
+        args
+    }
+
+    fn scope(&self, label: &str) -> Scope {
+        let tty = self.tty;
+        let label_owned = label.to_owned();
+        Scope::cli(
+            format!("bench-chip-{}-{label}", std::process::id()),
+            self.roots.clone(),
+            move |p| {
+                if tty && p.total > 0 {
+                    eprint!(
+                        "\r  {label_owned}: {}/{} {:<40}",
+                        p.done, p.total, p.message
+                    );
+                }
+            },
+        )
+    }
+
+    /// Runs `args` tiled (`FanOut`, a fresh artifact folder `label`) or as one window
+    /// (the `evaluate` op), and times it.
+    async fn run(
+        &self,
+        dispatcher: &Arc<Dispatcher>,
+        label: &str,
+        args: Map<String, Value>,
+        tiled: bool,
+    ) -> Result<Timed, Failure> {
+        let scope = self.scope(label);
+        let dir = if tiled {
+            let dir = self.root.join(label);
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir)
+                    .map_err(|e| (2, format!("cannot clear {}: {e}", dir.display())))?;
+            }
+            let dir = std::fs::create_dir_all(&dir)
+                .and_then(|()| dir.canonicalize())
+                .map_err(|e| (2, format!("cannot create {}: {e}", dir.display())))?;
+            Some(dir.display().to_string())
+        } else {
+            None
+        };
+        let started = Instant::now();
+        let result = match &dir {
+            Some(dir) => {
+                let fan_out = FanOut {
+                    prefix: OP,
+                    artifact_dir: dir,
+                };
+                fan_out.run(dispatcher, &scope, args).await
+            }
+            None => {
+                dispatcher
+                    .run(&scope, Unit::new(OP, &Value::Object(args)))
+                    .await
+            }
+        };
+        let seconds = started.elapsed().as_secs_f64();
+        if self.tty {
+            eprint!("\r{:<70}\r", "");
+        }
+        let report = result.map_err(|e| (1, format!("{label}: {}: {}", e.code, e.message)))?;
+        eprintln!("  {label}: {seconds:.2} s");
+        Ok(Timed { seconds, report })
+    }
+
+    /// One untimed tiled run of `window_box` at each pixel size (six tiles or so, spread
+    /// over the pool's workers), so the timed runs find the workers' caches (layout,
+    /// kernels) warm.
+    async fn warm_up(
+        &self,
+        dispatcher: &Arc<Dispatcher>,
+        window_box: [f64; 4],
+    ) -> Result<(), Failure> {
+        for pixel_nm in [1.0, 4.0] {
+            self.run(
+                dispatcher,
+                &format!("warm-up-{pixel_nm}nm"),
+                self.args(pixel_nm, Some(window_box)),
+                true,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+}
+
+/// A dispatcher over a fresh supervisor of `workers` workers.
+async fn pool(
+    workers: usize,
+) -> Result<(Arc<crate::supervisor::Supervisor>, Arc<Dispatcher>), Failure> {
+    let supervisor = start_workers("bench chip", workers)
+        .await
+        .map_err(|_| (2, format!("could not start {workers} worker(s)")))?;
+    let dispatcher = Dispatcher::new(Arc::new(LocalPool::with_supervisor(Arc::clone(
+        &supervisor,
+    ))));
+    Ok((supervisor, dispatcher))
+}
+
+/// The layout's bounding box `[l, b, r, t]` in µm (the `layout.open` op of `open_layout`).
+async fn bounding_box(
+    runs: &Runs,
+    dispatcher: &Arc<Dispatcher>,
+    format: &str,
+) -> Result<[f64; 4], Failure> {
+    let args = json!({"layout": {"path": runs.layout, "format": format}});
+    let summary = dispatcher
+        .run(&runs.scope("open"), Unit::new("layout.open", &args))
+        .await
+        .map_err(|e| (1, format!("layout.open: {}: {}", e.code, e.message)))?;
+    let b = &summary["bbox_um"];
+    match ["left", "bottom", "right", "top"].map(|k| b[k].as_f64()) {
+        [Some(l), Some(b), Some(r), Some(t)] if l < r && b < t => Ok([l, b, r, t]),
+        _ => Err((
+            1,
+            format!("{} has an empty top cell", runs.layout.display()),
+        )),
+    }
+}
+
+/// The report of a run without `artifacts` (whose paths differ by run), and the hashes of
+/// the artifacts (which must not).
+fn comparable(report: &Value) -> (String, Value) {
+    let mut stripped = report.clone();
+    let artifacts = stripped
+        .as_object_mut()
+        .and_then(|m| m.remove("artifacts"))
+        .unwrap_or(Value::Null);
+    let hashes = json!([
+        artifacts["violations"]["sha256"],
+        artifacts["heatmap"]["png"]["sha256"],
+    ]);
+    (stripped.to_string(), hashes)
+}
+
+/// Area in µm² of the report's region (`region.box_nm`).
+fn area_um2(report: &Value) -> f64 {
+    let b: Vec<f64> = report["region"]["box_nm"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_f64).collect())
+        .unwrap_or_default();
+    if b.len() == 4 {
+        (b[2] - b[0]) * (b[3] - b[1]) / 1e6
+    } else {
+        0.0
+    }
+}
+
+/// One throughput entry: the same region at `pixel_nm` by one worker and by the pool.
+fn throughput_entry(pixel_nm: f64, one: &Timed, all: &Timed, workers: usize) -> Value {
+    let area = area_um2(&one.report);
+    let imaging = &one.report["imaging"];
+    let run = |t: &Timed, n: usize| {
+        json!({
+            "workers": n,
+            "seconds": round_to(t.seconds, 6),
+            "um2_per_s": round_to(area / t.seconds.max(1e-9), 2),
+        })
+    };
+    let speedup = one.seconds / all.seconds.max(1e-9);
+    let (a, a_hashes) = comparable(&one.report);
+    let (b, b_hashes) = comparable(&all.report);
+    json!({
+        "pixel_nm": pixel_nm,
+        "region_um": one.report["region"]["box_nm"]
+            .as_array()
+            .map(|b| b.iter().filter_map(Value::as_f64).map(|v| um3(v / 1000.0)).collect::<Vec<_>>()),
+        "region_source": one.report["region"]["source"],
+        "area_um2": round_to(area, 3),
+        "tiles": imaging["tiles"],
+        "halo_nm": imaging["halo_nm"],
+        "core_nm": imaging["core_nm"],
+        "runs": [run(one, 1), run(all, workers)],
+        "speedup": round_to(speedup, 3),
+        "parallel_efficiency": round_to(speedup / workers as f64, 3),
+        "same_report": a == b,
+        "same_artifacts": a_hashes == b_hashes,
+        "l2_px": one.report["metrics"]["l2_px"],
+        "pvb_px": one.report["metrics"]["pvb_px"],
+    })
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// The whole bench; the report as JSON.
+async fn bench(opts: &ChipArgs) -> Result<Value, Failure> {
+    let layout = opts.layout.clone().unwrap_or_else(default_layout);
+    let layout = layout.canonicalize().map_err(|e| {
+        (
+            2,
+            format!(
+                "the layout {} was not found ({e}): pass --layout or set RETICLE_DATA_DIR \
+                 to the folder that holds {LAYOUT_FILE}",
+                layout.display()
+            ),
+        )
+    })?;
+    let format = layout_format(&layout).ok_or_else(|| {
+        (
+            2,
+            format!(
+                "{} is not a GDSII or OASIS file (.gds, .oas)",
+                layout.display()
+            ),
+        )
+    })?;
+    let parent = layout.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let (root, temporary) = match &opts.out {
+        Some(dir) => (dir.clone(), false),
+        None => (
+            std::env::temp_dir().join(format!("reticle-bench-chip-{}", std::process::id())),
+            true,
+        ),
+    };
+    std::fs::create_dir_all(&root)
+        .map_err(|e| (2, format!("cannot create {}: {e}", root.display())))?;
+    let runs = Runs {
+        layout,
+        roots: vec![parent.display().to_string()],
+        root: root.clone(),
+        tty: std::io::stderr().is_terminal(),
+    };
+    let result = measure(opts, &runs, format).await;
+    if temporary {
+        let _ = std::fs::remove_dir_all(&root);
+    }
+    result
+}
+
+async fn measure(opts: &ChipArgs, runs: &Runs, format: &str) -> Result<Value, Failure> {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let workers = opts.workers.map_or(cores, usize::from);
+    let load_start = load_average();
+
+    eprintln!("bench chip: one worker");
+    let (one, dispatcher) = pool(1).await?;
+    let bbox = bounding_box(runs, &dispatcher, format).await?;
+    let centre = [(bbox[0] + bbox[2]) / 2.0, (bbox[1] + bbox[3]) / 2.0];
+    let box_1nm = opts.box_1nm.unwrap_or_else(|| {
+        centred_square(centre, if opts.quick { 3.0 } else { opts.side_1nm }, bbox)
+    });
+    let box_4nm = opts
+        .box_4nm
+        .or_else(|| opts.quick.then(|| centred_square(centre, 8.0, bbox)));
+    let window_at = opts.window_at.unwrap_or([
+        um3(centre[0] - PERIOD_UM / 2.0),
+        um3(centre[1] - PERIOD_UM / 2.0),
+    ]);
+    let window_box = [
+        window_at[0],
+        window_at[1],
+        um3(window_at[0] + PERIOD_UM),
+        um3(window_at[1] + PERIOD_UM),
+    ];
+    let repeats = if opts.quick && opts.repeats == 5 {
+        1
+    } else {
+        opts.repeats
+    };
+
+    runs.warm_up(&dispatcher, window_box).await?;
+    let one_1 = runs
+        .run(&dispatcher, "1nm-1w", runs.args(1.0, Some(box_1nm)), true)
+        .await?;
+    let one_4 = runs
+        .run(&dispatcher, "4nm-1w", runs.args(4.0, box_4nm), true)
+        .await?;
+    let (mut window_s, mut tiles_s) = (Vec::new(), Vec::new());
+    let (mut window, mut tiles) = (None, None);
+    for _ in 0..repeats {
+        let w = runs
+            .run(
+                &dispatcher,
+                "window",
+                runs.args(4.0, Some(window_box)),
+                false,
+            )
+            .await?;
+        let t = runs
+            .run(&dispatcher, "tiles", runs.args(4.0, Some(window_box)), true)
+            .await?;
+        window_s.push(w.seconds);
+        tiles_s.push(t.seconds);
+        window = Some(w.report);
+        tiles = Some(t.report);
+    }
+    one.shutdown().await;
+    drop(dispatcher);
+
+    eprintln!("bench chip: pool of {workers} workers");
+    let (all, dispatcher) = pool(workers).await?;
+    runs.warm_up(&dispatcher, window_box).await?;
+    let all_1 = runs
+        .run(&dispatcher, "1nm-pool", runs.args(1.0, Some(box_1nm)), true)
+        .await?;
+    let all_4 = runs
+        .run(&dispatcher, "4nm-pool", runs.args(4.0, box_4nm), true)
+        .await?;
+    all.shutdown().await;
+
+    let throughput = vec![
+        throughput_entry(1.0, &one_1, &all_1, workers),
+        throughput_entry(4.0, &one_4, &all_4, workers),
+    ];
+    let deterministic = throughput
+        .iter()
+        .all(|t| t["same_report"] == json!(true) && t["same_artifacts"] == json!(true));
+    let (window, tiles) = (window.unwrap_or_default(), tiles.unwrap_or_default());
+    let (window_s, tiles_s) = (median(window_s), median(tiles_s));
+    let metric = |r: &Value, k: &str| r["metrics"][k].as_f64().unwrap_or(0.0);
+    let relative = |k: &str| {
+        let w = metric(&window, k);
+        (w > 0.0).then(|| round_to((metric(&tiles, k) - w) / w, 4))
+    };
+    Ok(json!({
+        "layout": runs.layout,
+        "layer": LAYER,
+        "deck": DECK,
+        "cores": cores,
+        "workers": workers,
+        "load_average": {"start": load_start, "end": load_average()},
+        "layout_bbox_um": bbox,
+        "throughput": throughput,
+        "window": {
+            "box_um": window_box,
+            "pixel_nm": 4.0,
+            "repeats": repeats,
+            "runs": [
+                {"tiling": "window", "units": 1, "seconds": round_to(window_s, 6),
+                 "l2_px": window["metrics"]["l2_px"], "pvb_px": window["metrics"]["pvb_px"]},
+                {"tiling": "tiles", "units": tiles["imaging"]["tiles"],
+                 "halo_nm": tiles["imaging"]["halo_nm"], "core_nm": tiles["imaging"]["core_nm"],
+                 "seconds": round_to(tiles_s, 6),
+                 "l2_px": tiles["metrics"]["l2_px"], "pvb_px": tiles["metrics"]["pvb_px"]},
+            ],
+            "tiles_over_window": round_to(tiles_s / window_s.max(1e-9), 3),
+            "l2_relative_difference": relative("l2_px"),
+            "pvb_relative_difference": relative("pvb_px"),
+            "note": "the metrics differ by the halo's error and by the context: the tiled run \
+                     images the layout around the box through its halos, the window images \
+                     the box alone, repeated periodically",
+        },
+        "deterministic": deterministic,
+    }))
+}
+
+/// The report for people.
+fn text(r: &Value) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let f = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
+    let load = |v: &Value| {
+        v.as_f64()
+            .map_or_else(|| "?".to_owned(), |l| format!("{l:.2}"))
+    };
+    let workers = r["workers"].as_u64().unwrap_or(0);
+    let _ = writeln!(
+        s,
+        "reticle bench chip: {}, layer {}, deck {}",
+        r["layout"].as_str().unwrap_or("?"),
+        r["layer"].as_str().unwrap_or("?"),
+        r["deck"].as_str().unwrap_or("?"),
+    );
+    let _ = writeln!(
+        s,
+        "{} cores, pool of {workers} workers; load average {} at the start, {} at the end\n",
+        r["cores"],
+        load(&r["load_average"]["start"]),
+        load(&r["load_average"]["end"]),
+    );
+    let _ = writeln!(
+        s,
+        "throughput (plan + tiles + merge; workers started and warmed before the clock)"
+    );
+    let _ = writeln!(
+        s,
+        "{:<6} {:<34} {:>10} {:>6} {:>8} {:>8} {:>9} {:>7} {:>10}",
+        "pixel",
+        "region µm",
+        "area µm²",
+        "tiles",
+        "workers",
+        "wall s",
+        "µm²/s",
+        "t1/tN",
+        "efficiency"
+    );
+    for t in r["throughput"].as_array().into_iter().flatten() {
+        let region = t["region_um"]
+            .as_array()
+            .map(|b| {
+                b.iter()
+                    .map(|v| format!("{}", f(v)))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default();
+        let region = if t["region_source"] == json!("layer_bbox") {
+            format!("{region} (layer)")
+        } else {
+            region
+        };
+        for (i, run) in t["runs"].as_array().into_iter().flatten().enumerate() {
+            let (ratio, efficiency) = if i == 0 {
+                ("1.00×".to_owned(), String::new())
+            } else {
+                (
+                    format!("{:.2}×", f(&t["speedup"])),
+                    format!("{:.2}", f(&t["parallel_efficiency"])),
+                )
+            };
+            let _ = writeln!(
+                s,
+                "{:<6} {:<34} {:>10.1} {:>6} {:>8} {:>8.2} {:>9.1} {:>7} {:>10}",
+                format!("{} nm", f(&t["pixel_nm"])),
+                if i == 0 { region.as_str() } else { "" },
+                f(&t["area_um2"]),
+                t["tiles"].as_u64().unwrap_or(0),
+                run["workers"].as_u64().unwrap_or(0),
+                f(&run["seconds"]),
+                f(&run["um2_per_s"]),
+                ratio,
+                efficiency,
+            );
+        }
+    }
+    let same: Vec<String> = r["throughput"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            let ok = t["same_report"] == json!(true) && t["same_artifacts"] == json!(true);
+            format!(
+                "{} nm {}",
+                f(&t["pixel_nm"]),
+                if ok { "identical" } else { "DIFFERENT" }
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        s,
+        "determinism, 1 worker against {workers} (report without artifacts, artifact hashes): {}\n",
+        same.join(", ")
+    );
+    let w = &r["window"];
+    let b: Vec<String> = w["box_um"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| format!("{}", f(v)))
+        .collect();
+    let _ = writeln!(
+        s,
+        "tiled against untiled imaging: box {} µm (one model period), 4 nm, median of {} run(s)",
+        b.join(","),
+        w["repeats"],
+    );
+    let _ = writeln!(
+        s,
+        "{:<44} {:>9} {:>8} {:>7} {:>9} {:>9}",
+        "imaging", "units", "wall s", "ratio", "L2 px", "PVB px"
+    );
+    let runs = w["runs"].as_array().cloned().unwrap_or_default();
+    let window_s = runs.first().map_or(f64::NAN, |r| f(&r["seconds"]));
+    for run in &runs {
+        let (name, units) = if run["tiling"] == json!("window") {
+            (
+                "window (periodic, layout outside ignored)".to_owned(),
+                "1 window".to_owned(),
+            )
+        } else {
+            (
+                format!(
+                    "tiles (halo {} nm, core {} nm)",
+                    f(&run["halo_nm"]),
+                    f(&run["core_nm"])
+                ),
+                format!("{} tiles", run["units"]),
+            )
+        };
+        let _ = writeln!(
+            s,
+            "{:<44} {:>9} {:>8.3} {:>6.2}× {:>9} {:>9}",
+            name,
+            units,
+            f(&run["seconds"]),
+            f(&run["seconds"]) / window_s,
+            run["l2_px"].as_u64().unwrap_or(0),
+            run["pvb_px"].as_u64().unwrap_or(0),
+        );
+    }
+    let pct = |v: &Value| {
+        v.as_f64()
+            .map_or_else(|| "-".to_owned(), |d| format!("{:+.1} %", d * 100.0))
+    };
+    let _ = writeln!(
+        s,
+        "tiles against the window: L2 {}, PVB {}; {}",
+        pct(&w["l2_relative_difference"]),
+        pct(&w["pvb_relative_difference"]),
+        w["note"].as_str().unwrap_or(""),
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boxes_and_points_parse_and_squares_clip_to_the_layout() {
+        assert_eq!(parse_box("1,-2,3,4"), Ok([1.0, -2.0, 3.0, 4.0]));
+        assert!(parse_box("3,0,1,4").is_err());
+        assert!(parse_box("1,2,3").is_err());
+        assert_eq!(parse_point("1.5, 2"), Ok([1.5, 2.0]));
+        assert_eq!(
+            centred_square([5.0, 5.0], 4.0, [0.0, 0.0, 6.0, 10.0]),
+            [3.0, 3.0, 6.0, 7.0]
+        );
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+    }
+
+    #[test]
+    fn comparable_reports_ignore_artifact_paths_only() {
+        let a = json!({"metrics": {"l2_px": 1}, "artifacts": {"dir": "/a", "violations": {"path": "/a/v", "sha256": "x"}, "heatmap": {"png": {"path": "/a/h", "sha256": "y"}}}});
+        let mut b = a.clone();
+        b["artifacts"]["dir"] = json!("/b");
+        assert_eq!(comparable(&a), comparable(&b));
+        b["artifacts"]["heatmap"]["png"]["sha256"] = json!("z");
+        assert_ne!(comparable(&a).1, comparable(&b).1);
+        b["metrics"]["l2_px"] = json!(2);
+        assert_ne!(comparable(&a).0, comparable(&b).0);
+    }
+}
