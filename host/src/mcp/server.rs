@@ -209,6 +209,13 @@ impl Server {
             end.reexec_bin = reexec_bin;
             return Ok(end);
         }
+        if reason == StopReason::Eof {
+            // G2: the client is gone, so nobody can poll or wait for a job any more.
+            // Every unfinished job is cancelled now (its task aborted, its worker
+            // killed), not left to die with the process, so its terminal state is
+            // `cancelled` in the event log and the telemetry (D70).
+            self.cancel_every_job("the client disconnected (stdin closed)");
+        }
         let grace = match reason {
             StopReason::Eof => policy.eof_grace,
             StopReason::Signal(_) | StopReason::Reexec => policy.drain,
@@ -231,12 +238,29 @@ impl Server {
             );
             tasks.shutdown().await;
         }
+        if let StopReason::Signal(signal) = reason {
+            // The drain let in-flight requests answer; jobs left running (polled ones)
+            // end with the host: they read `cancelled`, like after a disconnect.
+            self.cancel_every_job(&format!("the host is stopping ({signal})"));
+        }
         Ok(RunEnd {
             reason,
             snapshot: None,
             input: None,
             reexec_bin: None,
         })
+    }
+
+    /// Cancels every unfinished job with `reason` and records it in the event log.
+    fn cancel_every_job(&self, reason: &str) {
+        let cancelled = self.shared.jobs.cancel_all(reason);
+        if !cancelled.is_empty() {
+            tracing::info!(jobs = cancelled.len(), reason, "cancelled unfinished jobs");
+        }
+        self.shared.state.events.record(
+            "session.end",
+            json!({"reason": reason, "cancelled_jobs": cancelled, "jobs": self.shared.jobs.stats()}),
+        );
     }
 
     async fn on_frame(&self, frame: Frame, tasks: &mut JoinSet<()>) {
