@@ -109,3 +109,160 @@ async def test_g2_a_polled_job_is_cancelled_and_its_worker_killed_when_the_clien
     assert telemetry["jobs"]["cancelled"] == 1, telemetry["jobs"]
     assert telemetry["jobs"]["completed"] == 0, telemetry["jobs"]
     assert telemetry["jobs"]["by_status"].get("running", 0) == 0, telemetry["jobs"]
+
+
+# ---------------------------------------------------------------------------------------
+# Item 1: `null` means "use the default" (seed 002).
+
+
+def optional_properties(schema: dict, path: str = ""):
+    """(path, property schema) of every optional property, at every depth."""
+    required = set(schema.get("required", []))
+    for name, prop in schema.get("properties", {}).items():
+        if name not in required:
+            yield f"{path}/{name}", prop
+        yield from optional_properties(prop, f"{path}/{name}")
+
+
+def admits_null(prop: dict) -> bool:
+    types = prop.get("type")
+    if types == "null" or (isinstance(types, list) and "null" in types):
+        return "enum" not in prop or None in prop["enum"]
+    if "enum" in prop:
+        return None in prop["enum"]
+    return any(admits_null(p) for p in prop.get("anyOf", []))
+
+
+async def test_null_is_the_default_for_every_optional_field_and_the_schemas_say_so(reticle_bin, server_env):
+    with anyio.fail_after(120):
+        async with Client(params(reticle_bin, server_env), mode="auto") as client:
+            tools = (await client.list_tools()).tools
+            checked = 0
+            for tool in tools:
+                assert "null" in tool.input_schema["description"], tool.name
+                for path, prop in optional_properties(tool.input_schema):
+                    assert admits_null(prop), f"{tool.name}{path} does not admit null: {prop}"
+                    checked += 1
+            assert checked > 50, checked
+            # Every tool that can be called without arguments accepts all its optional
+            # fields as null, and answers as it does without them.
+            for tool in tools:
+                if tool.input_schema.get("required") or tool.name in ("health", "telemetry"):
+                    continue
+                nulls = {name: None for name in tool.input_schema.get("properties", {})}
+                with_nulls = await client.call_tool(tool.name, nulls)
+                bare = await client.call_tool(tool.name, {})
+                assert with_nulls.is_error == bare.is_error, (tool.name, with_nulls.content[0].text)
+                if with_nulls.is_error:
+                    # The same (semantic) answer as without the fields, never a schema one.
+                    error = with_nulls.structured_content["error"]
+                    assert error == bare.structured_content["error"], tool.name
+                    assert "errors" not in (error.get("details") or {}), (tool.name, error)
+                checked_calls = True
+            health = await client.call_tool("health", {"render": None, "detail": None})
+            assert not health.is_error and health.structured_content["status"] == "ok"
+            # The issue's case: evaluate with "cell": null and every other optional null.
+            args = {"layout": str(LAYOUT), "deck": "iccad13_m1"}
+            spec = next(t for t in tools if t.name == "evaluate").input_schema
+            nulls = {name: None for name in spec["properties"] if name not in args}
+            plain = await client.call_tool("evaluate", {**args, "report_level": "detailed", "wait": True})
+            nulled = await client.call_tool(
+                "evaluate", {**nulls, **args, "report_level": "detailed", "wait": True, "limits": {"max_violations": None}}
+            )
+            assert not nulled.is_error, nulled.content[0].text
+            a, b = plain.structured_content, nulled.structured_content
+            assert a["counts"] == b["counts"] and a["metrics"] == b["metrics"]
+            assert [v["violation_id"] for v in a["violations"]] == [v["violation_id"] for v in b["violations"]]
+            # No default for a required field: null stays an error, and so does an unknown one.
+            required_null = await client.call_tool("evaluate", {**args, "layout": None})
+            assert required_null.is_error
+            assert required_null.structured_content["error"]["code"] == "INVALID_INPUT"
+            typo = await client.call_tool("evaluate", {**args, "cel": None})
+            assert typo.is_error and "cel" in json.dumps(typo.structured_content["error"]["details"])
+
+
+# ---------------------------------------------------------------------------------------
+# Item 2: detail is honoured everywhere.
+
+
+async def test_detail_concise_is_a_bounded_summary_in_both_renderings(reticle_bin, server_env):
+    with anyio.fail_after(120):
+        async with Client(params(reticle_bin, server_env), mode="auto") as client:
+            args = {"layout": str(LAYOUT), "deck": "iccad13_m1", "report_level": "detailed", "wait": True}
+            texts = {}
+            for render in ("json", "porcelain"):
+                for detail in ("concise", "full"):
+                    result = await client.call_tool("evaluate", {**args, "render": render, "detail": detail})
+                    assert not result.is_error, result.content[0].text
+                    texts[render, detail] = (result.content[0].text, result.structured_content)
+            full_text, payload = texts["json", "full"]
+            assert json.loads(full_text) == payload
+            assert len(payload["violations"]) > 3, "the fixture should report a few violations"
+            concise_text, concise_payload = texts["json", "concise"]
+            # structuredContent stays the whole payload (another job: ids and timings differ).
+            assert concise_payload["counts"] == payload["counts"]
+            assert len(concise_payload["violations"]) == len(payload["violations"])
+            assert len(concise_text) <= 4096 < len(full_text), (len(concise_text), len(full_text))
+            summary = json.loads(concise_text)
+            assert summary["metrics"] == payload["metrics"]
+            for key, value in payload["counts"].items():
+                if not isinstance(value, list):
+                    assert summary["counts"][key] == value, key
+            assert summary["schema_version"] == payload["schema_version"]
+            assert summary["omitted"]["/violations"].endswith(f"of {len(payload['violations'])} items shown")
+            assert "detail=full" in summary["more"]
+            porcelain_concise = texts["porcelain", "concise"][0].splitlines()
+            porcelain_full = texts["porcelain", "full"][0].splitlines()
+            assert len(porcelain_concise) <= 60
+            canonical = [v for v in payload["violations"] if v["dedup_strategy"] == "canonical"]
+            listed = [line for line in porcelain_full if line.startswith("  ") and " at [" in line]
+            assert len(listed) == len(canonical)
+            listed_concise = [line for line in porcelain_concise if line.startswith("  ") and " at [" in line]
+            assert len(listed_concise) == min(10, len(canonical))
+            if len(canonical) > 10:
+                assert any(f"{len(canonical) - 10} more canonical" in line for line in porcelain_concise)
+            # A tool without a bespoke renderer: concise JSON is a summary too.
+            tel_full = await client.call_tool("telemetry", {"render": "json", "detail": "full"})
+            tel_concise = await client.call_tool("telemetry", {"render": "json", "detail": "concise"})
+            assert len(tel_concise.content[0].text) <= 4096
+            assert json.loads(tel_full.content[0].text) == tel_full.structured_content
+
+
+# ---------------------------------------------------------------------------------------
+# Item 3: output schemas describe the finished payload, and every answer matches.
+
+
+async def test_job_tool_output_schemas_describe_the_finished_payload(reticle_bin, server_env):
+    import jsonschema
+
+    with anyio.fail_after(180):
+        async with Client(params(reticle_bin, server_env), mode="auto") as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            for name in ("evaluate", "simulate", "optimize"):
+                schema = tools[name].output_schema
+                result = schema["$defs"]["result"]
+                for field in result["required"]:
+                    assert field in schema["properties"], f"{name}: {field} not at the top level"
+            schema = tools["evaluate"].output_schema
+
+            def check(instance, ref):
+                jsonschema.validate(instance, {"$defs": schema["$defs"], "$ref": f"#/$defs/{ref}"})
+
+            args = {"layout": str(LAYOUT), "deck": "iccad13_m1", "report_level": "detailed"}
+            waited = await client.call_tool("evaluate", {**args, "wait": True, "render": "json"})
+            check(waited.structured_content, "finished")
+            assert waited.structured_content["status"] == "completed"
+            started = await client.call_tool("evaluate", {**args, "render": "json"})
+            check(started.structured_content, "job_started")
+            job_id = started.structured_content["job_id"]
+            while True:
+                polled = await client.call_tool("poll", {"job_id": job_id, "render": "json"})
+                if polled.structured_content["status"] not in ("queued", "running"):
+                    break
+                await anyio.sleep(0.05)
+            check(polled.structured_content["result"], "result")
+            # A finished payload that lost a required field does not pass the schema.
+            broken = dict(waited.structured_content)
+            del broken["counts"]
+            with pytest.raises(jsonschema.ValidationError):
+                check(broken, "finished")

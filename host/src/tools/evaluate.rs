@@ -182,6 +182,16 @@ pub fn imaging(args: &Map<String, Value>) -> Imaging {
 /// One line per rule with violations, for people (porcelain and `reticle eval --format=table`).
 #[must_use]
 pub fn table(payload: &Value) -> String {
+    table_limited(payload, usize::MAX)
+}
+
+/// Canonical violations a concise porcelain lists (the rest are counted).
+pub const CONCISE_CANONICAL: usize = 10;
+
+/// [`table`] listing at most `max_canonical` canonical violations, then a line counting
+/// the rest and saying where they are.
+#[must_use]
+pub fn table_limited(payload: &Value, max_canonical: usize) -> String {
     let m = &payload["metrics"];
     let mut text = format!(
         "{} on {} ({} {}): L2={} px PVB={} px EPE {}/{} (mean |EPE| {} nm, max {} nm) MRC pass {} DRC pass {}\n",
@@ -222,8 +232,20 @@ pub fn table(payload: &Value) -> String {
             rule["records"],
         ));
     }
-    for v in payload["violations"].as_array().into_iter().flatten() {
-        if v["dedup_strategy"] == "canonical" {
+    let canonical = payload["violations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v["dedup_strategy"] == "canonical");
+    let mut listed = 0;
+    let mut unlisted = 0;
+    for v in canonical {
+        if listed == max_canonical {
+            unlisted += 1;
+            continue;
+        }
+        listed += 1;
+        {
             text.push_str(&format!(
                 "  {} {} at {} measured {} {} (group {})\n",
                 v["severity"].as_str().unwrap_or("?"),
@@ -234,6 +256,11 @@ pub fn table(payload: &Value) -> String {
                 v["violation_group_id"].as_str().unwrap_or("?"),
             ));
         }
+    }
+    if unlisted > 0 {
+        text.push_str(&format!(
+            "… {unlisted} more canonical violation(s) not listed: detail=full, render=json or violations(job_id)\n"
+        ));
     }
     if payload["truncation"]["truncated"] == true {
         text.push_str(&format!(
@@ -272,11 +299,15 @@ pub fn table(payload: &Value) -> String {
     text
 }
 
-fn porcelain(payload: &Value, _detail: Detail) -> String {
+fn porcelain(payload: &Value, detail: Detail) -> String {
+    let max_canonical = match detail {
+        Detail::Concise => CONCISE_CANONICAL,
+        Detail::Full => usize::MAX,
+    };
     format!(
         "{} {}: {}",
         payload["job_id"].as_str().unwrap_or("?"),
         payload["status"].as_str().unwrap_or("?"),
-        table(payload)
+        table_limited(payload, max_canonical)
     )
 }

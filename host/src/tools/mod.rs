@@ -14,6 +14,7 @@ mod health;
 mod jobs;
 mod layout;
 pub mod normalize;
+pub mod nullable;
 mod optimize;
 pub mod output;
 mod populate;

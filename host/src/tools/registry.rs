@@ -112,6 +112,8 @@ impl Tool {
         Fut: Future<Output = Result<O, ToolError>> + Send + 'static,
         O: Into<ToolOutput>,
     {
+        // Published (and validated) as seed 002 says: optional fields admit `null`.
+        let input_schema = super::nullable::publish(&input_schema);
         let compile = |schema: &Value, which: &str| {
             jsonschema::validator_for(schema)
                 .unwrap_or_else(|e| panic!("{}.{which}.json is not a valid schema: {e}", def.name))
@@ -398,12 +400,12 @@ mod tests {
             assert_eq!(schema["additionalProperties"], false, "{name}");
             assert_eq!(
                 schema["properties"]["render"]["enum"],
-                json!(["porcelain", "json"]),
+                json!(["porcelain", "json", null]),
                 "{name}"
             );
             assert_eq!(
                 schema["properties"]["detail"]["enum"],
-                json!(["concise", "full"]),
+                json!(["concise", "full", null]),
                 "{name}"
             );
         }
