@@ -266,3 +266,87 @@ async def test_job_tool_output_schemas_describe_the_finished_payload(reticle_bin
             del broken["counts"]
             with pytest.raises(jsonschema.ValidationError):
                 check(broken, "finished")
+
+
+# ---------------------------------------------------------------------------------------
+# Item 5: seed 000 §2/§3 fields as the seed defines them.
+
+
+def seed_group_id(record: dict) -> str:
+    """Seed 000 §2b's recipe, from the record's own fields (the bytes D23/D74 document)."""
+    import hashlib
+    import struct
+
+    p = record["dedup_provenance"]
+    x_nm, y_nm = p["canonical_location_nm"]
+    data = (
+        p["rule_deck_hash"].encode()
+        + b"\0"
+        + struct.pack("<dqq", p["radius_nm"], round(x_nm * 1000), round(y_nm * 1000))
+        + record["rule_id"].encode()
+        + b"\0"
+        + record["layer"].encode()
+    )
+    return hashlib.blake2b(data).hexdigest()[:16]
+
+
+async def test_seed_000_fields_group_ids_metric_names_and_the_capability_matrix(
+    reticle_bin, server_env, tmp_path
+):
+    deck = tmp_path / "printed_enclosure_only.json"
+    deck.write_text(json.dumps({
+        "name": "printed-enclosure-only", "version": "1.0.0",
+        "layers": {"M1": "1/0", "M2": "2/0"},
+        "defaults": {"severity": "error", "applies_to": "printed", "dedup_radius_nm": 0},
+        "rules": [{"id": "M1.EN.M2", "kind": "enclosure", "layer": "M1", "other_layer": "M2", "value": 5}],
+    }))
+    server_env["RETICLE_ALLOWED_ROOTS"] += f":{tmp_path}"
+    with anyio.fail_after(180):
+        async with Client(params(reticle_bin, server_env), mode="auto") as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            caps = tools["evaluate"].meta["capabilities"]
+            matrix = caps["engine_paths"]
+            assert set(caps["detailed_values"]) == {"single_pass", "rerun_required", "conditional", "unsupported"}
+            values = {entry["detailed"] for entry in matrix.values()}
+            assert {"conditional", "unsupported"} <= values, matrix
+            for name, entry in matrix.items():
+                assert entry["detailed"] in caps["detailed_values"], name
+                if entry["detailed"] == "conditional":
+                    assert entry["precondition"]["signaled_via"], name
+            emitted = set()
+            runs = [
+                {"layout": str(LAYOUT), "deck": "iccad13_m1"},
+                {"layout": str(ROOT / "fixtures/layouts/acceptance_100x4tiles.gds"),
+                 "deck": str(ROOT / "fixtures/decks/acceptance_width.json"), "pixel_nm": 8},
+                {"layout": str(LAYOUT), "deck": str(deck), "layer": "1/0", "pixel_nm": 8},
+            ]
+            reports = []
+            for args in runs:
+                result = await client.call_tool("evaluate", {**args, "wait": True, "render": "json"})
+                assert not result.is_error, result.content[0].text
+                reports.append(result.structured_content)
+                emitted |= {rule["engine_path"] for rule in result.structured_content["counts"]["by_rule"]}
+            assert emitted - set(matrix) == set(), f"engine paths outside the matrix: {emitted - set(matrix)}"
+            assert "enclosure.printed" in emitted and len(emitted) >= 4, emitted
+            # The seed's metric names, beside the nested ones.
+            metrics = reports[0]["metrics"]
+            assert metrics["epe_mean_nm"] == metrics["epe"]["mean_abs_nm"] and metrics["epe_mean_nm"] > 0
+            assert metrics["epe_max_nm"] == metrics["epe"]["max_abs_nm"] and metrics["epe_max_nm"] > 0
+            # Group ids re-derive from each record's own fields with the seed's recipe.
+            for args in runs[:2]:
+                detailed = await client.call_tool(
+                    "evaluate", {**args, "report_level": "detailed", "wait": True, "render": "json"}
+                )
+                records = detailed.structured_content["violations"]
+                assert len(records) > 3
+                for record in records:
+                    assert record["violation_group_id"] == seed_group_id(record), record["violation_id"]
+            # Detailed where the matrix says unsupported (every rule on such a path).
+            unsupported = await client.call_tool(
+                "evaluate", {**runs[2], "report_level": "detailed", "wait": True, "render": "json"}
+            )
+            assert unsupported.is_error, unsupported.content[0].text
+            error = unsupported.structured_content["error"]
+            assert error["code"] == "REPORT_LEVEL_UNSUPPORTED", error
+            assert error["details"]["rules"] == [{"rule_id": "M1.EN.M2", "engine_path": "enclosure.printed"}]
+            assert matrix["enclosure.printed"]["detailed"] == "unsupported"

@@ -7,6 +7,7 @@
 //! once unless the call waits. `reticle eval` runs the same ops (G3).
 
 use libmcp::ReplayContract;
+use reticle_protocol::capabilities::{DetailSupport, ENGINE_PATHS};
 use serde_json::{Map, Value, json};
 
 use super::worker_job::{JobExtras, run_op_with, run_tiled, take_wait};
@@ -22,15 +23,11 @@ pub fn capabilities() -> Value {
     json!({
         "schema_version": reticle_protocol::SCHEMA_VERSION,
         "report_levels": ["aggregate", "detailed"],
-        "engine_paths": {
-            "mrc.standard": {"detailed": "single_pass"},
-            "drc.printed_contour": {"detailed": "single_pass"},
-            "epe.gauge": {"detailed": "single_pass"},
-            "pvband.3corner": {"detailed": "single_pass"},
-            "enclosure.mask": {"detailed": "single_pass"},
-            "enclosure.printed": {"detailed": "unsupported"},
-            "euv.stochastic": {"detailed": "unsupported"},
-        },
+        "engine_paths": engine_paths(),
+        "detailed_values": DetailSupport::ALL
+            .iter()
+            .map(|v| (v.as_str().to_owned(), json!(v.meaning())))
+            .collect::<Map<String, Value>>(),
         "max_violations_per_response": 100_000,
         "limits": {
             "max_violations_default": 10_000,
@@ -58,6 +55,24 @@ pub fn capabilities() -> Value {
             "paging_tool": "violations",
         },
     })
+}
+
+/// `engine_paths` of the matrix, from [`reticle_protocol::capabilities::ENGINE_PATHS`]
+/// (the table the evaluation reads too): a `conditional` path carries its precondition.
+fn engine_paths() -> Value {
+    let mut paths = Map::new();
+    for path in ENGINE_PATHS {
+        let mut entry = json!({"detailed": path.detailed.as_str(), "note": path.note});
+        if path.detailed == DetailSupport::Conditional {
+            entry["precondition"] = json!({
+                "violation_count_max": "limits.max_violations (default 10000, at most 100000)",
+                "on_exceeded": "limits.on_exceeded: truncate (default: the first records) or degrade_to_aggregate (none)",
+                "signaled_via": "truncation.truncated: true, or degraded_to_aggregate: true on the response",
+            });
+        }
+        paths.insert(path.name.to_owned(), entry);
+    }
+    Value::Object(paths)
 }
 
 pub(super) fn tool() -> Tool {
