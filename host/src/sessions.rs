@@ -512,6 +512,27 @@ impl Sessions {
             .collect()
     }
 
+    /// The `state_after` of a tool that changed session `id` (seed 002: what the state
+    /// is after the call, without another round trip): whether it is open, its layout,
+    /// top cell, view and DRC runs, and how many sessions are live. Does not mark the
+    /// session used.
+    pub fn state(&self, id: &str) -> Value {
+        let inner = self.inner();
+        let live = inner.live.len();
+        match inner.live.get(id) {
+            Some(s) => json!({
+                "session_id": id,
+                "open": true,
+                "layout": s.info.layout_ref(),
+                "top_cell": s.info.top_cell,
+                "view": s.info.view,
+                "drc_runs": s.drc_runs.iter().collect::<Vec<_>>(),
+                "live_sessions": live,
+            }),
+            None => json!({"session_id": id, "open": false, "live_sessions": live}),
+        }
+    }
+
     /// Stores the session's view.
     pub fn set_view(&self, id: &str, view: Value) {
         if let Some(s) = self.inner().live.get_mut(id) {

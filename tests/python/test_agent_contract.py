@@ -350,3 +350,46 @@ async def test_seed_000_fields_group_ids_metric_names_and_the_capability_matrix(
             assert error["code"] == "REPORT_LEVEL_UNSUPPORTED", error
             assert error["details"]["rules"] == [{"rule_id": "M1.EN.M2", "engine_path": "enclosure.printed"}]
             assert matrix["enclosure.printed"]["detailed"] == "unsupported"
+
+
+# ---------------------------------------------------------------------------------------
+# Item 6: state_after on every tool that changes state (seed 002).
+
+DEMO_GDS = ROOT / "fixtures" / "layouts" / "observer_demo.gds"
+DRC_DECK = ROOT / "fixtures" / "decks" / "width_space.drc"
+
+
+async def test_state_after_on_every_state_changing_tool(reticle_bin, server_env):
+    with anyio.fail_after(120):
+        async with Client(params(reticle_bin, server_env), mode="auto") as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            for name in ("set_view", "close_session", "cancel", "run_drc_script", "optimize"):
+                schema = tools[name].output_schema
+                required = schema["required"] if name != "optimize" else schema["$defs"]["result"]["required"]
+                assert "state_after" in required, name
+
+            async def call(name, args):
+                result = await client.call_tool(name, {**args, "render": "json"})
+                assert not result.is_error, (name, result.content[0].text)
+                return result.structured_content
+
+            sid = (await call("open_layout", {"path": str(DEMO_GDS)}))["session_id"]
+            view = await call("set_view", {"session_id": sid, "box": {"left": 0.0, "bottom": -5.0, "right": 40.0, "top": 5.0}})
+            state = view["state_after"]
+            assert state["open"] is True and state["session_id"] == sid
+            assert state["view"] == view["view"] and state["live_sessions"] == 1
+            assert state["drc_runs"] == []
+            run = await call("run_drc_script", {"session_id": sid, "script_path": str(DRC_DECK)})
+            assert run["state_after"]["drc_runs"] == [run["run_id"]], run["state_after"]
+            assert run["state_after"]["view"] == view["view"]
+            closed = await call("close_session", {"session_id": sid})
+            assert closed["closed"] is True
+            assert closed["state_after"] == {"session_id": sid, "open": False, "live_sessions": 0}
+            # cancel: the job and the table after the call.
+            started = await call("simulate", {"layout": str(LAYOUT), "pixel_nm": 0.5})
+            cancelled = await call("cancel", {"job_id": started["job_id"]})
+            after = cancelled["state_after"]
+            assert after["job_id"] == started["job_id"] and after["status"] == "cancelled"
+            assert after["cancel_reason"] == "cancel tool"
+            assert after["jobs_by_status"].get("cancelled") == 1, after
+            assert after["jobs_by_status"].get("running", 0) == 0, after

@@ -281,6 +281,7 @@ async fn close_session(ctx: ToolContext, args: Map<String, Value>) -> PayloadRes
         "session_id": id,
         "closed": closed,
         "artifact_dir_deleted": deleted,
+        "state_after": ctx.state.sessions.state(id),
     }))
 }
 
@@ -400,7 +401,10 @@ async fn set_view(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     });
     let view = run_op(&ctx, "layout.set_view", op, None).await?;
     ctx.state.sessions.set_view(&s.id, view.clone());
-    Ok(json!({"schema_version": SCHEMA_VERSION, "session_id": s.id, "view": view}))
+    Ok(
+        json!({"schema_version": SCHEMA_VERSION, "session_id": s.id, "view": view,
+              "state_after": ctx.state.sessions.state(&s.id)}),
+    )
 }
 
 async fn render_view(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
