@@ -393,3 +393,34 @@ async def test_state_after_on_every_state_changing_tool(reticle_bin, server_env)
             assert after["cancel_reason"] == "cancel tool"
             assert after["jobs_by_status"].get("cancelled") == 1, after
             assert after["jobs_by_status"].get("running", 0) == 0, after
+
+
+# ---------------------------------------------------------------------------------------
+# Item 8: bounded lists everywhere (seed 003).
+
+
+async def test_list_cells_and_list_layers_are_bounded_with_truncation_metadata(reticle_bin, server_env):
+    with anyio.fail_after(120):
+        async with Client(params(reticle_bin, server_env), mode="auto") as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert "max_cells" in tools["list_cells"].input_schema["properties"]
+            assert "max_layers" in tools["list_layers"].input_schema["properties"]
+
+            async def call(name, args):
+                return await client.call_tool(name, {**args, "render": "json"})
+
+            sid = (await call("open_layout", {"path": str(DEMO_GDS)})).structured_content["session_id"]
+            for tool, what in (("list_cells", "cells"), ("list_layers", "layers")):
+                whole = (await call(tool, {"session_id": sid})).structured_content
+                total = len(whole[what])
+                assert total >= 2, whole
+                assert whole["truncation"] == {
+                    f"{what}_dropped": 0, "truncated": False, "returned": total, "total": total, f"max_{what}": 1000,
+                }
+                cut = (await call(tool, {"session_id": sid, f"max_{what}": 1})).structured_content
+                assert cut[what] == whole[what][:1]
+                assert cut["truncation"][f"{what}_dropped"] == total - 1
+                assert cut["truncation"]["truncated"] is True and cut["truncation"]["returned"] == 1
+                over = await call(tool, {"session_id": sid, f"max_{what}": 10_001})
+                assert over.is_error
+                assert over.structured_content["error"]["code"] == "TOOL_LIMIT_EXCEEDED", over.structured_content

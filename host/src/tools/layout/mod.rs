@@ -57,7 +57,8 @@ pub(super) fn tools() -> Vec<Tool> {
             description: "Lists the session layout's cells sorted by name, each with is_top, \
                           bounding box (um and dbu), child instance count and own shape count. \
                           With max_depth, only cells the session's top cell reaches within that \
-                          many levels (0 = the top cell alone).",
+                          many levels (0 = the top cell alone). At most max_cells (default \
+                          1000) cells; truncation says how many were left out.",
             replay: ReplayContract::Convergent,
             read_only: true,
             handler: list_cells,
@@ -78,7 +79,9 @@ pub(super) fn tools() -> Vec<Tool> {
             name: "list_layers",
             title: "List layers",
             description: "Lists the layout's layers sorted by layer then datatype, with names \
-                          (OASIS) and the number of shapes each has in the flattened top cell.",
+                          (OASIS) and the number of shapes each has in the flattened top cell. \
+                          At most max_layers (default 1000); truncation says how many were left \
+                          out.",
             replay: ReplayContract::Convergent,
             read_only: true,
             handler: list_layers,
@@ -291,6 +294,9 @@ async fn list_cells(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult
     if let Some(d) = args.get("max_depth") {
         op["max_depth"] = d.clone();
     }
+    if let Some(max) = args.get("max_cells") {
+        op["max_cells"] = max.clone();
+    }
     let out = run_op(&ctx, "layout.list_cells", op, None).await?;
     Ok(with_session(&s.id, out))
 }
@@ -311,7 +317,10 @@ async fn describe_cell(ctx: ToolContext, args: Map<String, Value>) -> PayloadRes
 
 async fn list_layers(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     let s = session(&ctx, &args)?;
-    let op = json!({"layout": s.layout_ref(), "cell": s.top_cell});
+    let mut op = json!({"layout": s.layout_ref(), "cell": s.top_cell});
+    if let Some(max) = args.get("max_layers") {
+        op["max_layers"] = max.clone();
+    }
     let out = run_op(&ctx, "layout.list_layers", op, None).await?;
     Ok(with_session(&s.id, out))
 }
