@@ -424,3 +424,46 @@ async def test_list_cells_and_list_layers_are_bounded_with_truncation_metadata(r
                 over = await call(tool, {"session_id": sid, f"max_{what}": 10_001})
                 assert over.is_error
                 assert over.structured_content["error"]["code"] == "TOOL_LIMIT_EXCEEDED", over.structured_content
+
+
+# ---------------------------------------------------------------------------------------
+# Item 9: SIGTERM with work in flight (seed 001: finish the in-flight request, then exit).
+
+
+async def test_sigterm_while_a_request_runs_answers_it_then_exits_zero(reticle_bin, server_env, tmp_path):
+    status_file = tmp_path / "exit_status"
+    # A shell in front of the host records its exit status (the SDK keeps the process).
+    wrapper = StdioServerParameters(
+        command="/bin/sh",
+        args=["-c", f'"{reticle_bin}" serve; echo $? > "{status_file}"'],
+        env=server_env,
+    )
+    with anyio.fail_after(120):
+        async with Client(wrapper, mode="auto") as client:
+            health = await client.call_tool("health", {"render": "json"})
+            host_pid = health.structured_content["server"]["pid"]
+            answer = {}
+
+            async def long_call():
+                # 4096×4096 pixels, waited: seconds of work in one request.
+                answer["result"] = await client.call_tool(
+                    "simulate", {"layout": str(LAYOUT), "pixel_nm": 0.5, "wait": True, "render": "json"}
+                )
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(long_call)
+                await busy_worker_pid(client)
+                signalled = time.monotonic()
+                os.kill(host_pid, signal.SIGTERM)
+            took = time.monotonic() - signalled
+            result = answer["result"]
+            assert not result.is_error, result.content[0].text
+            assert result.structured_content["status"] == "completed", result.structured_content
+            assert result.structured_content["grid"], result.structured_content
+            # The host exits once the request is answered.
+            deadline = time.monotonic() + 10
+            while not status_file.exists() and time.monotonic() < deadline:
+                await anyio.sleep(0.02)
+            assert status_file.read_text().strip() == "0", status_file.read_text()
+            assert not alive(host_pid)
+            assert took > 0.1, f"the call finished {took:.2f} s after SIGTERM: was it in flight?"
