@@ -467,3 +467,38 @@ async def test_sigterm_while_a_request_runs_answers_it_then_exits_zero(reticle_b
             assert status_file.read_text().strip() == "0", status_file.read_text()
             assert not alive(host_pid)
             assert took > 0.1, f"the call finished {took:.2f} s after SIGTERM: was it in flight?"
+
+
+# ---------------------------------------------------------------------------------------
+# Item 7: replay as seed 004 defines it (retries counted for layout ops too).
+
+HUGE_ARRAY = ROOT / "fixtures" / "layouts" / "observer_huge_array.gds"
+
+
+async def test_a_layout_op_replayed_after_its_worker_died_counts_in_telemetry_retries(reticle_bin, server_env):
+    with anyio.fail_after(120):
+        async with Client(params(reticle_bin, server_env), mode="auto") as client:
+            opened = await client.call_tool("open_layout", {"path": str(HUGE_ARRAY), "render": "json"})
+            sid = opened.structured_content["session_id"]
+            answer = {}
+
+            async def render():
+                # A render of a million-placement array: about a second of work.
+                answer["result"] = await client.call_tool(
+                    "render_view", {"session_id": sid, "image_size": {"width": 400, "height": 400}, "render": "json"}
+                )
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(render)
+                pid = await busy_worker_pid(client)
+                os.kill(pid, signal.SIGKILL)
+            result = answer["result"]
+            assert not result.is_error, result.content[0].text
+            assert pathlib.Path(result.structured_content["image"]["path"]).is_file()
+            telemetry = (await client.call_tool("telemetry", {"render": "json"})).structured_content
+            assert telemetry["totals"]["retries"] == 1, telemetry["totals"]
+            assert telemetry["dispatch"]["replays"] == 1, telemetry["dispatch"]
+            methods = {m["method"]: m for m in telemetry["methods"]}
+            assert methods["tools/call:render_view"]["retries"] == 1, methods["tools/call:render_view"]
+            assert methods["tools/call:open_layout"]["retries"] == 0
+            assert telemetry["journal"]["replays"] >= 1, telemetry["journal"]

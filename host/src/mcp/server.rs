@@ -130,6 +130,9 @@ impl Server {
     ) -> Self {
         let events = Arc::clone(&state.events);
         let dispatcher = Dispatcher::new(Arc::new(LocalPool::new(Arc::clone(&workers))));
+        let journal = Journal::new();
+        let replays = Arc::clone(&state);
+        journal.on_replay(move |method| replays.record_replay(method));
         Self {
             shared: ToolShared {
                 jobs: Jobs::with_events(job_ttl, events),
@@ -141,7 +144,7 @@ impl Server {
             tools: Arc::new(tools),
             session: Arc::default(),
             in_flight: Arc::default(),
-            journal: Journal::new(),
+            journal,
             task_watches: Arc::default(),
         }
     }
