@@ -502,3 +502,40 @@ async def test_a_layout_op_replayed_after_its_worker_died_counts_in_telemetry_re
             assert methods["tools/call:render_view"]["retries"] == 1, methods["tools/call:render_view"]
             assert methods["tools/call:open_layout"]["retries"] == 0
             assert telemetry["journal"]["replays"] >= 1, telemetry["journal"]
+
+
+async def test_close_session_interrupted_by_a_reexec_completes_from_its_probe(reticle_bin, server_env):
+    """close_session is ProbeRequired: the new image probes, sees the close happened, and
+    answers it from the probe instead of failing with an unknown outcome or closing again."""
+    env = dict(server_env, RETICLE_DEBUG_TOOLS="1", RETICLE_DEBUG_ANSWER_DELAY="close_session:8000")
+    with anyio.fail_after(120):
+        async with Client(params(reticle_bin, env), mode="auto") as client:
+            opened = (await client.call_tool("open_layout", {"path": str(DEMO_GDS), "render": "json"})).structured_content
+            sid, artifacts = opened["session_id"], pathlib.Path(opened["artifact_root"])
+            assert artifacts.is_dir()
+            answer = {}
+
+            async def close():
+                answer["result"] = await client.call_tool("close_session", {"session_id": sid, "render": "json"})
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(close)
+                # The close takes effect at once; its answer is held (the debug delay).
+                for _ in range(500):
+                    if not artifacts.exists():
+                        break
+                    await anyio.sleep(0.01)
+                assert not artifacts.exists(), "the close did not take effect"
+                reexec = await anyio.run_process([reticle_bin, "ctl", "reexec"], env=env, check=False)
+                assert reexec.returncode == 0, reexec.stderr
+            result = answer["result"]
+            assert not result.is_error, result.content[0].text
+            closed = result.structured_content
+            assert closed["closed"] is True and closed["artifact_dir_deleted"] is True, closed
+            assert closed["state_after"] == {"session_id": sid, "open": False, "live_sessions": 0}
+            health = (await client.call_tool("health", {"render": "json"})).structured_content
+            assert health["server"]["reexecs"] == 1
+            journal = (await client.call_tool("telemetry", {"render": "json"})).structured_content["journal"]
+            assert journal["probes"] == 1 and journal["completed_from_probe"] == 1, journal
+    probes = [r for r in events(pathlib.Path(server_env["RETICLE_LOG_DIR"])) if r["event"] == "request.probe"]
+    assert [(p["evidence"], p["decision"]) for p in probes] == [("AlreadyCompleted", "CompleteFromProbe")], probes

@@ -18,7 +18,8 @@ use libmcp::ReplayContract;
 use reticle_protocol::{ErrorCode, SCHEMA_VERSION, ToolError};
 use serde_json::{Map, Value, json};
 
-use super::{PayloadResult, Tool, ToolContext, ToolDef};
+use super::{PayloadResult, Tool, ToolContext, ToolDef, ToolShared};
+use crate::dispatch::ProbeOutcome;
 use crate::dispatch::Unit;
 use crate::sessions::{SessionInfo, write_artifact};
 /// Default `render_view` image size (seed 003's example).
@@ -50,7 +51,8 @@ pub(super) fn tools() -> Vec<Tool> {
             read_only: false,
             handler: close_session,
             porcelain: None,
-        }),
+        })
+        .with_probe(close_session_probe),
         Tool::new(ToolDef {
             name: "list_cells",
             title: "List cells",
@@ -285,6 +287,30 @@ async fn close_session(ctx: ToolContext, args: Map<String, Value>) -> PayloadRes
         "closed": closed,
         "artifact_dir_deleted": deleted,
         "state_after": ctx.state.sessions.state(id),
+    }))
+}
+
+/// The probe of `close_session` (ProbeRequired, seed 004): after a call was interrupted
+/// (a reexec took it in flight), did its close take effect? A session this host (or the
+/// image before) closed: yes, and this is the call's answer. A live session: no, closing
+/// it again is safe. An id never known: running the call again answers `closed: false`,
+/// the right answer, so that is safe too.
+pub(crate) fn close_session_probe(shared: &ToolShared, args: &Map<String, Value>) -> ProbeOutcome {
+    let sessions = &shared.state.sessions;
+    let id = str_arg(args, "session_id");
+    if sessions.is_live(id) || !sessions.was_closed(id) {
+        return ProbeOutcome::SafeToReplay;
+    }
+    let deleted = sessions
+        .root()
+        .map(|root| !root.join("sessions").join(id).exists())
+        .unwrap_or(true);
+    ProbeOutcome::AlreadyCompleted(json!({
+        "schema_version": SCHEMA_VERSION,
+        "session_id": id,
+        "closed": true,
+        "artifact_dir_deleted": deleted,
+        "state_after": sessions.state(id),
     }))
 }
 
