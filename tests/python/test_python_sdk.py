@@ -160,6 +160,10 @@ async def test_every_tool_output_matches_its_schema(reticle_bin, server_env, bac
             job = await ok(client, "simulate", {"layout": str(LAYOUT)})
             await ok(client, "poll", {"job_id": job["job_id"]})
             await ok(client, "cancel", {"job_id": job["job_id"]})
+            # A tiled evaluation's records are paged by `violations`.
+            tiled = await ok(client, "evaluate", {"layout": str(LAYOUT), "deck": "iccad13_m1", "pixel_nm": 8,
+                                                  "tiling": "tiles", "report_level": "detailed", "wait": True})
+            await ok(client, "violations", {"job_id": tiled["job_id"], "limit": 5})
             # The layout observer tools, in one session.
             opened = await ok(client, "open_layout", {"path": str(DEMO_GDS)})
             sid = opened["session_id"]
