@@ -118,6 +118,8 @@ async def test_g2_a_polled_job_is_cancelled_and_its_worker_killed_when_the_clien
 def optional_properties(schema: dict, path: str = ""):
     """(path, property schema) of every optional property, at every depth."""
     required = set(schema.get("required", []))
+    if isinstance(schema.get("items"), dict):
+        yield from optional_properties(schema["items"], f"{path}/items")
     for name, prop in schema.get("properties", {}).items():
         if name not in required:
             yield f"{path}/{name}", prop
@@ -177,6 +179,16 @@ async def test_null_is_the_default_for_every_optional_field_and_the_schemas_say_
             required_null = await client.call_tool("evaluate", {**args, "layout": None})
             assert required_null.is_error
             assert required_null.structured_content["error"]["code"] == "INVALID_INPUT"
+            # Inside a list's objects too.
+            sid = (await client.call_tool("open_layout", {"path": str(DEMO_GDS), "render": "json"})).structured_content["session_id"]
+            box = {"left": -1.0, "bottom": -1.0, "right": 41.0, "top": 1.0}
+            layer = {"layer": 1, "datatype": 0}
+            plain = await client.call_tool("query_region", {"session_id": sid, "box": box, "layers": [layer], "render": "json"})
+            nulled = await client.call_tool("query_region", {
+                "session_id": sid, "box": box, "layers": [{**layer, "name": None}], "max_shapes": None,
+                "hierarchy_mode": None, "render": "json"})
+            assert not nulled.is_error, nulled.content[0].text
+            assert nulled.structured_content["shapes"] == plain.structured_content["shapes"]
             typo = await client.call_tool("evaluate", {**args, "cel": None})
             assert typo.is_error and "cel" in json.dumps(typo.structured_content["error"]["details"])
 

@@ -2,7 +2,8 @@
 //! absence, and the engine applies the documented default). Two halves (D71):
 //!
 //! - [`publish`]: the input schema `tools/list` publishes: every optional property (not
-//!   in its object's `required`, at any depth of nested objects) also admits `null`, and
+//!   in its object's `required`, at any depth of nested objects and of the objects in
+//!   lists) also admits `null`, and
 //!   the schema's description says what `null` means.
 //! - [`drop_nulls`]: before validation, an optional property given as `null` is removed
 //!   from the arguments, so the handler sees exactly what an absent field gives: the
@@ -42,6 +43,10 @@ fn nullable_properties(schema: &mut Value) {
     let Some(object) = schema.as_object_mut() else {
         return;
     };
+    // The objects of a list have optional fields too.
+    if let Some(items) = object.get_mut("items") {
+        nullable_properties(items);
+    }
     let required: Vec<String> = required(object).into_iter().map(str::to_owned).collect();
     let Some(Value::Object(properties)) = object.get_mut("properties") else {
         return;
@@ -97,7 +102,7 @@ fn admit_null(property: &mut Value) {
 }
 
 /// Removes the optional properties of `args` (per `schema`, at any depth of nested
-/// objects) whose value is `null`.
+/// objects and of the objects in lists) whose value is `null`.
 pub fn drop_nulls(schema: &Value, args: &mut Map<String, Value>) {
     let Some(object) = schema.as_object() else {
         return;
@@ -110,8 +115,19 @@ pub fn drop_nulls(schema: &Value, args: &mut Map<String, Value>) {
         !(value.is_null() && properties.contains_key(name) && !required.contains(&name.as_str()))
     });
     for (name, value) in args.iter_mut() {
-        if let (Some(property), Value::Object(inner)) = (properties.get(name), value) {
-            drop_nulls(property, inner);
+        let Some(property) = properties.get(name) else {
+            continue;
+        };
+        match value {
+            Value::Object(inner) => drop_nulls(property, inner),
+            Value::Array(list) => {
+                if let Some(items) = property.get("items") {
+                    for item in list.iter_mut().filter_map(Value::as_object_mut) {
+                        drop_nulls(items, item);
+                    }
+                }
+            }
+            _ => {}
         }
     }
 }
@@ -129,6 +145,8 @@ mod tests {
             "odd": {"const": 3, "description": "c"},
             "limits": {"type": "object", "required": ["a"], "properties": {
                 "a": {"type": "integer"}, "b": {"type": "integer"}}},
+            "layers": {"type": "array", "items": {"type": "object", "required": ["layer"],
+                "properties": {"layer": {"type": "integer"}, "name": {"type": "string"}}}},
         }})
     }
 
@@ -172,13 +190,15 @@ mod tests {
         let Value::Object(mut args) = json!({
             "layout": null, "pixel_nm": null, "typo": null, "tag": 3,
             "limits": {"a": null, "b": null},
+            "layers": [{"layer": 1, "name": null}, {"layer": null}],
         }) else {
             unreachable!()
         };
         drop_nulls(&schema(), &mut args);
         assert_eq!(
             Value::Object(args),
-            json!({"layout": null, "typo": null, "tag": 3, "limits": {"a": null}})
+            json!({"layout": null, "typo": null, "tag": 3, "limits": {"a": null},
+                   "layers": [{"layer": 1}, {"layer": null}]})
         );
     }
 }
