@@ -212,16 +212,20 @@ impl Server {
             end.reexec_bin = reexec_bin;
             return Ok(end);
         }
-        if reason == StopReason::Eof {
-            // G2: the client is gone, so nobody can poll or wait for a job any more.
-            // Every unfinished job is cancelled now (its task aborted, its worker
-            // killed), not left to die with the process, so its terminal state is
-            // `cancelled` in the event log and the telemetry (D70).
-            self.cancel_every_job("the client disconnected (stdin closed)");
-        }
         let grace = match reason {
             StopReason::Eof => policy.eof_grace,
             StopReason::Signal(_) | StopReason::Reexec => policy.drain,
+        };
+        // What ends the jobs still unfinished after the grace or drain (D70). G2: after
+        // EOF the client is gone, so nobody can poll or wait for a job any more; after a
+        // signal the host is going. Either way a job is cancelled (its task aborted, its
+        // worker killed), not left to die with the process, so its terminal state is
+        // `cancelled` in the job table, the event log and the telemetry.
+        let why = match reason {
+            StopReason::Signal(signal) => format!("the host is stopping ({signal})"),
+            StopReason::Eof | StopReason::Reexec => {
+                "the client disconnected (stdin closed)".to_owned()
+            }
         };
         tracing::info!(
             ?reason,
@@ -234,36 +238,32 @@ impl Server {
             }
         })
         .await;
+        let mut cancelled = Vec::new();
         if drained.is_err() {
             tracing::warn!(
                 remaining = tasks.len(),
                 "in-flight requests cancelled at shutdown"
             );
+            // Jobs first, with the reason: a waiting request then answers `cancelled`.
+            cancelled = self.shared.jobs.cancel_all(&why);
             tasks.shutdown().await;
         }
-        if let StopReason::Signal(signal) = reason {
-            // The drain let in-flight requests answer; jobs left running (polled ones)
-            // end with the host: they read `cancelled`, like after a disconnect.
-            self.cancel_every_job(&format!("the host is stopping ({signal})"));
+        // Polled jobs (no request waits on them) are still running.
+        cancelled.extend(self.shared.jobs.cancel_all(&why));
+        cancelled.sort();
+        if !cancelled.is_empty() {
+            tracing::info!(jobs = cancelled.len(), reason = %why, "cancelled unfinished jobs");
         }
+        self.shared.state.events.record(
+            "session.end",
+            json!({"reason": why, "cancelled_jobs": cancelled, "jobs": self.shared.jobs.stats()}),
+        );
         Ok(RunEnd {
             reason,
             snapshot: None,
             input: None,
             reexec_bin: None,
         })
-    }
-
-    /// Cancels every unfinished job with `reason` and records it in the event log.
-    fn cancel_every_job(&self, reason: &str) {
-        let cancelled = self.shared.jobs.cancel_all(reason);
-        if !cancelled.is_empty() {
-            tracing::info!(jobs = cancelled.len(), reason, "cancelled unfinished jobs");
-        }
-        self.shared.state.events.record(
-            "session.end",
-            json!({"reason": reason, "cancelled_jobs": cancelled, "jobs": self.shared.jobs.stats()}),
-        );
     }
 
     async fn on_frame(&self, frame: Frame, tasks: &mut JoinSet<()>) {
