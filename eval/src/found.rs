@@ -112,7 +112,7 @@ pub fn rule_run(rule: &Rule) -> RuleRun {
             skipped_reason: Some(
                 "enclosure of printed shapes needs the enclosing layer imaged too; evaluate images one layer",
             ),
-            engine_path: "drc.printed_contour",
+            engine_path: "enclosure.printed",
         },
         (RuleKind::Epe, _) => RuleRun {
             checked: true,

@@ -10,8 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use blake2::Blake2bVar;
-use blake2::digest::{Update, VariableOutput};
+use blake2::{Blake2b512, Digest};
 use reticle_kernel::rules::{AppliesTo, Rule, RuleKind, Severity};
 use reticle_layout::BBox;
 use reticle_protocol::ViolationId;
@@ -125,22 +124,52 @@ pub(crate) fn group(found: &[&Found], radius_pm: i64) -> Vec<usize> {
     (0..n).map(|i| root(&mut parent, i)).collect()
 }
 
-/// `violation_group_id` (seed 000 §2b): 16 hex digits of BLAKE2b-64 over the deck hash,
-/// the dedup radius, the canonical location (pm) and the rule id and layer.
-fn group_id(deck_hash: &str, radius_nm: f64, at_pm: (i64, i64), rule: &Rule) -> String {
-    let mut h = Blake2bVar::new(8).expect("8 is a valid BLAKE2b output size");
-    h.update(deck_hash.as_bytes());
-    h.update(&[0]);
-    h.update(&radius_nm.to_le_bytes());
-    h.update(&at_pm.0.to_le_bytes());
-    h.update(&at_pm.1.to_le_bytes());
-    h.update(rule.id.as_bytes());
-    h.update(&[0]);
-    h.update(rule.layer.to_string().as_bytes());
-    let mut out = [0u8; 8];
-    h.finalize_variable(&mut out)
-        .expect("buffer has the requested size");
-    out.iter().map(|b| format!("{b:02x}")).collect()
+/// `violation_group_id` (seed 000 §2b, D23/D74): the seed's recipe,
+/// `blake2b(bytes).hexdigest()[:16]` (BLAKE2b-512, unkeyed, its first 8 bytes as hex),
+/// over exactly these bytes, every one of them in the record's own fields:
+///
+/// 1. `dedup_provenance.rule_deck_hash`, UTF-8 (`sha256:` and 64 hex digits), then `0x00`;
+/// 2. `dedup_provenance.radius_nm` as an IEEE-754 f64, little-endian (8 bytes);
+/// 3. `dedup_provenance.canonical_location_nm` x then y, each as picometres
+///    (`round(nm × 1000)`) in an i64, little-endian (8 + 8 bytes);
+/// 4. `rule_id`, UTF-8, then `0x00`;
+/// 5. `layer` (`L/D`), UTF-8.
+///
+/// Python: `hashlib.blake2b(deck.encode() + b"\0" + struct.pack("<dqq", r, x_pm, y_pm) +
+/// rule.encode() + b"\0" + layer.encode()).hexdigest()[:16]`.
+#[must_use]
+pub fn group_id(deck_hash: &str, radius_nm: f64, at_pm: (i64, i64), rule: &Rule) -> String {
+    group_id_of(
+        deck_hash,
+        radius_nm,
+        at_pm,
+        &rule.id,
+        &rule.layer.to_string(),
+    )
+}
+
+/// [`group_id`] from the fields themselves (what a consumer re-derives it from).
+#[must_use]
+pub fn group_id_of(
+    deck_hash: &str,
+    radius_nm: f64,
+    at_pm: (i64, i64),
+    rule_id: &str,
+    layer: &str,
+) -> String {
+    let mut h = Blake2b512::new();
+    Digest::update(&mut h, deck_hash.as_bytes());
+    Digest::update(&mut h, [0u8]);
+    Digest::update(&mut h, radius_nm.to_le_bytes());
+    Digest::update(&mut h, at_pm.0.to_le_bytes());
+    Digest::update(&mut h, at_pm.1.to_le_bytes());
+    Digest::update(&mut h, rule_id.as_bytes());
+    Digest::update(&mut h, [0u8]);
+    Digest::update(&mut h, layer.as_bytes());
+    h.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Tiles (ix, iy) whose half-open square touches `bbox` (dbu); a degenerate extent

@@ -9,7 +9,8 @@ use std::path::Path;
 use reticle_kernel::model::ModelSpec;
 use reticle_kernel::rules::{LayerRef, Rule, RuleDeck};
 use reticle_kernel::{CancelToken, LithoOutput};
-use reticle_protocol::ToolError;
+use reticle_protocol::capabilities::DetailSupport;
+use reticle_protocol::{ErrorCode, ToolError};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -107,6 +108,45 @@ pub struct Setup {
 }
 
 impl Setup {
+    /// `REPORT_LEVEL_UNSUPPORTED` when `report_level` is `detailed` and every rule on the
+    /// evaluated layer runs on an engine path the capabilities matrix marks
+    /// `unsupported` for detailed output: there are no records the report could hold
+    /// (seed 000 §3, D73). With some supported rules the report is built, and the
+    /// unsupported ones say why in `counts.by_rule`.
+    ///
+    /// # Errors
+    /// `REPORT_LEVEL_UNSUPPORTED`, with the rules and their paths in `details`.
+    pub fn check_report_level(&self) -> Result<(), ToolError> {
+        let rules = self.rules();
+        if self.report_level != ReportLevel::Detailed || rules.is_empty() {
+            return Ok(());
+        }
+        let paths: Vec<(&Rule, &'static str)> = rules
+            .iter()
+            .map(|rule| (*rule, crate::found::rule_run(rule).engine_path))
+            .collect();
+        let unsupported = |path: &str| {
+            reticle_protocol::capabilities::engine_path(path)
+                .is_some_and(|p| p.detailed == DetailSupport::Unsupported)
+        };
+        if !paths.iter().all(|(_, path)| unsupported(path)) {
+            return Ok(());
+        }
+        Err(ToolError::new(
+            ErrorCode::ReportLevelUnsupported,
+            format!(
+                "report_level=detailed is unsupported for every rule of deck {} on layer {}; use report_level=aggregate",
+                self.deck.name, self.target
+            ),
+        )
+        .with_details(json!({
+            "report_level": "detailed",
+            "rules": paths.iter().map(|(rule, path)| json!({"rule_id": rule.id, "engine_path": path})).collect::<Vec<_>>(),
+            "capabilities": "tools/list evaluate _meta.capabilities.engine_paths",
+        }))
+        .recoverable(true))
+    }
+
     /// The deck's rules on the evaluated layer, in deck order (`Found::rule` indexes them).
     #[must_use]
     pub fn rules(&self) -> Vec<&Rule> {
@@ -270,6 +310,10 @@ pub(crate) fn head(
         "metrics": {
             "l2_px": parts.l2_px,
             "pvb_px": parts.pvb_px,
+            // Seed 000 §2's names (mean and max of |EPE| over the checkpoints), beside
+            // the nested `epe` object they come from (D74).
+            "epe_mean_nm": parts.epe["mean_abs_nm"],
+            "epe_max_nm": parts.epe["max_abs_nm"],
             "epe": parts.epe,
             "mrc_pass_rate": pass_rate(runs, per_rule, &["mrc.standard"]),
             "drc_pass_rate": pass_rate(runs, per_rule, &["drc.printed_contour", "epe.gauge", "pvband.3corner"]),
@@ -354,6 +398,80 @@ mod tests {
         for bad in [0.5, -3.0, f64::INFINITY, f64::NAN] {
             assert!(tile_size(Some(bad)).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn every_engine_path_an_evaluation_can_emit_is_in_the_capabilities_matrix() {
+        use reticle_kernel::rules::{AppliesTo, RuleKind};
+        let (deck, _) = crate::deck::load("iccad13_m1", |_| unreachable!()).unwrap();
+        let mut rule = deck.rules[0].clone();
+        let kinds = [
+            RuleKind::Width,
+            RuleKind::Space,
+            RuleKind::Area,
+            RuleKind::Notch,
+            RuleKind::Enclosure,
+            RuleKind::Epe,
+            RuleKind::Pvband,
+        ];
+        for kind in kinds {
+            for applies_to in [AppliesTo::Mask, AppliesTo::Printed] {
+                rule.kind = kind;
+                rule.applies_to = applies_to;
+                let run = crate::found::rule_run(&rule);
+                let entry = reticle_protocol::capabilities::engine_path(run.engine_path)
+                    .unwrap_or_else(|| {
+                        panic!(
+                            "{kind:?}/{applies_to:?}: {} not in the matrix",
+                            run.engine_path
+                        )
+                    });
+                // An unchecked rule is on an unsupported path, and only such a rule.
+                assert_eq!(
+                    !run.checked,
+                    entry.detailed == DetailSupport::Unsupported,
+                    "{kind:?}/{applies_to:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn detailed_on_only_unsupported_paths_is_report_level_unsupported() {
+        let (mut deck, _) = crate::deck::load("iccad13_m1", |_| unreachable!()).unwrap();
+        let target = deck.rules[0].layer;
+        let setup = |deck: &RuleDeck, report_level| Setup {
+            deck: deck.clone(),
+            deck_source: "test".into(),
+            deck_hash: deck.deck_hash(),
+            target,
+            tile_nm: DEFAULT_TILE_NM,
+            layout_name: "x.glp".into(),
+            report_level,
+            limits: Limits::default(),
+        };
+        assert!(
+            setup(&deck, ReportLevel::Detailed)
+                .check_report_level()
+                .is_ok()
+        );
+        for rule in &mut deck.rules {
+            rule.kind = reticle_kernel::rules::RuleKind::Enclosure;
+            rule.applies_to = reticle_kernel::rules::AppliesTo::Printed;
+        }
+        assert!(
+            setup(&deck, ReportLevel::Aggregate)
+                .check_report_level()
+                .is_ok()
+        );
+        let error = setup(&deck, ReportLevel::Detailed)
+            .check_report_level()
+            .unwrap_err();
+        assert_eq!(error.code, ErrorCode::ReportLevelUnsupported);
+        assert_eq!(
+            error.details["rules"][0]["engine_path"],
+            "enclosure.printed"
+        );
     }
 
     #[test]

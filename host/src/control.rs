@@ -312,6 +312,11 @@ enum CtlVerb {
         /// Print the JSON payload instead of text.
         #[arg(long)]
         json: bool,
+        /// When no host answers (it exited, e.g. after its client disconnected), print
+        /// the telemetry it recorded when it stopped, from the event log in this
+        /// directory [setting: RETICLE_LOG_DIR].
+        #[arg(long)]
+        log_dir: Option<PathBuf>,
     },
     /// The event log, one JSON record per line, oldest first.
     Events {
@@ -393,8 +398,24 @@ fn run_ctl(args: &CtlArgs) -> Result<ExitCode, String> {
             let answer = request(&socket()?, &json!({"verb": "health"}))?;
             print_answer(&answer, "health", *json, crate::tools::health_porcelain)
         }
-        CtlVerb::Telemetry { json } => {
-            let answer = request(&socket()?, &json!({"verb": "telemetry"}))?;
+        CtlVerb::Telemetry { json, log_dir } => {
+            let answer = match socket().and_then(|s| request(&s, &json!({"verb": "telemetry"}))) {
+                Ok(answer) => answer,
+                Err(live) => {
+                    let Some(dir) = log_dir.as_ref().or(config.serve.log_dir.as_ref()) else {
+                        return Err(live);
+                    };
+                    let telemetry = last_stop_telemetry(dir).ok_or(format!(
+                        "{live}; and no stopped host's telemetry in {}",
+                        dir.display()
+                    ))?;
+                    eprintln!(
+                        "reticle ctl: no host answers ({live}); the telemetry host {} recorded when it stopped at {}",
+                        telemetry.0["pid"], telemetry.0["ts"]
+                    );
+                    json!({"ok": true, "telemetry": telemetry.1})
+                }
+            };
             print_answer(
                 &answer,
                 "telemetry",
@@ -473,6 +494,20 @@ fn run_ctl(args: &CtlArgs) -> Result<ExitCode, String> {
             }
         }
     }
+}
+
+/// The last `host.stop` record in the event log under `dir` that carries telemetry:
+/// (the record, its telemetry).
+fn last_stop_telemetry(dir: &Path) -> Option<(Value, Value)> {
+    let (records, _) = events::read_since(dir, &Since::All);
+    records
+        .into_iter()
+        .rev()
+        .find(|r| r["event"] == "host.stop" && r["telemetry"].is_object())
+        .map(|mut r| {
+            let telemetry = r["telemetry"].take();
+            (r, telemetry)
+        })
 }
 
 fn print_answer(

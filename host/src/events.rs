@@ -34,10 +34,12 @@ pub const DEFAULT_MAX_BYTES: u64 = 16 << 20;
 pub const DEFAULT_KEEP: u32 = 4;
 
 /// Every `event` value the host writes.
-pub const EVENT_KINDS: [&str; 12] = [
+pub const EVENT_KINDS: [&str; 14] = [
     "host.start",
     "host.stop",
+    "session.end",
     "request",
+    "request.probe",
     "frame.rejected",
     "job",
     "worker.ready",

@@ -109,10 +109,25 @@ struct Inner {
     totals: Totals,
 }
 
+/// Called with the request's method key (`tools/call:<tool>`) on every replay.
+type ReplayHook = Box<dyn Fn(&str) + Send + Sync>;
+
 /// The journal of one host.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Journal {
     inner: Mutex<Inner>,
+    /// Told of every replay a journaled request starts (the host's telemetry counts
+    /// them per method: seed 004's retry counts, layout ops included).
+    on_replay: std::sync::OnceLock<ReplayHook>,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("inner", &self.inner)
+            .field("on_replay", &self.on_replay.get().is_some())
+            .finish()
+    }
 }
 
 fn contract_name(contract: ReplayContract) -> &'static str {
@@ -136,6 +151,11 @@ impl Journal {
     /// An empty journal.
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
+    }
+
+    /// Installs the hook told of every replay (once; later calls are ignored).
+    pub fn on_replay(&self, hook: impl Fn(&str) + Send + Sync + 'static) {
+        let _ = self.on_replay.set(Box::new(hook));
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -169,6 +189,7 @@ impl Journal {
         JournalHandle(Arc::new(HandleInner {
             journal: Arc::clone(self),
             seq,
+            method: method.to_owned(),
         }))
     }
 
@@ -221,6 +242,8 @@ impl Journal {
 struct HandleInner {
     journal: Arc<Journal>,
     seq: u64,
+    /// The request's method key.
+    method: String,
 }
 
 impl Drop for HandleInner {
@@ -438,13 +461,21 @@ impl UnitJournal {
 
     /// A replay authorized by [`Self::disposition`] starts.
     pub fn replaying(&self) {
-        self.with(|_, t, totals| {
-            if let Ok(next) = t.knowledge.after_dispatch(RequestDisposition::Replay) {
-                t.knowledge = next;
-                t.attempts = t.attempts.saturating_add(1);
-                totals.replays += 1;
-            }
+        let replayed = self.with(|_, t, totals| {
+            let Ok(next) = t.knowledge.after_dispatch(RequestDisposition::Replay) else {
+                return false;
+            };
+            t.knowledge = next;
+            t.attempts = t.attempts.saturating_add(1);
+            totals.replays += 1;
+            true
         });
+        // Outside the journal's lock: the hook takes the host's.
+        if replayed == Some(true)
+            && let Some(hook) = self.handle.0.journal.on_replay.get()
+        {
+            hook(&self.handle.0.method);
+        }
     }
 }
 

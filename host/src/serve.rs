@@ -167,6 +167,7 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
         if options.start_workers || restored.as_ref().is_some_and(|r| !r.server.jobs.is_empty()) {
             workers.start_in_background();
         }
+        let stopping = server.clone();
         let end = server
             .run(frames_rx, options.policy, commands_rx, Some(pump), pending)
             .await;
@@ -183,9 +184,19 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
                 // Workers die with the runtime (the supervisor kills their groups on
                 // drop): no grace for jobs nobody will read (D6).
                 drop(ready);
-                state
-                    .events
-                    .record("host.stop", json!({"reason": format!("{:?}", end.reason)}));
+                // The last telemetry goes into the event log: after a disconnect there is
+                // no host left for `reticle ctl telemetry` to ask (D70).
+                let telemetry = crate::tools::telemetry_payload(
+                    stopping.state(),
+                    stopping.workers(),
+                    stopping.jobs(),
+                    stopping.journal(),
+                    stopping.dispatcher(),
+                );
+                state.events.record(
+                    "host.stop",
+                    json!({"reason": format!("{:?}", end.reason), "telemetry": telemetry}),
+                );
                 Err(end.reason)
             }
             Err(e) => {

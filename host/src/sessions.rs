@@ -72,6 +72,22 @@ struct Inner {
     live: HashMap<String, Session>,
     expired: BTreeSet<String>,
     expired_order: VecDeque<String>,
+    /// Ids `close` closed (the `close_session` probe's evidence), oldest first.
+    closed: BTreeSet<String>,
+    closed_order: VecDeque<String>,
+}
+
+impl Inner {
+    fn remember_closed(&mut self, id: &str) {
+        if self.closed.insert(id.to_owned()) {
+            self.closed_order.push_back(id.to_owned());
+        }
+        while self.closed_order.len() > MAX_TOMBSTONES {
+            if let Some(old) = self.closed_order.pop_front() {
+                self.closed.remove(&old);
+            }
+        }
+    }
 }
 
 /// Every session of this host process.
@@ -349,7 +365,7 @@ impl Sessions {
                 })
             })
             .collect();
-        json!({"live": live, "expired": inner.expired_order})
+        json!({"live": live, "expired": inner.expired_order, "closed": inner.closed_order})
     }
 
     /// Restores what [`Self::export`] wrote. Records that do not parse are skipped with a
@@ -360,6 +376,11 @@ impl Sessions {
             if let Some(id) = id.as_str() {
                 inner.expired.insert(id.to_owned());
                 inner.expired_order.push_back(id.to_owned());
+            }
+        }
+        for id in exported["closed"].as_array().into_iter().flatten() {
+            if let Some(id) = id.as_str() {
+                inner.remember_closed(id);
             }
         }
         for record in exported["live"].as_array().into_iter().flatten() {
@@ -454,7 +475,14 @@ impl Sessions {
     /// `(closed, artifact_dir_deleted)`; `(false, false)` for an unknown id.
     pub fn close(&self, id: &str) -> (bool, bool) {
         self.sweep();
-        let Some(s) = self.inner().live.remove(id) else {
+        let Some(s) = ({
+            let mut inner = self.inner();
+            let removed = inner.live.remove(id);
+            if removed.is_some() {
+                inner.remember_closed(id);
+            }
+            removed
+        }) else {
             return (false, false);
         };
         let deleted = match std::fs::remove_dir_all(&s.info.dir) {
@@ -466,6 +494,17 @@ impl Sessions {
             }
         };
         (true, deleted)
+    }
+
+    /// Whether `close` closed session `id` (in this host or an image before a reexec):
+    /// the evidence the `close_session` probe reads.
+    pub fn was_closed(&self, id: &str) -> bool {
+        self.inner().closed.contains(id)
+    }
+
+    /// Whether session `id` is live (without sweeping or marking it used).
+    pub fn is_live(&self, id: &str) -> bool {
+        self.inner().live.contains_key(id)
     }
 
     /// Remembers the locators of ids a query handed out.
@@ -510,6 +549,27 @@ impl Sessions {
                     })
             })
             .collect()
+    }
+
+    /// The `state_after` of a tool that changed session `id` (seed 002: what the state
+    /// is after the call, without another round trip): whether it is open, its layout,
+    /// top cell, view and DRC runs, and how many sessions are live. Does not mark the
+    /// session used.
+    pub fn state(&self, id: &str) -> Value {
+        let inner = self.inner();
+        let live = inner.live.len();
+        match inner.live.get(id) {
+            Some(s) => json!({
+                "session_id": id,
+                "open": true,
+                "layout": s.info.layout_ref(),
+                "top_cell": s.info.top_cell,
+                "view": s.info.view,
+                "drc_runs": s.drc_runs.iter().collect::<Vec<_>>(),
+                "live_sessions": live,
+            }),
+            None => json!({"session_id": id, "open": false, "live_sessions": live}),
+        }
     }
 
     /// Stores the session's view.
@@ -579,6 +639,31 @@ mod tests {
             &json!({}),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn closed_ids_are_the_close_probes_evidence_and_survive_a_reexec() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = Sessions::new(tmp.path().join("a"), Duration::from_secs(60));
+        let kept = open(&s);
+        let gone = open(&s);
+        assert!(s.is_live(&gone.id) && !s.was_closed(&gone.id));
+        assert_eq!(s.close(&gone.id), (true, true));
+        assert!(!s.is_live(&gone.id) && s.was_closed(&gone.id));
+        assert_eq!(s.close("ses_000000000000"), (false, false));
+        assert!(
+            !s.was_closed("ses_000000000000"),
+            "an unknown id was never closed"
+        );
+        assert_eq!(
+            s.state(&gone.id),
+            json!({"session_id": gone.id, "open": false, "live_sessions": 1})
+        );
+        assert_eq!(s.state(&kept.id)["open"], true);
+        let next = Sessions::new(tmp.path().join("a"), Duration::from_secs(60));
+        next.import(&s.export());
+        assert!(next.was_closed(&gone.id) && next.is_live(&kept.id));
+        assert!(!next.was_closed(&kept.id));
     }
 
     #[test]

@@ -241,6 +241,21 @@ impl HostState {
         }
     }
 
+    /// Counts one replay of a request of `method` (its key, `tools/call:<tool>`) in the
+    /// ledger's retry counts, per method and in total (seed 004). A replay after the
+    /// request already answered (a job's unit) counts in `telemetry.dispatch.replays`
+    /// only: the ledger counts retries of requests in flight.
+    pub fn record_replay(&self, method: &str) {
+        let Ok(method) = RpcMethod::try_new(method) else {
+            return;
+        };
+        self.with_ledger(|l| {
+            if let Err(e) = l.record_replay(&method) {
+                tracing::debug!(error = %e, "replay not counted in the ledger");
+            }
+        });
+    }
+
     /// Continues the record of request `id`, which a previous image began (its ledger
     /// count came with the snapshot): only the outcome is recorded here.
     pub fn resume(&self, method: &str, id: &Value) -> RequestRecord<'_> {
@@ -303,6 +318,7 @@ impl HostState {
                     "count": m.request_count(),
                     "successes": m.success_count(),
                     "errors": m.error_count(),
+                    "retries": m.retry_count(),
                     "in_flight": m.request_count() - m.success_count() - m.error_count(),
                     "p50_ms": percentile(&samples, 50),
                     "p95_ms": percentile(&samples, 95),

@@ -7,6 +7,7 @@
 //!   parsed here only.
 //! - [`SCHEMA_VERSION`]: stamped on every response payload.
 
+pub mod capabilities;
 pub mod error;
 pub mod schemas;
 pub mod violation_id;
@@ -16,5 +17,7 @@ pub use error::{ErrorCode, ToolError};
 pub use violation_id::{ParseViolationIdError, ViolationId};
 
 /// Version of every response payload's schema (seed 000 §4): minor bumps add
-/// fields or enum values, major bumps remove or change meaning.
-pub const SCHEMA_VERSION: &str = "1.0.0";
+/// fields or enum values, major bumps remove or change meaning. 1.1.0 (issue 20, D74)
+/// added `metrics.epe_mean_nm`/`epe_max_nm`, `state_after` on state-changing tools,
+/// list truncation metadata, telemetry retries per method and the capabilities' values.
+pub const SCHEMA_VERSION: &str = "1.1.0";

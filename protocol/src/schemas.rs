@@ -152,4 +152,26 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn a_job_tool_output_schema_lists_the_finished_payload_at_the_top_level() {
+        for tool in ["evaluate", "optimize", "simulate"] {
+            let files = tool_schemas(tool).unwrap();
+            let output: serde_json::Value = serde_json::from_str(files.output).unwrap();
+            let result = &output["$defs"]["result"];
+            let required = result["required"].as_array().unwrap();
+            assert!(required.len() > 3, "{tool}: a finished payload has fields");
+            for (name, schema) in result["properties"].as_object().unwrap() {
+                assert_eq!(
+                    &output["properties"][name], schema,
+                    "{tool}: top-level property {name} must be the finished payload's"
+                );
+            }
+            let finished = output["anyOf"].as_array().unwrap();
+            assert!(
+                finished.iter().any(|v| v["$ref"] == "#/$defs/finished"),
+                "{tool}"
+            );
+        }
+    }
 }

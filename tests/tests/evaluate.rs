@@ -471,7 +471,7 @@ fn the_descriptor_carries_the_capabilities_matrix() {
     assert_eq!(caps["report_levels"], json!(["aggregate", "detailed"]));
     assert_eq!(
         caps["engine_paths"]["mrc.standard"]["detailed"],
-        "single_pass"
+        "conditional"
     );
     assert_eq!(caps["optimize"]["available"], true);
     assert_eq!(caps["optimize"]["scopes"], json!(["group", "record_only"]));

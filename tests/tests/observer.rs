@@ -329,7 +329,8 @@ fn open_query_measure_render_close() {
     let closed = o.ok("close_session", json!({"session_id": sid}));
     assert_eq!(
         closed,
-        json!({"schema_version": closed["schema_version"], "session_id": sid, "closed": false, "artifact_dir_deleted": false})
+        json!({"schema_version": closed["schema_version"], "session_id": sid, "closed": false, "artifact_dir_deleted": false,
+               "state_after": {"session_id": sid, "open": false, "live_sessions": 0}})
     );
     o.err(
         "list_cells",

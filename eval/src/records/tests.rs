@@ -134,3 +134,42 @@ fn far_apart_violations_are_separate_groups_with_stable_ids() {
         built.records[0]["violation_group_id"]
     );
 }
+
+#[test]
+fn group_id_is_the_seed_recipe_and_re_derives_from_a_records_own_fields() {
+    // Pinned against Python: hashlib.blake2b(b"sha256:abc\0" + struct.pack("<dqq", 18.0,
+    // 12450000, 8300000) + b"M1.W.MIN\0" + b"1/0").hexdigest()[:16].
+    assert_eq!(
+        crate::records::group_id_of(
+            "sha256:abc",
+            18.0,
+            (12_450_000, 8_300_000),
+            "M1.W.MIN",
+            "1/0"
+        ),
+        "62c633a950b87014"
+    );
+    let deck = deck();
+    let hash = deck.deck_hash();
+    let rules: Vec<&Rule> = deck.rules.iter().take(1).collect();
+    let records = vec![
+        found(0, 50_000, 50_000, bbox(40, 40, 60, 60)),
+        found(0, 95_500, 52_250, bbox(90, 50, 101, 54)),
+        found(0, 250_125, 7_000, bbox(250, 5, 251, 9)),
+    ];
+    let built = build(&records, &rules, &context(&hash));
+    assert!(!built.records.is_empty());
+    for record in &built.records {
+        let p = &record["dedup_provenance"];
+        let at = p["canonical_location_nm"].as_array().unwrap();
+        let pm = |v: &Value| (v.as_f64().unwrap() * 1000.0).round() as i64;
+        let derived = crate::records::group_id_of(
+            p["rule_deck_hash"].as_str().unwrap(),
+            p["radius_nm"].as_f64().unwrap(),
+            (pm(&at[0]), pm(&at[1])),
+            record["rule_id"].as_str().unwrap(),
+            record["layer"].as_str().unwrap(),
+        );
+        assert_eq!(record["violation_group_id"], json!(derived), "{record}");
+    }
+}

@@ -82,6 +82,9 @@ pub struct ServeSettings {
     pub events_keep: u32,
     /// `RETICLE_DEBUG_TOOLS`: list the debug tools (fault tests; never in production).
     pub debug_tools: bool,
+    /// `RETICLE_DEBUG_ANSWER_DELAY` (`<tool>:<ms>`, honoured only with `debug_tools`):
+    /// hold that tool's answer for that long after its effect (fault tests).
+    pub debug_answer_delay: Option<(String, Duration)>,
 }
 
 /// Settings of the worker pool.

@@ -81,6 +81,9 @@ pub const DRC_TIMEOUT_OLD_ENV: &str = "RETICLE_DRC_TIMEOUT_SECONDS";
 pub const DEFAULT_ASSETS_PATH: &str = "/reticle-assets/";
 /// Setting: list the debug tools.
 pub const DEBUG_TOOLS_ENV: &str = "RETICLE_DEBUG_TOOLS";
+/// Setting (fault tests, with the debug tools only): `<tool>:<ms>` holds that tool's answer
+/// after its effect, so a test can interrupt a call whose effect already happened.
+pub const DEBUG_ANSWER_DELAY_ENV: &str = "RETICLE_DEBUG_ANSWER_DELAY";
 
 /// Reads variables through a lookup and records what it read.
 struct Reader<'a> {
@@ -397,7 +400,20 @@ fn read_serve(r: &mut Reader<'_>, process: &ProcessEnv) -> ServeSettings {
             DEBUG_TOOLS_ENV,
             "list the debug tools (fault tests only)",
         )),
+        debug_answer_delay: r
+            .text(&spec(
+                DEBUG_ANSWER_DELAY_ENV,
+                "`<tool>:<ms>`: hold that tool's answer after its effect (fault tests, only with RETICLE_DEBUG_TOOLS)",
+            ))
+            .and_then(|text| parse_answer_delay(&text)),
     }
+}
+
+/// `<tool>:<ms>` → `(tool, delay)`; `None` (ignored) for anything else.
+fn parse_answer_delay(text: &str) -> Option<(String, Duration)> {
+    let (tool, ms) = text.split_once(':')?;
+    let ms: u64 = ms.trim().parse().ok()?;
+    (!tool.is_empty()).then(|| (tool.to_owned(), Duration::from_millis(ms.min(60_000))))
 }
 
 fn read_workers(r: &mut Reader<'_>) -> WorkerSettings {

@@ -460,16 +460,19 @@ impl Jobs {
         self.poll(job_id)
     }
 
-    /// Cancels every unfinished job (stdin EOF).
-    pub fn cancel_all(&self, reason: &str) {
-        let ids: Vec<String> = lock(&self.entries)
+    /// Cancels every unfinished job (the client went away, or the host is stopping)
+    /// and returns their ids, sorted. Each reads `cancelled` with `reason` from now on.
+    pub fn cancel_all(&self, reason: &str) -> Vec<String> {
+        let mut ids: Vec<String> = lock(&self.entries)
             .iter()
             .filter(|(_, e)| e.abort.is_some())
             .map(|(id, _)| id.clone())
             .collect();
-        for id in ids {
-            let _ = self.cancel(&id, reason);
+        ids.sort();
+        for id in &ids {
+            let _ = self.cancel(id, reason);
         }
+        ids
     }
 
     /// Counts of jobs by status.

@@ -99,6 +99,7 @@ pub(super) fn record(events: &Option<Arc<EventLog>>, view: &JobView, transition:
                 "status": view.status,
                 "attempts": view.attempts,
                 "error": view.error.as_ref().map(|e| e.code),
+                "cancel_reason": view.cancel_reason,
             }),
         );
     }

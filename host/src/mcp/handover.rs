@@ -6,7 +6,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use libmcp::ReplayContract;
+use libmcp::{ProbeResolution, ReplayContract, RequestDisposition};
 use reticle_protocol::ToolError;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
@@ -15,6 +15,7 @@ use tokio::task::JoinSet;
 use super::era::{self, LogLevel, RequestMeta, request_meta};
 use super::requests::{InFlight, InFlightRequest, ledger_key_of};
 use super::server::{RunEnd, Server, StopReason, lock, log_join};
+use crate::dispatch::ProbeOutcome;
 use crate::jobs::{JobOptions, JobRecord, JobStatus, RestoredJob};
 use crate::reexec::{PendingRequest, ServerSnapshot, SessionSnapshot, TaskWatch};
 use crate::transport::frame::Frame;
@@ -255,6 +256,19 @@ impl Server {
                 self.spawn_request_as(id, method, params, tasks, true).await;
             }
             PendingRequest::Fail { id, method, params } => {
+                // A ProbeRequired call with a probe: ask the world before answering.
+                match self.probe_pending(&id, &method, &params) {
+                    Some(Probed::Replay) => {
+                        tracing::info!(request_id = %id, method, "probe: safe to replay after reexec");
+                        self.spawn_request_as(id, method, params, tasks, true).await;
+                        return;
+                    }
+                    Some(Probed::Answered(response)) => {
+                        self.shared.out.send(&response).await;
+                        return;
+                    }
+                    None => {}
+                }
                 let message = format!(
                     "{method} was interrupted by a host reexec and is not replayable; its outcome is unknown"
                 );
@@ -296,6 +310,66 @@ impl Server {
         }
     }
 
+    /// Runs the probe of a ProbeRequired tool call the previous image left in flight
+    /// (seed 004): libmcp's decision table, fed the probe's evidence, says whether the
+    /// call completes from the probe (its effect happened: the probe's answer is the
+    /// call's) or runs again. `None` when the request has no probe (or the table says
+    /// neither): the caller answers that its outcome is unknown.
+    fn probe_pending(
+        &self,
+        id: &Value,
+        method: &str,
+        params: &Map<String, Value>,
+    ) -> Option<Probed> {
+        if method != "tools/call" {
+            return None;
+        }
+        let tool = self.tools.get(params.get("name")?.as_str()?)?;
+        let probe = tool.probe()?;
+        let arguments = params
+            .get("arguments")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let key = ledger_key_of(method, params);
+        // The call was in flight in the previous image: dispatched, outcome unknown.
+        let journal = self.journal.open(&key, tool.replay());
+        journal.worker_lost();
+        journal.probed();
+        let outcome = probe(&self.shared, &arguments);
+        let resolution = match &outcome {
+            ProbeOutcome::AlreadyCompleted(_) => ProbeResolution::AlreadyCompleted,
+            ProbeOutcome::SafeToReplay => ProbeResolution::SafeToReplay,
+        };
+        let decision = journal.disposition(Some(resolution), crate::dispatch::MAX_ATTEMPTS);
+        self.shared.state.events.record(
+            "request.probe",
+            json!({"id": id, "method": key, "evidence": format!("{resolution:?}"),
+                   "decision": format!("{decision:?}")}),
+        );
+        match (outcome, decision) {
+            (ProbeOutcome::AlreadyCompleted(payload), RequestDisposition::CompleteFromProbe) => {
+                journal.completed_from_probe();
+                let record = self.shared.state.resume(&key, id);
+                let answer = crate::tools::probe_answer(tool, &arguments, payload);
+                match &answer.error {
+                    Some(error) => record.error(&error.code.to_string()),
+                    None => record.success(),
+                }
+                let mut result = answer.result;
+                if request_meta(params).is_ok_and(|m| m.is_modern()) {
+                    result["resultType"] = json!("complete");
+                }
+                Some(Probed::Answered(jsonrpc::result(id, result)))
+            }
+            (ProbeOutcome::SafeToReplay, RequestDisposition::Replay) => {
+                journal.replaying();
+                Some(Probed::Replay)
+            }
+            _ => None,
+        }
+    }
+
     /// Waits for a restored job on behalf of the call that started it, with its
     /// progress notifications, and returns that call's response.
     async fn await_job(&self, id: &Value, job_id: &str, params: &Map<String, Value>) -> Value {
@@ -330,4 +404,12 @@ impl Server {
         }
         jsonrpc::result(id, result)
     }
+}
+
+/// What the probe of a pending request decided.
+enum Probed {
+    /// Run the request again.
+    Replay,
+    /// The request completed; this is its response.
+    Answered(Value),
 }

@@ -130,6 +130,9 @@ impl Server {
     ) -> Self {
         let events = Arc::clone(&state.events);
         let dispatcher = Dispatcher::new(Arc::new(LocalPool::new(Arc::clone(&workers))));
+        let journal = Journal::new();
+        let replays = Arc::clone(&state);
+        journal.on_replay(move |method| replays.record_replay(method));
         Self {
             shared: ToolShared {
                 jobs: Jobs::with_events(job_ttl, events),
@@ -141,7 +144,7 @@ impl Server {
             tools: Arc::new(tools),
             session: Arc::default(),
             in_flight: Arc::default(),
-            journal: Journal::new(),
+            journal,
             task_watches: Arc::default(),
         }
     }
@@ -213,6 +216,17 @@ impl Server {
             StopReason::Eof => policy.eof_grace,
             StopReason::Signal(_) | StopReason::Reexec => policy.drain,
         };
+        // What ends the jobs still unfinished after the grace or drain (D70). G2: after
+        // EOF the client is gone, so nobody can poll or wait for a job any more; after a
+        // signal the host is going. Either way a job is cancelled (its task aborted, its
+        // worker killed), not left to die with the process, so its terminal state is
+        // `cancelled` in the job table, the event log and the telemetry.
+        let why = match reason {
+            StopReason::Signal(signal) => format!("the host is stopping ({signal})"),
+            StopReason::Eof | StopReason::Reexec => {
+                "the client disconnected (stdin closed)".to_owned()
+            }
+        };
         tracing::info!(
             ?reason,
             in_flight = tasks.len(),
@@ -224,13 +238,26 @@ impl Server {
             }
         })
         .await;
+        let mut cancelled = Vec::new();
         if drained.is_err() {
             tracing::warn!(
                 remaining = tasks.len(),
                 "in-flight requests cancelled at shutdown"
             );
+            // Jobs first, with the reason: a waiting request then answers `cancelled`.
+            cancelled = self.shared.jobs.cancel_all(&why);
             tasks.shutdown().await;
         }
+        // Polled jobs (no request waits on them) are still running.
+        cancelled.extend(self.shared.jobs.cancel_all(&why));
+        cancelled.sort();
+        if !cancelled.is_empty() {
+            tracing::info!(jobs = cancelled.len(), reason = %why, "cancelled unfinished jobs");
+        }
+        self.shared.state.events.record(
+            "session.end",
+            json!({"reason": why, "cancelled_jobs": cancelled, "jobs": self.shared.jobs.stats()}),
+        );
         Ok(RunEnd {
             reason,
             snapshot: None,

@@ -7,6 +7,7 @@
 //! once unless the call waits. `reticle eval` runs the same ops (G3).
 
 use libmcp::ReplayContract;
+use reticle_protocol::capabilities::{DetailSupport, ENGINE_PATHS};
 use serde_json::{Map, Value, json};
 
 use super::worker_job::{JobExtras, run_op_with, run_tiled, take_wait};
@@ -22,15 +23,11 @@ pub fn capabilities() -> Value {
     json!({
         "schema_version": reticle_protocol::SCHEMA_VERSION,
         "report_levels": ["aggregate", "detailed"],
-        "engine_paths": {
-            "mrc.standard": {"detailed": "single_pass"},
-            "drc.printed_contour": {"detailed": "single_pass"},
-            "epe.gauge": {"detailed": "single_pass"},
-            "pvband.3corner": {"detailed": "single_pass"},
-            "enclosure.mask": {"detailed": "single_pass"},
-            "enclosure.printed": {"detailed": "unsupported"},
-            "euv.stochastic": {"detailed": "unsupported"},
-        },
+        "engine_paths": engine_paths(),
+        "detailed_values": DetailSupport::ALL
+            .iter()
+            .map(|v| (v.as_str().to_owned(), json!(v.meaning())))
+            .collect::<Map<String, Value>>(),
         "max_violations_per_response": 100_000,
         "limits": {
             "max_violations_default": 10_000,
@@ -58,6 +55,24 @@ pub fn capabilities() -> Value {
             "paging_tool": "violations",
         },
     })
+}
+
+/// `engine_paths` of the matrix, from [`reticle_protocol::capabilities::ENGINE_PATHS`]
+/// (the table the evaluation reads too): a `conditional` path carries its precondition.
+fn engine_paths() -> Value {
+    let mut paths = Map::new();
+    for path in ENGINE_PATHS {
+        let mut entry = json!({"detailed": path.detailed.as_str(), "note": path.note});
+        if path.detailed == DetailSupport::Conditional {
+            entry["precondition"] = json!({
+                "violation_count_max": "limits.max_violations (default 10000, at most 100000)",
+                "on_exceeded": "limits.on_exceeded: truncate (default: the first records) or degrade_to_aggregate (none)",
+                "signaled_via": "truncation.truncated: true, or degraded_to_aggregate: true on the response",
+            });
+        }
+        paths.insert(path.name.to_owned(), entry);
+    }
+    Value::Object(paths)
 }
 
 pub(super) fn tool() -> Tool {
@@ -182,6 +197,16 @@ pub fn imaging(args: &Map<String, Value>) -> Imaging {
 /// One line per rule with violations, for people (porcelain and `reticle eval --format=table`).
 #[must_use]
 pub fn table(payload: &Value) -> String {
+    table_limited(payload, usize::MAX)
+}
+
+/// Canonical violations a concise porcelain lists (the rest are counted).
+pub const CONCISE_CANONICAL: usize = 10;
+
+/// [`table`] listing at most `max_canonical` canonical violations, then a line counting
+/// the rest and saying where they are.
+#[must_use]
+pub fn table_limited(payload: &Value, max_canonical: usize) -> String {
     let m = &payload["metrics"];
     let mut text = format!(
         "{} on {} ({} {}): L2={} px PVB={} px EPE {}/{} (mean |EPE| {} nm, max {} nm) MRC pass {} DRC pass {}\n",
@@ -222,8 +247,20 @@ pub fn table(payload: &Value) -> String {
             rule["records"],
         ));
     }
-    for v in payload["violations"].as_array().into_iter().flatten() {
-        if v["dedup_strategy"] == "canonical" {
+    let canonical = payload["violations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v["dedup_strategy"] == "canonical");
+    let mut listed = 0;
+    let mut unlisted = 0;
+    for v in canonical {
+        if listed == max_canonical {
+            unlisted += 1;
+            continue;
+        }
+        listed += 1;
+        {
             text.push_str(&format!(
                 "  {} {} at {} measured {} {} (group {})\n",
                 v["severity"].as_str().unwrap_or("?"),
@@ -234,6 +271,11 @@ pub fn table(payload: &Value) -> String {
                 v["violation_group_id"].as_str().unwrap_or("?"),
             ));
         }
+    }
+    if unlisted > 0 {
+        text.push_str(&format!(
+            "… {unlisted} more canonical violation(s) not listed: detail=full, render=json or violations(job_id)\n"
+        ));
     }
     if payload["truncation"]["truncated"] == true {
         text.push_str(&format!(
@@ -272,11 +314,15 @@ pub fn table(payload: &Value) -> String {
     text
 }
 
-fn porcelain(payload: &Value, _detail: Detail) -> String {
+fn porcelain(payload: &Value, detail: Detail) -> String {
+    let max_canonical = match detail {
+        Detail::Concise => CONCISE_CANONICAL,
+        Detail::Full => usize::MAX,
+    };
     format!(
         "{} {}: {}",
         payload["job_id"].as_str().unwrap_or("?"),
         payload["status"].as_str().unwrap_or("?"),
-        table(payload)
+        table_limited(payload, max_canonical)
     )
 }

@@ -1,7 +1,7 @@
 //! `poll` and `cancel`: the job table seen by the model.
 
 use libmcp::ReplayContract;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::{Detail, PayloadResult, Tool, ToolContext, ToolDef};
 
@@ -45,7 +45,16 @@ async fn poll(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
 }
 
 async fn cancel(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
-    Ok(ctx.jobs.cancel(job_id(&args), "cancel tool")?.to_payload())
+    let view = ctx.jobs.cancel(job_id(&args), "cancel tool")?;
+    let mut payload = view.to_payload();
+    // Seed 002: the state after the call, the job and the table it belongs to.
+    payload["state_after"] = json!({
+        "job_id": view.job_id,
+        "status": view.status,
+        "cancel_reason": view.cancel_reason,
+        "jobs_by_status": ctx.jobs.counts(),
+    });
+    Ok(payload)
 }
 
 fn porcelain(payload: &Value, detail: Detail) -> String {

@@ -14,6 +14,7 @@ mod health;
 mod jobs;
 mod layout;
 pub mod normalize;
+pub mod nullable;
 mod optimize;
 pub mod output;
 mod populate;
@@ -32,7 +33,9 @@ pub use context::{TaskRequest, ToolContext, ToolShared};
 pub(crate) use context::{progress_params, wait_reporting_progress};
 pub use health::{payload as health_payload, porcelain as health_porcelain};
 pub use output::{JobStarted, ToolOutput, schema_errors};
-pub use registry::{CallOutcome, TaskSupport, Tool, ToolDef, ToolRegistry};
+pub use registry::{
+    CallOutcome, TaskSupport, Tool, ToolDef, ToolProbe, ToolRegistry, probe_answer,
+};
 pub use render::{Detail, PRESENTATION, clip, error_result, generic_porcelain};
 pub use telemetry::{payload as telemetry_payload, porcelain as telemetry_porcelain};
 

@@ -12,6 +12,8 @@
 //! - **Paths**: in the fields that name files ([`PATH_FIELDS`]), a `file://` URI becomes
 //!   its local path and a leading `~` the home directory. Confinement to the allowed
 //!   roots happens afterwards, on the normalized path, as before.
+//! - **`null`** for an optional field is removed first: it means "use the default"
+//!   (seed 002; [`super::nullable`], D71).
 
 use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::{Map, Value, json};
@@ -54,6 +56,8 @@ pub fn normalize(
     schema: &Value,
     args: &mut Map<String, Value>,
 ) -> Result<(), ToolError> {
+    // `null` for an optional field is its absence (seed 002), before anything else.
+    super::nullable::drop_nulls(schema, args);
     let properties = schema.get("properties").and_then(Value::as_object);
     if let Some(properties) = properties {
         apply_aliases(properties, args)?;

@@ -10,18 +10,22 @@ use libmcp::ReplayContract;
 use reticle_protocol::{ErrorCode, ToolError, schemas};
 use serde_json::{Map, Value, json};
 
-use super::context::{ToolContext, final_payload};
+use super::context::{ToolContext, ToolShared, final_payload};
 use super::output::{OutputSchema, ToolOutput, schema_errors};
 use super::render::{Detail, PRESENTATION, RenderChoice, error_result, success_result};
 use super::{
     PayloadResult, ToolResult, debug, evaluate, health, jobs, layout, normalize, optimize,
     populate, schema_tools, simulate, telemetry, violations,
 };
+use crate::dispatch::ProbeOutcome;
 use crate::jobs::JobView;
 
 type BoxFuture = Pin<Box<dyn Future<Output = ToolResult> + Send>>;
 type Handler = Arc<dyn Fn(ToolContext, Map<String, Value>) -> BoxFuture + Send + Sync>;
 type Porcelain = fn(&Value, Detail) -> String;
+/// A ProbeRequired tool's probe: after a call was interrupted with its outcome unknown,
+/// did its effect happen (and what was its answer), or is running it again safe?
+pub type ToolProbe = fn(&ToolShared, &Map<String, Value>) -> ProbeOutcome;
 
 /// Whether a tool may run as an MCP task (2025-11-25 `execution.taskSupport`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +52,7 @@ pub struct Tool {
     porcelain: Option<Porcelain>,
     task_support: TaskSupport,
     meta: Option<Value>,
+    probe: Option<ToolProbe>,
 }
 
 impl std::fmt::Debug for Tool {
@@ -112,6 +117,8 @@ impl Tool {
         Fut: Future<Output = Result<O, ToolError>> + Send + 'static,
         O: Into<ToolOutput>,
     {
+        // Published (and validated) as seed 002 says: optional fields admit `null`.
+        let input_schema = super::nullable::publish(&input_schema);
         let compile = |schema: &Value, which: &str| {
             jsonschema::validator_for(schema)
                 .unwrap_or_else(|e| panic!("{}.{which}.json is not a valid schema: {e}", def.name))
@@ -134,6 +141,7 @@ impl Tool {
             porcelain: def.porcelain,
             task_support: TaskSupport::Forbidden,
             meta: None,
+            probe: None,
         }
     }
 
@@ -153,6 +161,19 @@ impl Tool {
     /// the job; other tools run in the host's request task).
     pub fn is_job(&self) -> bool {
         self.task_support == TaskSupport::Optional
+    }
+
+    /// The tool with `probe`, run when a call of it was interrupted with its outcome
+    /// unknown (a ProbeRequired tool; seed 004).
+    #[must_use]
+    pub fn with_probe(mut self, probe: ToolProbe) -> Self {
+        self.probe = Some(probe);
+        self
+    }
+
+    /// The tool's probe, if it has one.
+    pub fn probe(&self) -> Option<ToolProbe> {
+        self.probe
     }
 
     /// Adds `_meta` to the tool's `tools/list` entry (e.g. `evaluate`'s capabilities matrix).
@@ -338,6 +359,7 @@ impl ToolRegistry {
         let answer = (tool.handler)(ctx, arguments)
             .await
             .and_then(|output| tool.check_output(output));
+        debug_answer_delay(tool.name).await;
         match answer {
             Ok(output) => {
                 let started = match &output {
@@ -352,6 +374,33 @@ impl ToolRegistry {
             }
             Err(error) => CallOutcome::failed(error),
         }
+    }
+}
+
+/// Fault tests only (`RETICLE_DEBUG_TOOLS` and `RETICLE_DEBUG_ANSWER_DELAY=<tool>:<ms>`):
+/// holds `tool`'s answer after its effect, so a test can interrupt such a call (a reexec)
+/// and see the probe decide.
+async fn debug_answer_delay(tool: &str) {
+    let serve = &crate::config::current().serve;
+    if let (true, Some((name, delay))) = (serve.debug_tools, &serve.debug_answer_delay)
+        && name == tool
+    {
+        tracing::warn!(tool, ?delay, "debug: holding the answer");
+        tokio::time::sleep(*delay).await;
+    }
+}
+
+/// Renders a probe's `payload` as the answer of a call of `tool` with `arguments`: the
+/// output check and the rendering a handler's answer gets.
+pub fn probe_answer(tool: &Tool, arguments: &Map<String, Value>, payload: Value) -> CallOutcome {
+    let render = RenderChoice::from_args(arguments);
+    match tool.check_output(ToolOutput::Finished(payload)) {
+        Ok(output) => CallOutcome {
+            result: success_result(tool, output, &render),
+            started: None,
+            error: None,
+        },
+        Err(error) => CallOutcome::failed(error),
     }
 }
 
@@ -398,12 +447,12 @@ mod tests {
             assert_eq!(schema["additionalProperties"], false, "{name}");
             assert_eq!(
                 schema["properties"]["render"]["enum"],
-                json!(["porcelain", "json"]),
+                json!(["porcelain", "json", null]),
                 "{name}"
             );
             assert_eq!(
                 schema["properties"]["detail"]["enum"],
-                json!(["concise", "full"]),
+                json!(["concise", "full", null]),
                 "{name}"
             );
         }

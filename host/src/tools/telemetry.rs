@@ -56,7 +56,9 @@ pub fn payload(
             "successes": totals.success_count(),
             "errors": totals.error_count(),
             "in_flight": state.in_flight(),
-            "retries": job_stats["replays"],
+            // Every replay of a unit on a fresh worker: job units and the layout
+            // tools' synchronous units alike (per method: `methods[].retry_count`).
+            "retries": dispatcher.stats()["replays"],
             "restarts": state.restarts(),
         },
         "methods": state.method_aggregates(),

@@ -101,7 +101,7 @@ impl DeckArgs {
         pin(&deck_hash)?;
         let target = target_layer(&deck, self.layer.as_deref())?;
         let tile_nm = tile_size(tile_nm)?;
-        Ok(Setup {
+        let setup = Setup {
             deck,
             deck_source,
             deck_hash,
@@ -110,7 +110,9 @@ impl DeckArgs {
             layout_name: layout_name(&self.layout),
             report_level,
             limits,
-        })
+        };
+        setup.check_report_level()?;
+        Ok(setup)
     }
 
     /// Images the window in `box_um` and evaluates it with `setup`: progress steps 1..=7

@@ -213,6 +213,39 @@ fn open(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
     Ok(out)
 }
 
+/// Default `max_cells` / `max_layers` of `list_cells` / `list_layers`.
+pub const DEFAULT_MAX_LIST: usize = 1000;
+/// Most `max_cells` / `max_layers` a call may ask for (above: `TOOL_LIMIT_EXCEEDED`).
+pub const MAX_LIST: usize = 10_000;
+
+/// `items` cut to `max` (default [`DEFAULT_MAX_LIST`]), with seed 003's truncation
+/// metadata (always present, zero drops included): `(kept, truncation)`.
+fn bounded<T>(
+    mut items: Vec<T>,
+    max: Option<usize>,
+    what: &'static str,
+) -> Result<(Vec<T>, Value), ToolError> {
+    let max = max.unwrap_or(DEFAULT_MAX_LIST);
+    if max > MAX_LIST {
+        return Err(observe_error(&ObserveError::ToolLimitExceeded {
+            what,
+            requested: max as u64,
+            max: MAX_LIST as u64,
+        }));
+    }
+    let total = items.len();
+    items.truncate(max);
+    let dropped = total - items.len();
+    let truncation = json!({
+        format!("{what}_dropped"): dropped,
+        "truncated": dropped > 0,
+        "returned": items.len(),
+        "total": total,
+        format!("max_{what}"): max,
+    });
+    Ok((items, truncation))
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CellsArgs {
@@ -220,6 +253,8 @@ struct CellsArgs {
     cell: String,
     #[serde(default)]
     max_depth: Option<u32>,
+    #[serde(default)]
+    max_cells: Option<usize>,
 }
 
 fn op_list_cells(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
@@ -227,7 +262,8 @@ fn op_list_cells(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> 
     let (lib, _) = load(ctx, &args.layout)?;
     let root = cell_by_name(&lib, &args.cell).map_err(|e| observe_error(&e))?;
     let cells = list_cells(&lib, root, args.max_depth).map_err(|e| observe_error(&e))?;
-    Ok(json!({"dbu": lib.dbu_um(), "cells": ok(&cells)?}))
+    let (cells, truncation) = bounded(cells, args.max_cells, "cells")?;
+    Ok(json!({"dbu": lib.dbu_um(), "cells": ok(&cells)?, "truncation": truncation}))
 }
 
 #[derive(Deserialize)]
@@ -253,6 +289,8 @@ fn op_describe_cell(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolErro
 struct LayersArgs {
     layout: LayoutRef,
     cell: String,
+    #[serde(default)]
+    max_layers: Option<usize>,
 }
 
 fn op_list_layers(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
@@ -260,7 +298,8 @@ fn op_list_layers(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError>
     let (lib, _) = load(ctx, &args.layout)?;
     let root = cell_by_name(&lib, &args.cell).map_err(|e| observe_error(&e))?;
     let layers = list_layers(&lib, root).map_err(|e| observe_error(&e))?;
-    Ok(json!({"dbu": lib.dbu_um(), "layers": ok(&layers)?}))
+    let (layers, truncation) = bounded(layers, args.max_layers, "layers")?;
+    Ok(json!({"dbu": lib.dbu_um(), "layers": ok(&layers)?, "truncation": truncation}))
 }
 
 #[derive(Deserialize)]

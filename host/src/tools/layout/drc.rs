@@ -196,6 +196,7 @@ async fn run_drc_script(ctx: ToolContext, args: Map<String, Value>) -> PayloadRe
             artifact("stdout", dir.join("stdout.txt"), "text/plain"),
             artifact("stderr", dir.join("stderr.txt"), "text/plain"),
         ],
+        "state_after": ctx.state.sessions.state(&s.id),
     }))
 }
 

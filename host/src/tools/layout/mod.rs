@@ -18,7 +18,8 @@ use libmcp::ReplayContract;
 use reticle_protocol::{ErrorCode, SCHEMA_VERSION, ToolError};
 use serde_json::{Map, Value, json};
 
-use super::{PayloadResult, Tool, ToolContext, ToolDef};
+use super::{PayloadResult, Tool, ToolContext, ToolDef, ToolShared};
+use crate::dispatch::ProbeOutcome;
 use crate::dispatch::Unit;
 use crate::sessions::{SessionInfo, write_artifact};
 /// Default `render_view` image size (seed 003's example).
@@ -50,14 +51,16 @@ pub(super) fn tools() -> Vec<Tool> {
             read_only: false,
             handler: close_session,
             porcelain: None,
-        }),
+        })
+        .with_probe(close_session_probe),
         Tool::new(ToolDef {
             name: "list_cells",
             title: "List cells",
             description: "Lists the session layout's cells sorted by name, each with is_top, \
                           bounding box (um and dbu), child instance count and own shape count. \
                           With max_depth, only cells the session's top cell reaches within that \
-                          many levels (0 = the top cell alone).",
+                          many levels (0 = the top cell alone). At most max_cells (default \
+                          1000) cells; truncation says how many were left out.",
             replay: ReplayContract::Convergent,
             read_only: true,
             handler: list_cells,
@@ -78,7 +81,9 @@ pub(super) fn tools() -> Vec<Tool> {
             name: "list_layers",
             title: "List layers",
             description: "Lists the layout's layers sorted by layer then datatype, with names \
-                          (OASIS) and the number of shapes each has in the flattened top cell.",
+                          (OASIS) and the number of shapes each has in the flattened top cell. \
+                          At most max_layers (default 1000); truncation says how many were left \
+                          out.",
             replay: ReplayContract::Convergent,
             read_only: true,
             handler: list_layers,
@@ -281,6 +286,31 @@ async fn close_session(ctx: ToolContext, args: Map<String, Value>) -> PayloadRes
         "session_id": id,
         "closed": closed,
         "artifact_dir_deleted": deleted,
+        "state_after": ctx.state.sessions.state(id),
+    }))
+}
+
+/// The probe of `close_session` (ProbeRequired, seed 004): after a call was interrupted
+/// (a reexec took it in flight), did its close take effect? A session this host (or the
+/// image before) closed: yes, and this is the call's answer. A live session: no, closing
+/// it again is safe. An id never known: running the call again answers `closed: false`,
+/// the right answer, so that is safe too.
+pub(crate) fn close_session_probe(shared: &ToolShared, args: &Map<String, Value>) -> ProbeOutcome {
+    let sessions = &shared.state.sessions;
+    let id = str_arg(args, "session_id");
+    if sessions.is_live(id) || !sessions.was_closed(id) {
+        return ProbeOutcome::SafeToReplay;
+    }
+    let deleted = sessions
+        .root()
+        .map(|root| !root.join("sessions").join(id).exists())
+        .unwrap_or(true);
+    ProbeOutcome::AlreadyCompleted(json!({
+        "schema_version": SCHEMA_VERSION,
+        "session_id": id,
+        "closed": true,
+        "artifact_dir_deleted": deleted,
+        "state_after": sessions.state(id),
     }))
 }
 
@@ -289,6 +319,9 @@ async fn list_cells(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult
     let mut op = json!({"layout": s.layout_ref(), "cell": s.top_cell});
     if let Some(d) = args.get("max_depth") {
         op["max_depth"] = d.clone();
+    }
+    if let Some(max) = args.get("max_cells") {
+        op["max_cells"] = max.clone();
     }
     let out = run_op(&ctx, "layout.list_cells", op, None).await?;
     Ok(with_session(&s.id, out))
@@ -310,7 +343,10 @@ async fn describe_cell(ctx: ToolContext, args: Map<String, Value>) -> PayloadRes
 
 async fn list_layers(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     let s = session(&ctx, &args)?;
-    let op = json!({"layout": s.layout_ref(), "cell": s.top_cell});
+    let mut op = json!({"layout": s.layout_ref(), "cell": s.top_cell});
+    if let Some(max) = args.get("max_layers") {
+        op["max_layers"] = max.clone();
+    }
     let out = run_op(&ctx, "layout.list_layers", op, None).await?;
     Ok(with_session(&s.id, out))
 }
@@ -400,7 +436,10 @@ async fn set_view(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     });
     let view = run_op(&ctx, "layout.set_view", op, None).await?;
     ctx.state.sessions.set_view(&s.id, view.clone());
-    Ok(json!({"schema_version": SCHEMA_VERSION, "session_id": s.id, "view": view}))
+    Ok(
+        json!({"schema_version": SCHEMA_VERSION, "session_id": s.id, "view": view,
+              "state_after": ctx.state.sessions.state(&s.id)}),
+    )
 }
 
 async fn render_view(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
