@@ -21,7 +21,7 @@ use tokio::task::JoinSet;
 
 use super::era::{self, LogLevel, RequestMeta};
 use super::requests::InFlight;
-use crate::dispatch::{Dispatcher, LocalPool};
+use crate::dispatch::{Dispatcher, Executor, LocalPool, SlurmExecutor, SlurmSettings};
 use crate::jobs::Jobs;
 use crate::journal::Journal;
 use crate::reexec::{PendingRequest, ServerSnapshot};
@@ -129,7 +129,15 @@ impl Server {
         workers: Arc<WorkerPool>,
     ) -> Self {
         let events = Arc::clone(&state.events);
-        let dispatcher = Dispatcher::new(Arc::new(LocalPool::new(Arc::clone(&workers))));
+        let local: Arc<dyn Executor> = Arc::new(LocalPool::new(Arc::clone(&workers)));
+        let dispatcher = match crate::config::current().executor.kind {
+            crate::config::ExecutorKind::Local => Dispatcher::new(local),
+            crate::config::ExecutorKind::Slurm => Dispatcher::new(Arc::new(SlurmExecutor::new(
+                local,
+                SlurmSettings::configured(),
+                Some(Arc::clone(&events)),
+            ))),
+        };
         Self {
             shared: ToolShared {
                 jobs: Jobs::with_events(job_ttl, events),
