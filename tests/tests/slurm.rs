@@ -1,0 +1,408 @@
+//! Whole-layout jobs on a real Slurm cluster (issue 19, docs/DECISIONS.md D60–D63).
+//!
+//! Every test brings the one-host dev cluster up with `deploy/slurm/dev-cluster.sh up`
+//! (Debian's slurm-wlm: munged, slurmctld, slurmd; installed by the script when
+//! missing) and FAILS, saying why, when it cannot: nothing here is mocked and nothing
+//! is skipped. The tests run one at a time (the cluster has this host's cores).
+//!
+//! - `reticle eval --executor slurm` on the whole of gcd_45nm at 1 nm prints the same
+//!   bytes as the local executor (the issue's acceptance command, release binaries);
+//! - an array element cancelled in the middle of a run has its tiles run again, and the
+//!   report and `violations.jsonl` are byte-identical to a local run's;
+//! - cancelling the MCP job leaves no element of its array in `squeue` and no
+//!   `reticle-worker` of it within 2 s.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use reticle_tests::{Host, fixtures_dir, release_binary, repo_root};
+use serde_json::{Value, json};
+
+/// The cluster has this host's cores: one test at a time.
+static CLUSTER: Mutex<()> = Mutex::new(());
+
+fn data_dir() -> PathBuf {
+    std::env::var_os("RETICLE_DATA_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"),
+        PathBuf::from,
+    )
+}
+
+/// gcd_45nm; the test fails when the reference data is absent.
+fn gcd() -> PathBuf {
+    let path = data_dir().join("gds/gcd_45nm.gds");
+    assert!(
+        path.exists(),
+        "{} not found (set RETICLE_DATA_DIR): the Slurm tests evaluate gcd_45nm",
+        path.display()
+    );
+    path.canonicalize().unwrap()
+}
+
+/// Brings the dev cluster up, or fails with the script's own words.
+fn cluster_up() -> std::sync::MutexGuard<'static, ()> {
+    let guard = CLUSTER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let script = repo_root().join("deploy/slurm/dev-cluster.sh");
+    let out = Command::new(&script)
+        .arg("up")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "the Slurm dev cluster did not start ({}): {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    guard
+}
+
+/// `(element id, state)` of array `job` that `squeue` lists; `all` adds ended ones.
+fn squeue(job: &str, all: bool) -> Vec<(String, String)> {
+    let mut cmd = Command::new("squeue");
+    cmd.args(["--noheader", "--array", "--format=%i %T", "--jobs", job]);
+    if all {
+        cmd.arg("--states=all");
+    }
+    let out = cmd.output().expect("squeue runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            Some((w.next()?.to_owned(), w.next()?.to_owned()))
+        })
+        .collect()
+}
+
+/// Array job ids of reticle tile arrays Slurm knows now, newest last.
+fn tile_arrays() -> Vec<String> {
+    let out = Command::new("squeue")
+        .args([
+            "--noheader",
+            "--states=all",
+            "--name=reticle-tiles",
+            "--format=%F",
+        ])
+        .output()
+        .expect("squeue runs");
+    let mut ids: Vec<u64> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids.into_iter().map(|i| i.to_string()).collect()
+}
+
+/// Pids of `reticle-worker batch` processes whose manifest lies under `dir`.
+fn batch_workers_under(dir: &Path) -> Vec<u32> {
+    let needle = dir.to_string_lossy().into_owned();
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|&b| b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let worker = args.first().is_some_and(|a| a.ends_with("reticle-worker"));
+        if worker && args.iter().any(|a| a.contains(&needle)) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// A host whose tiles run on the dev cluster (or on its own pool, `executor=local`).
+fn start(executor: &str, tmp: &Path, tiles_per_task: &str) -> Host {
+    let roots = std::env::join_paths([fixtures_dir(), data_dir(), tmp.to_path_buf()])
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let artifacts = tmp.join(format!("artifacts-{executor}"));
+    let shared = tmp.join("shared");
+    Host::start_initialized(&[
+        ("RETICLE_ALLOWED_ROOTS", roots.as_str()),
+        ("RETICLE_BACKEND", "cpu"),
+        ("RETICLE_WORKERS", "2"),
+        ("RETICLE_EXECUTOR", executor),
+        ("RETICLE_SLURM_TILES_PER_TASK", tiles_per_task),
+        ("RETICLE_SLURM_SHARED_DIR", shared.to_str().unwrap()),
+        ("RETICLE_SLURM_TIME_LIMIT", "10"),
+        ("KLAYOUT_MCP_ARTIFACT_ROOT", artifacts.to_str().unwrap()),
+    ])
+}
+
+fn job_of(started: &Value) -> String {
+    started["structuredContent"]["job_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no job id: {started}"))
+        .to_owned()
+}
+
+/// Polls `job_id` until it ends; `during` sees every running view.
+fn poll_until_done(host: &mut Host, job_id: &str, mut during: impl FnMut(&Value)) -> Value {
+    let started = Instant::now();
+    for n in 0.. {
+        let polled = host.call_tool(
+            &format!("poll-{job_id}-{n}"),
+            "poll",
+            json!({"job_id": job_id, "render": "json"}),
+        );
+        let view = polled["structuredContent"].clone();
+        match view["status"].as_str() {
+            Some("completed" | "failed" | "cancelled") => return view,
+            _ => during(&view),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "job {job_id} did not end: {view}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    unreachable!()
+}
+
+/// The report without its job fields and file paths; the files are compared apart.
+fn report_bytes(report: &Value) -> String {
+    let mut report = report.clone();
+    let m = report.as_object_mut().unwrap();
+    m.remove("job_id");
+    m.remove("status");
+    m.remove("artifacts");
+    report.to_string()
+}
+
+fn violations_file(report: &Value) -> Vec<u8> {
+    let path = report["artifacts"]["violations"]["path"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a tiled report names violations.jsonl: {report}"));
+    std::fs::read(path).unwrap()
+}
+
+fn events(host: &Host) -> Vec<Value> {
+    let file = host
+        .ready_file()
+        .parent()
+        .unwrap()
+        .join("logs/events.jsonl");
+    std::fs::read_to_string(&file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn reticle_eval_on_slurm_prints_the_same_bytes_as_the_local_executor() {
+    let _cluster = cluster_up();
+    let gcd = gcd();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("eval");
+    let roots = std::env::join_paths([data_dir(), tmp.path().to_path_buf()]).unwrap();
+    // The issue's acceptance command, whole gcd_45nm at the default 1 nm pixel.
+    let eval = |executor: &str| {
+        let started = Instant::now();
+        let output = Command::new(release_binary("reticle"))
+            .args(["eval", "--executor", executor, "--deck", "nangate45_m1v1"])
+            .args(["--layer", "11/0", "--out"])
+            .arg(&out)
+            .arg(&gcd)
+            .env("RETICLE_ALLOWED_ROOTS", &roots)
+            .env("RETICLE_BACKEND", "cpu")
+            .env("RETICLE_SLURM_SHARED_DIR", tmp.path().join("shared"))
+            .env("RETICLE_SLURM_TILES_PER_TASK", "16")
+            .output()
+            .expect("reticle eval runs");
+        eprintln!(
+            "reticle eval --executor {executor}: {:?}",
+            started.elapsed()
+        );
+        assert!(
+            output.status.success(),
+            "reticle eval --executor {executor} failed: {}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        (
+            output.stdout,
+            std::fs::read(out.join("violations.jsonl")).unwrap(),
+        )
+    };
+    let (local, local_violations) = eval("local");
+    let before = tile_arrays();
+    let (slurm, slurm_violations) = eval("slurm");
+    let after = tile_arrays();
+    assert!(
+        after.iter().any(|id| !before.contains(id)),
+        "the slurm run submitted a job array (squeue before {before:?}, after {after:?})"
+    );
+    let report: Value = serde_json::from_slice(&local).unwrap();
+    assert!(
+        report["imaging"]["tiles"].as_u64().unwrap() > 100,
+        "{}",
+        report["imaging"]
+    );
+    assert!(
+        local == slurm,
+        "the reports differ:\nlocal {}\nslurm {}",
+        String::from_utf8_lossy(&local),
+        String::from_utf8_lossy(&slurm)
+    );
+    assert!(
+        local_violations == slurm_violations,
+        "violations.jsonl differs"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(tmp.path().join("shared"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert!(leftovers.is_empty(), "job directories left: {leftovers:?}");
+}
+
+#[test]
+fn a_cancelled_array_element_changes_no_byte_of_the_report() {
+    let _cluster = cluster_up();
+    let gcd = gcd();
+    let tmp = tempfile::tempdir().unwrap();
+    let args = json!({"layout": gcd, "deck": "nangate45_m1v1", "layer": "11/0", "pixel_nm": 2,
+                      "box_um": [10, 10, 18, 18], "report_level": "detailed"});
+
+    let mut local = start("local", tmp.path(), "4");
+    let local_job = job_of(&local.call_tool("l", "evaluate", args.clone()));
+    let first = poll_until_done(&mut local, &local_job, |_| {});
+    assert_eq!(first["status"], "completed", "{first}");
+    let local_report = first["result"].clone();
+    drop(local);
+
+    let mut host = start("slurm", tmp.path(), "4");
+    let health = host.call_tool("h", "health", json!({"render": "json"}));
+    assert_eq!(
+        health["structuredContent"]["executor"]["name"], "slurm",
+        "{health}"
+    );
+    let before = tile_arrays();
+    let job = job_of(&host.call_tool("s", "evaluate", args));
+    let mut cancelled: Option<String> = None;
+    let mut saw_running_in_health = false;
+    let second = poll_until_done(&mut host, &job, |_| {
+        if cancelled.is_some() {
+            return;
+        }
+        let Some(array) = tile_arrays().into_iter().find(|id| !before.contains(id)) else {
+            return;
+        };
+        if let Some((element, _)) = squeue(&array, false)
+            .into_iter()
+            .find(|(_, state)| state == "RUNNING")
+        {
+            let out = Command::new("scancel").arg(&element).output().unwrap();
+            assert!(out.status.success(), "scancel {element}: {out:?}");
+            eprintln!("cancelled array element {element}");
+            cancelled = Some(element);
+        }
+    });
+    let element = cancelled.expect("an element of the array was seen running and cancelled");
+    assert_eq!(second["status"], "completed", "{second}");
+    let report = second["result"].clone();
+    assert_eq!(report_bytes(&local_report), report_bytes(&report));
+    assert!(
+        violations_file(&local_report) == violations_file(&report),
+        "violations.jsonl differs"
+    );
+
+    let telemetry = host.call_tool("t", "telemetry", json!({"render": "json"}));
+    let state = &telemetry["structuredContent"]["dispatch"]["executor_state"];
+    assert!(
+        state["tasks_lost"].as_u64().unwrap_or(0) >= 1
+            && state["resubmitted"].as_u64().unwrap_or(0) >= 1,
+        "the cancelled element {element} counts as lost and its tiles as resubmitted: {state}"
+    );
+    let names: Vec<String> = events(&host)
+        .iter()
+        .filter_map(|e| e["event"].as_str().map(str::to_owned))
+        .filter(|n| n.starts_with("slurm."))
+        .collect();
+    for wanted in ["slurm.submitted", "slurm.task_failed", "slurm.resubmitted"] {
+        assert!(
+            names.iter().any(|n| n == wanted),
+            "the event log records {wanted}: {names:?}"
+        );
+    }
+    saw_running_in_health |= health["structuredContent"]["executor"]["summary"]
+        .as_str()
+        .is_some_and(|s| s.contains("array"));
+    assert!(saw_running_in_health, "health shows the arrays: {health}");
+}
+
+#[test]
+fn cancelling_the_mcp_job_cancels_its_whole_array_within_2_s() {
+    let _cluster = cluster_up();
+    let gcd = gcd();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut host = start("slurm", tmp.path(), "4");
+    let before = tile_arrays();
+    // Whole gcd at 2 nm: minutes of tiles, so the cancel lands mid-run.
+    let job = job_of(&host.call_tool(
+        "s",
+        "evaluate",
+        json!({"layout": gcd, "deck": "nangate45_m1v1", "layer": "11/0", "pixel_nm": 2}),
+    ));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let array = loop {
+        let array = tile_arrays().into_iter().find(|id| !before.contains(id));
+        if let Some(array) = &array {
+            let running = squeue(array, false)
+                .iter()
+                .filter(|(_, s)| s == "RUNNING")
+                .count();
+            if running >= 2 && !batch_workers_under(tmp.path()).is_empty() {
+                break array.clone();
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no element of the job's array ran within 60 s (arrays {:?})",
+            tile_arrays()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let telemetry = host.call_tool("t", "telemetry", json!({"render": "json"}));
+    let arrays = &telemetry["structuredContent"]["dispatch"]["executor_state"]["arrays"];
+    assert!(
+        arrays[&array]["running"].as_u64().unwrap_or(0) >= 1
+            || arrays[&array]["pending"].as_u64().unwrap_or(0) >= 1,
+        "telemetry shows array {array}: {arrays}"
+    );
+    let pending_before = squeue(&array, false).len();
+    let cancelled = host.call_tool("c", "cancel", json!({"job_id": job}));
+    let at = Instant::now();
+    assert_eq!(
+        cancelled["structuredContent"]["status"], "cancelled",
+        "{cancelled}"
+    );
+    loop {
+        let listed = squeue(&array, false);
+        let workers = batch_workers_under(tmp.path());
+        if listed.is_empty() && workers.is_empty() {
+            break;
+        }
+        assert!(
+            at.elapsed() < Duration::from_secs(2),
+            "2 s after the cancel: squeue lists {listed:?}, reticle-worker pids {workers:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!(
+        "array {array} ({pending_before} elements listed) gone {:?} after the cancel",
+        at.elapsed()
+    );
+}
