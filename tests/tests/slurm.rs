@@ -123,6 +123,8 @@ fn batch_workers_under(dir: &Path) -> Vec<u32> {
 
 /// A host whose tiles run on the dev cluster (or on its own pool, `executor=local`).
 fn start(executor: &str, tmp: &Path, tiles_per_task: &str) -> Host {
+    let runtime = tmp.join("runtime");
+    std::fs::create_dir_all(&runtime).unwrap();
     let roots = std::env::join_paths([fixtures_dir(), data_dir(), tmp.to_path_buf()])
         .unwrap()
         .to_string_lossy()
@@ -138,7 +140,19 @@ fn start(executor: &str, tmp: &Path, tiles_per_task: &str) -> Host {
         ("RETICLE_SLURM_SHARED_DIR", shared.to_str().unwrap()),
         ("RETICLE_SLURM_TIME_LIMIT", "10"),
         ("KLAYOUT_MCP_ARTIFACT_ROOT", artifacts.to_str().unwrap()),
+        ("XDG_RUNTIME_DIR", runtime.to_str().unwrap()),
     ])
+}
+
+/// `reticle ctl reexec` against `host` (its control socket is under `tmp/runtime`).
+fn reexec(host: &Host, tmp: &Path) {
+    let out = Command::new(reticle_tests::binary("reticle"))
+        .args(["ctl", "reexec"])
+        .env("MCP_READY_FILE", host.ready_file())
+        .env("XDG_RUNTIME_DIR", tmp.join("runtime"))
+        .output()
+        .expect("reticle ctl runs");
+    assert!(out.status.success(), "reticle ctl reexec: {out:?}");
 }
 
 fn job_of(started: &Value) -> String {
@@ -275,6 +289,7 @@ fn a_cancelled_array_element_changes_no_byte_of_the_report() {
     let tmp = tempfile::tempdir().unwrap();
     let args = json!({"layout": gcd, "deck": "nangate45_m1v1", "layer": "11/0", "pixel_nm": 2,
                       "box_um": [10, 10, 18, 18], "report_level": "detailed"});
+    let args_again = args.clone();
 
     let mut local = start("local", tmp.path(), "4");
     let local_job = job_of(&local.call_tool("l", "evaluate", args.clone()));
@@ -337,6 +352,42 @@ fn a_cancelled_array_element_changes_no_byte_of_the_report() {
             "the event log records {wanted}: {names:?}"
         );
     }
+
+    // A reexec in the middle of a job: the next image follows the same array on
+    // (no second submission) and the report is unchanged.
+    let before = tile_arrays();
+    let job = job_of(&host.call_tool("r", "evaluate", args_again.clone()));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let array = loop {
+        if let Some(array) = tile_arrays().into_iter().find(|id| !before.contains(id))
+            && squeue(&array, false).iter().any(|(_, s)| s == "RUNNING")
+        {
+            break array;
+        }
+        assert!(Instant::now() < deadline, "the array did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    reexec(&host, tmp.path());
+    let third = poll_until_done(&mut host, &job, |_| {});
+    assert_eq!(third["status"], "completed", "{third}");
+    assert_eq!(report_bytes(&local_report), report_bytes(&third["result"]));
+    let log = events(&host);
+    let of_job: Vec<&Value> = log.iter().filter(|e| e["scope"] == job.as_str()).collect();
+    assert!(
+        of_job
+            .iter()
+            .any(|e| e["event"] == "slurm.adopted" && e["slurm_jobs"][0] == array.as_str()),
+        "the next image adopted array {array}: {of_job:?}"
+    );
+    assert_eq!(
+        of_job
+            .iter()
+            .filter(|e| e["event"] == "slurm.submitted")
+            .count(),
+        1,
+        "the array was not submitted again after the reexec: {of_job:?}"
+    );
+
     saw_running_in_health |= health["structuredContent"]["executor"]["summary"]
         .as_str()
         .is_some_and(|s| s.contains("array"));
@@ -405,4 +456,71 @@ fn cancelling_the_mcp_job_cancels_its_whole_array_within_2_s() {
         "array {array} ({pending_before} elements listed) gone {:?} after the cancel",
         at.elapsed()
     );
+}
+
+/// Writes `manifest` into a fresh directory of `mode` under `tmp`; returns its path.
+fn manifest_in(tmp: &Path, name: &str, mode: u32, manifest: &Value) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tmp.join(name);
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
+    let path = dir.join("manifest-1.json");
+    std::fs::write(&path, manifest.to_string()).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path
+}
+
+#[test]
+fn the_batch_worker_refuses_a_manifest_naming_anything_outside_its_roots() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = tmp.path().canonicalize().unwrap();
+    let root = tmp.join("root");
+    std::fs::create_dir(&root).unwrap();
+    let layout = fixtures_dir().join("layouts/lines_and_pad.glp");
+    let manifest = |dir: &str, layout: &Path| {
+        json!({
+            "version": 1, "batch_id": "j.s1", "op": "evaluate.tile",
+            "args_json": json!({"layout": layout, "deck": "iccad13_m1"}).to_string(),
+            "context": {"artifact_dir": tmp.join(dir), "allowed_roots": [root, fixtures_dir()],
+                        "limits": {"max_layout_bytes": 1_000_000, "max_shapes": 1_000_000,
+                                   "max_raster_pixels": 100_000_000}},
+            "tiles": [[0, 1]], "tiles_per_task": 1
+        })
+    };
+    let run = |path: &Path| {
+        Command::new(reticle_tests::binary("reticle-worker"))
+            .arg("batch")
+            .arg(path)
+            .args(["--element", "0"])
+            .env("RETICLE_BACKEND", "cpu")
+            .output()
+            .expect("reticle-worker runs")
+    };
+    let cases = [
+        (
+            "outside",
+            0o700,
+            manifest("outside", Path::new("/etc/passwd")),
+            "not inside its allowed roots",
+        ),
+        ("open", 0o755, manifest("open", &layout), "must be private"),
+        (
+            "elsewhere",
+            0o700,
+            manifest("open", &layout),
+            "is not the manifest's directory",
+        ),
+    ];
+    for (name, mode, m, why) in cases {
+        let path = manifest_in(&tmp, name, mode, &m);
+        let out = run(&path);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(stderr.contains(why), "{name}: expected {why:?} in {stderr}");
+        assert!(
+            !path.parent().unwrap().join("results").exists(),
+            "{name}: nothing ran"
+        );
+        assert!(out.stdout.is_empty(), "the worker writes nothing to stdout");
+    }
 }

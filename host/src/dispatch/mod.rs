@@ -42,7 +42,7 @@ pub use fanout::FanOut;
 pub use local::LocalPool;
 pub use replay::{Probe, ProbeOutcome};
 pub use scope::{Scope, ScopeKind};
-pub use slurm::{SlurmExecutor, SlurmSettings};
+pub use slurm::{SlurmExecutor, SlurmSettings, hand_over};
 
 use replay::AfterLoss;
 

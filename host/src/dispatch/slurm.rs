@@ -23,11 +23,11 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use reticle_protocol::batch::{BatchManifest, MANIFEST_VERSION, ranges_of, result_file};
+use reticle_protocol::batch::{BatchManifest, MANIFEST_VERSION, ranges_of};
 use reticle_protocol::wire::JobOutcome;
 use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::{Value, json};
@@ -39,7 +39,6 @@ use super::executor::{
     TileBatch,
 };
 use crate::events::EventLog;
-use reticle_protocol::wire::JobOutcome as Outcome;
 
 /// How often an array is polled.
 pub const POLL: Duration = Duration::from_millis(250);
@@ -239,20 +238,22 @@ impl SlurmExecutor {
             .ok_or_else(|| {
                 ToolError::new(ErrorCode::InternalError, "tiles need an artifact directory")
             })?;
-        let dir = make_job_dir(&self.settings.shared_dir, &batch.scope_id)?;
+        let k = self.settings.tiles_per_task.max(1);
+        let key = FollowKey {
+            op: batch.op.clone(),
+            args_json: batch.args_json.clone(),
+            total: batch.total,
+            tiles_per_task: k,
+            allowed_roots: batch.context.allowed_roots.clone(),
+        };
+        let (dir, adopted) = job_dir(&self.settings.shared_dir, &batch.scope_id, &key)?;
         let mut guard = ArrayGuard {
             ids: Vec::new(),
             dir: dir.clone(),
             armed: true,
         };
-        write_private(&dir.join("run.sh"), b"#!/bin/sh\nexec \"$@\"\n", 0o700)?;
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(dir.join("results"))
-            .map_err(|e| fault(format!("cannot create results directory: {e}")))?;
         let mut context = batch.context.clone();
         context.artifact_dir = Some(dir.display().to_string());
-        let k = self.settings.tiles_per_task.max(1);
         let mut stats = BatchStats::default();
         let mut runs: HashMap<u64, u8> = HashMap::new();
         let mut done: HashSet<u64> = HashSet::new();
@@ -260,6 +261,39 @@ impl SlurmExecutor {
         let mut active: Vec<(String, BatchManifest, HashSet<u64>)> = Vec::new();
         let mut submission = 0u32;
         let mut to_submit: Vec<[u64; 2]> = vec![[0, batch.total]];
+        let mut follow = Follow {
+            key,
+            arrays: Vec::new(),
+        };
+        if let Some(previous) = adopted {
+            // A host image before a reexec submitted these arrays: follow them on.
+            for (id, file) in &previous.arrays {
+                let manifest: BatchManifest = std::fs::read(dir.join(file))
+                    .ok()
+                    .and_then(|b| serde_json::from_slice(&b).ok())
+                    .ok_or_else(|| fault(format!("{file} of an adopted batch is unreadable")))?;
+                for &[a, b] in &manifest.tiles {
+                    for t in a..b {
+                        *runs.entry(t).or_default() += 1;
+                    }
+                }
+                guard.ids.push(id.clone());
+                active.push((id.clone(), manifest, HashSet::new()));
+            }
+            submission = u32::try_from(previous.arrays.len()).unwrap_or(u32::MAX);
+            follow.arrays = previous.arrays;
+            to_submit.clear();
+            self.event(
+                "slurm.adopted",
+                json!({"scope": batch.scope_id, "slurm_jobs": guard.ids, "dir": dir}),
+            );
+        } else {
+            write_private(&dir.join("run.sh"), b"#!/bin/sh\nexec \"$@\"\n", 0o700)?;
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(dir.join("results"))
+                .map_err(|e| fault(format!("cannot create results directory: {e}")))?;
+        }
         loop {
             if !to_submit.is_empty() {
                 submission += 1;
@@ -282,6 +316,11 @@ impl SlurmExecutor {
                 let elements = manifest.elements();
                 let id = self.submit(&dir, &path, elements).await?;
                 guard.ids.push(id.clone());
+                // Persisted with the job: a host image after a reexec follows it on.
+                follow
+                    .arrays
+                    .push((id.clone(), format!("manifest-{submission}.json")));
+                follow.save(&dir)?;
                 for &[a, b] in &manifest.tiles {
                     for t in a..b {
                         *runs.entry(t).or_default() += 1;
@@ -394,9 +433,23 @@ struct ArrayGuard {
     armed: bool,
 }
 
+/// Set when the host hands over to a new image (reexec): arrays are left running and
+/// their directories kept, for the next image to follow.
+static HANDING_OVER: AtomicBool = AtomicBool::new(false);
+
+/// Marks the host as handing over to a new image: from now on a dropped batch leaves its
+/// Slurm arrays running and its job directory in place (the next image adopts them).
+pub fn hand_over() {
+    HANDING_OVER.store(true, Ordering::SeqCst);
+}
+
 impl Drop for ArrayGuard {
     fn drop(&mut self) {
         if !self.armed {
+            return;
+        }
+        if HANDING_OVER.load(Ordering::SeqCst) {
+            tracing::info!(ids = ?self.ids, dir = %self.dir.display(), "reexec: Slurm arrays left running for the next image");
             return;
         }
         if !self.ids.is_empty() {
@@ -470,7 +523,9 @@ fn parse_squeue(text: &str) -> HashMap<(String, u64), String> {
     out
 }
 
-/// Reads new outcome files: a tile done moves its output into `artifact_dir` and is
+/// Reads new outcome files: a tile done has its output linked (or copied) into
+/// `artifact_dir`, its outcome file renamed `<tile>.done` (holding the output's name, so
+/// a host image that adopts the directory after a reexec finds it again), and is
 /// announced on `done_tx`; a tile that failed with a tool error fails the batch.
 fn collect_outcomes(
     dir: &Path,
@@ -483,64 +538,118 @@ fn collect_outcomes(
         .map_err(|e| fault(format!("cannot read {}: {e}", results.display())))?;
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(tile) = name
-            .to_str()
-            .and_then(|n| n.strip_suffix(".json"))
-            .and_then(|n| n.parse::<u64>().ok())
-        else {
+        let Some(name) = name.to_str() else { continue };
+        let (tile, finished) = match (name.strip_suffix(".json"), name.strip_suffix(".done")) {
+            (Some(n), _) => (n, false),
+            (None, Some(n)) => (n, true),
+            _ => continue,
+        };
+        let Ok(tile) = tile.parse::<u64>() else {
             continue;
         };
-        let path = result_file(dir, tile);
         if done.contains(&tile) {
-            let _ = std::fs::remove_file(&path);
             continue;
         }
-        let outcome: Outcome = std::fs::read(&path)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .ok_or_else(|| fault(format!("tile {tile}'s outcome file is unreadable")))?;
-        match outcome {
-            JobOutcome::Err { error } => return Err(error),
-            JobOutcome::Ok { payload_json } => {
-                let summary: Value = serde_json::from_str(&payload_json)
-                    .map_err(|e| fault(format!("tile {tile}'s summary: {e}")))?;
-                let file = summary["tile"]
-                    .as_str()
-                    .and_then(tile_output_name)
-                    .ok_or_else(|| fault(format!("tile {tile}'s summary names no tile")))?;
-                move_file(&dir.join(&file), &artifact_dir.join(&file))
-                    .map_err(|e| fault(format!("cannot move tile output {file}: {e}")))?;
-                let _ = std::fs::remove_file(&path);
-                done.insert(tile);
-                let _ = done_tx.send(tile);
+        let path = entry.path();
+        let file = if finished {
+            std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|f| {
+                    tile_output_name(
+                        f.trim()
+                            .trim_start_matches("tile_")
+                            .trim_end_matches(".json"),
+                    )
+                })
+                .ok_or_else(|| fault(format!("{} is unreadable", path.display())))?
+        } else {
+            let outcome: JobOutcome = std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .ok_or_else(|| fault(format!("tile {tile}'s outcome file is unreadable")))?;
+            match outcome {
+                JobOutcome::Err { error } => return Err(error),
+                JobOutcome::Ok { payload_json } => {
+                    let summary: Value = serde_json::from_str(&payload_json)
+                        .map_err(|e| fault(format!("tile {tile}'s summary: {e}")))?;
+                    summary["tile"]
+                        .as_str()
+                        .and_then(|id| tile_output_name(id.trim_start_matches("T_")))
+                        .ok_or_else(|| fault(format!("tile {tile}'s summary names no tile")))?
+                }
             }
+        };
+        link_or_copy(&dir.join(&file), &artifact_dir.join(&file))
+            .map_err(|e| fault(format!("cannot place tile output {file}: {e}")))?;
+        if !finished {
+            let marked = results.join(format!("{tile}.done"));
+            std::fs::write(&marked, &file)
+                .and_then(|()| std::fs::remove_file(&path))
+                .map_err(|e| fault(format!("cannot mark tile {tile} done: {e}")))?;
         }
+        done.insert(tile);
+        let _ = done_tx.send(tile);
     }
     Ok(())
 }
 
-/// The output file of the tile a summary names (`T_3_4` → `tile_3_4.json`, as the
-/// worker's whole-layout ops write it).
+/// The output file of tile `<ix>_<iy>` (a summary's `T_3_4` without its `T_`):
+/// `tile_3_4.json`, as the worker's whole-layout ops write it; `None` for anything else.
 fn tile_output_name(id: &str) -> Option<String> {
-    let (ix, iy) = id.strip_prefix("T_")?.split_once('_')?;
+    let (ix, iy) = id.split_once('_')?;
     let (ix, iy) = (ix.parse::<i64>().ok()?, iy.parse::<i64>().ok()?);
     Some(format!("tile_{ix}_{iy}.json"))
 }
 
-/// Moves `from` to `to` (a rename, or a copy through a temporary name across file
-/// systems).
-fn move_file(from: &Path, to: &Path) -> std::io::Result<()> {
-    if std::fs::rename(from, to).is_ok() {
-        return Ok(());
-    }
+/// Puts `from` at `to` (replacing it): a hard link, or a copy through a temporary name
+/// across file systems. `from` stays (a host image that adopts the batch needs it).
+fn link_or_copy(from: &Path, to: &Path) -> std::io::Result<()> {
     let tmp = to.with_extension("json.part");
-    std::fs::copy(from, &tmp)?;
-    std::fs::rename(&tmp, to)?;
-    std::fs::remove_file(from)
+    let _ = std::fs::remove_file(&tmp);
+    if std::fs::hard_link(from, &tmp).is_err() {
+        std::fs::copy(from, &tmp)?;
+    }
+    std::fs::rename(&tmp, to)
 }
 
-/// A fresh private directory for one job under `shared` (both 0700).
-fn make_job_dir(shared: &Path, scope_id: &str) -> Result<PathBuf, ToolError> {
+/// What a batch is: a job directory is adopted only by a batch of the same key.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct FollowKey {
+    op: String,
+    args_json: String,
+    total: u64,
+    tiles_per_task: u64,
+    allowed_roots: Vec<String>,
+}
+
+/// `follow.json` in a job directory: the batch and the arrays submitted for it (Slurm
+/// job id, manifest file), rewritten after each submission.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Follow {
+    key: FollowKey,
+    arrays: Vec<(String, String)>,
+}
+
+impl Follow {
+    fn save(&self, dir: &Path) -> Result<(), ToolError> {
+        let bytes = serde_json::to_vec(self).map_err(|e| fault(format!("follow.json: {e}")))?;
+        let tmp = dir.join("follow.json.tmp");
+        let _ = std::fs::remove_file(&tmp);
+        write_private(&tmp, &bytes, 0o600)?;
+        std::fs::rename(&tmp, dir.join("follow.json"))
+            .map_err(|e| fault(format!("cannot write follow.json: {e}")))
+    }
+}
+
+/// The private (0700) directory of scope `scope_id` under `shared` (0700 too), and the
+/// arrays to follow when a host image before a reexec left it for this one (same scope,
+/// same batch). A directory of the same name holding another batch is not touched: this
+/// batch gets a fresh name.
+fn job_dir(
+    shared: &Path,
+    scope_id: &str,
+    key: &FollowKey,
+) -> Result<(PathBuf, Option<Follow>), ToolError> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -558,18 +667,31 @@ fn make_job_dir(shared: &Path, scope_id: &str) -> Result<PathBuf, ToolError> {
                 '_'
             }
         })
-        .take(64)
+        .take(96)
         .collect();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let dir = shared.join(format!("{safe}-{}-{nanos:08x}", std::process::id()));
+    let dir = shared.join(&safe);
+    if dir.exists() {
+        let previous: Option<Follow> = std::fs::read(dir.join("follow.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        if let Some(previous) = previous.filter(|p| p.key == *key && !p.arrays.is_empty()) {
+            return Ok((dir, Some(previous)));
+        }
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let dir = shared.join(format!("{safe}-{nanos:x}"));
+        return create_private(&dir).map(|()| (dir, None));
+    }
+    create_private(&dir).map(|()| (dir, None))
+}
+
+fn create_private(dir: &Path) -> Result<(), ToolError> {
     std::fs::DirBuilder::new()
         .mode(0o700)
-        .create(&dir)
-        .map_err(|e| fault(format!("cannot create {}: {e}", dir.display())))?;
-    Ok(dir)
+        .create(dir)
+        .map_err(|e| fault(format!("cannot create {}: {e}", dir.display())))
 }
 
 /// Writes `bytes` to a new file at `path` with `mode`.

@@ -213,6 +213,8 @@ impl Server {
             }
         };
         if reason == StopReason::Reexec {
+            // Cluster arrays outlive this image: the next one follows them (D63).
+            crate::dispatch::hand_over();
             let mut end = self.hand_over(frames, pump, tasks).await;
             end.reexec_bin = reexec_bin;
             return Ok(end);
