@@ -57,12 +57,12 @@ pub fn join(pieces: &[Piece], dbu_nm: f64, tol_dbu: i64) -> Vec<Found> {
         }
     }
     let mut groups: std::collections::BTreeMap<usize, Vec<&Piece>> = Default::default();
-    for i in 0..n {
+    for (i, piece) in sorted.iter().enumerate().take(n) {
         let r = root(&mut parent, i);
-        groups.entry(r).or_default().push(sorted[i]);
+        groups.entry(r).or_default().push(*piece);
     }
     let mut out: Vec<Found> = groups.values().map(|g| whole(g, dbu_nm)).collect();
-    out.sort_by(|a, b| (a.rule, a.at_pm, a.bbox).cmp(&(b.rule, b.at_pm, b.bbox)));
+    out.sort_by_key(|a| (a.rule, a.at_pm, a.bbox));
     out
 }
 

@@ -51,7 +51,7 @@ async fn violations(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult
             ),
         )
         .with_details(json!({"job_id": job_id, "tool": view.tool, "status": view.status}))
-        .recoverable(view.status.is_terminal().then_some(false).unwrap_or(true)));
+        .recoverable(!view.status.is_terminal()));
     }
     let dir = view
         .result

@@ -139,7 +139,7 @@ impl RegionSource {
             clip: Some(b),
             layers: Some(self.layer_keys()),
             include_texts: false,
-            limits: limits.clone(),
+            limits: *limits,
         };
         let mode = if whole {
             ClipMode::Overlap
