@@ -43,6 +43,9 @@ use crate::events::EventLog;
 /// How often an array is polled.
 pub const POLL: Duration = Duration::from_millis(250);
 
+/// Consecutive failed `squeue` calls tolerated (40 polls: 10 s) before the job fails.
+const SQUEUE_RETRIES: u32 = 40;
+
 /// Element states after which an element runs no more.
 const ENDED: &[&str] = &[
     "COMPLETED",
@@ -261,6 +264,7 @@ impl SlurmExecutor {
         let mut active: Vec<(String, BatchManifest, HashSet<u64>)> = Vec::new();
         let mut submission = 0u32;
         let mut to_submit: Vec<[u64; 2]> = vec![[0, batch.total]];
+        let mut squeue_failures = 0u32;
         let mut follow = Follow {
             key,
             arrays: Vec::new(),
@@ -355,7 +359,20 @@ impl SlurmExecutor {
             // States first, then outcome files: an element seen ended has written all
             // the outcomes it ever will.
             let ids: Vec<String> = active.iter().map(|(id, _, _)| id.clone()).collect();
-            let states = squeue(&ids).await?;
+            let states = match squeue(&ids).await {
+                Ok(states) => {
+                    squeue_failures = 0;
+                    states
+                }
+                // slurmctld restarting or busy: wait a few polls before giving up.
+                Err(e) if squeue_failures < SQUEUE_RETRIES => {
+                    squeue_failures += 1;
+                    tracing::warn!(error = %e.message, squeue_failures, "squeue failed; retrying");
+                    tokio::time::sleep(POLL).await;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             collect_outcomes(&dir, &artifact_dir, &mut done, &done_tx)?;
             if done.len() as u64 >= batch.total {
                 guard.armed = false;
