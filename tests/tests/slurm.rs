@@ -58,6 +58,12 @@ fn cluster_up() -> std::sync::MutexGuard<'static, ()> {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    // A host an earlier failed test killed (SIGKILL: no cleanup) may have left its array
+    // queued; it would hold the cores this test needs.
+    let _ = Command::new("scancel")
+        .args(["--name=reticle-tiles", "--signal=KILL", "--full"])
+        .output();
+    let _ = Command::new("scancel").arg("--name=reticle-tiles").output();
     guard
 }
 
@@ -215,6 +221,21 @@ fn events(host: &Host) -> Vec<Value> {
         .collect()
 }
 
+/// How many of `tiles` have no outcome file (`results/<n>.json` or `.done`) in any job
+/// directory under `shared`.
+fn tiles_without_outcome(shared: &Path, tiles: std::ops::Range<u64>) -> usize {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(shared)
+        .map(|d| d.flatten().map(|e| e.path().join("results")).collect())
+        .unwrap_or_default();
+    tiles
+        .filter(|t| {
+            !dirs.iter().any(|d| {
+                d.join(format!("{t}.json")).exists() || d.join(format!("{t}.done")).exists()
+            })
+        })
+        .count()
+}
+
 #[test]
 fn reticle_eval_on_slurm_prints_the_same_bytes_as_the_local_executor() {
     let _cluster = cluster_up();
@@ -306,8 +327,8 @@ fn a_cancelled_array_element_changes_no_byte_of_the_report() {
     );
     let before = tile_arrays();
     let job = job_of(&host.call_tool("s", "evaluate", args));
+    let shared = tmp.path().join("shared");
     let mut cancelled: Option<String> = None;
-    let mut saw_running_in_health = false;
     let second = poll_until_done(&mut host, &job, |_| {
         if cancelled.is_some() {
             return;
@@ -315,10 +336,19 @@ fn a_cancelled_array_element_changes_no_byte_of_the_report() {
         let Some(array) = tile_arrays().into_iter().find(|id| !before.contains(id)) else {
             return;
         };
-        if let Some((element, _)) = squeue(&array, false)
-            .into_iter()
-            .find(|(_, state)| state == "RUNNING")
-        {
+        // An element in the middle of its run: running, with at least two of its four
+        // tiles (the first array's element e runs tiles 4e..4e+4) still without an
+        // outcome, so it cannot finish before the cancel lands.
+        let mid_run = squeue(&array, false).into_iter().find(|(element, state)| {
+            let Some(e) = element
+                .split_once('_')
+                .and_then(|(_, e)| e.parse::<u64>().ok())
+            else {
+                return false;
+            };
+            state == "RUNNING" && tiles_without_outcome(&shared, 4 * e..4 * e + 4) >= 2
+        });
+        if let Some((element, _)) = mid_run {
             let out = Command::new("scancel").arg(&element).output().unwrap();
             assert!(out.status.success(), "scancel {element}: {out:?}");
             eprintln!("cancelled array element {element}");
@@ -388,10 +418,13 @@ fn a_cancelled_array_element_changes_no_byte_of_the_report() {
         "the array was not submitted again after the reexec: {of_job:?}"
     );
 
-    saw_running_in_health |= health["structuredContent"]["executor"]["summary"]
+    // Finished arrays leave health's list.
+    let health = host.call_tool("h2", "health", json!({"render": "json"}));
+    let summary = health["structuredContent"]["executor"]["summary"]
         .as_str()
-        .is_some_and(|s| s.contains("array"));
-    assert!(saw_running_in_health, "health shows the arrays: {health}");
+        .unwrap_or_default()
+        .to_owned();
+    assert!(summary.starts_with("0 array(s)"), "{summary}");
 }
 
 #[test]
@@ -433,6 +466,25 @@ fn cancelling_the_mcp_job_cancels_its_whole_array_within_2_s() {
             || arrays[&array]["pending"].as_u64().unwrap_or(0) >= 1,
         "telemetry shows array {array}: {arrays}"
     );
+    // The executor polls every 250 ms: health catches up within a few polls.
+    let shown = Instant::now();
+    loop {
+        let health = host.call_tool("h", "health", json!({"render": "json"}));
+        let summary = health["structuredContent"]["executor"]["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        // `N array(s): P pending, R running, …; local: …`
+        let arrays = summary.split(';').next().unwrap_or_default();
+        if arrays.starts_with("1 array(s)") && !arrays.contains(" 0 running") {
+            break;
+        }
+        assert!(
+            shown.elapsed() < Duration::from_secs(3),
+            "health shows the running array: {summary}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let pending_before = squeue(&array, false).len();
     let cancelled = host.call_tool("c", "cancel", json!({"job_id": job}));
     let at = Instant::now();

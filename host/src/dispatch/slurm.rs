@@ -797,10 +797,7 @@ mod tests {
 
     #[test]
     fn a_summary_names_its_tile_file() {
-        assert_eq!(
-            tile_output_name("8_-9").as_deref(),
-            Some("tile_8_-9.json")
-        );
+        assert_eq!(tile_output_name("8_-9").as_deref(), Some("tile_8_-9.json"));
         assert_eq!(tile_output_name("../x_1"), None);
         assert_eq!(tile_output_name("1_2/x"), None);
         assert_eq!(tile_output_name("T_1_2"), None);
