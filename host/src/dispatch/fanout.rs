@@ -107,6 +107,15 @@ impl FanOut<'_> {
                 }
             }
         }
+        // Tiles the batch finished after the last report.
+        while done_rx.try_recv().is_ok() {
+            done += 1;
+            scope.report(
+                done as f64,
+                Some(steps),
+                Some(progress_message(done, total, started)),
+            );
+        }
         if !batched {
             self.run_tiles(dispatcher, scope, &args, total, steps, started)
                 .await?;
