@@ -179,7 +179,17 @@ impl SlurmExecutor {
             .arg("--no-requeue")
             .arg("--ntasks=1")
             .arg("--cpus-per-task=1")
-            .arg(format!("--chdir={}", dir.display()));
+            .arg(format!("--chdir={}", dir.display()))
+            // The host's environment, plus the allocator settings pool workers start
+            // with (the same tile speed on a node as in the pool).
+            .arg(format!(
+                "--export=ALL,{}",
+                crate::supervisor::WORKER_ALLOCATOR
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ));
         let log = dir.display().to_string();
         if log.contains('%') || log.contains('\\') {
             cmd.arg("--output=/dev/null");
