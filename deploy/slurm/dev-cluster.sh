@@ -147,17 +147,23 @@ up() {
 down() {
     scancel --full --signal=KILL --state=RUNNING --user=root >/dev/null 2>&1 || true
     scancel --user=root >/dev/null 2>&1 || true
-    for d in slurmd slurmctld; do
-        if pid_alive "$STATE/$d.pid"; then kill "$(cat "$STATE/$d.pid")" 2>/dev/null || true; fi
-    done
-    for _ in $(seq 50); do
-        pid_alive "$STATE/slurmd.pid" || pid_alive "$STATE/slurmctld.pid" || break
-        sleep 0.1
+    local pids=()
+    for f in "$STATE/slurmd.pid" "$STATE/slurmctld.pid"; do
+        pid_alive "$f" && pids+=("$(cat "$f")")
     done
     if [ -f "$STATE/munged.started" ] && pid_alive /run/munge/munged.pid; then
-        kill "$(cat /run/munge/munged.pid)" 2>/dev/null || true
+        pids+=("$(cat /run/munge/munged.pid)")
         rm -f "$STATE/munged.started"
     fi
+    # The daemons drop their pid files before they are gone: wait on the pids.
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for _ in $(seq 100); do
+        local alive=0
+        for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+        [ "$alive" = 0 ] && break
+        sleep 0.1
+    done
+    for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
     echo "dev-cluster: down" >&2
 }
 

@@ -43,6 +43,10 @@ use crate::events::EventLog;
 /// How often an array is polled.
 pub const POLL: Duration = Duration::from_millis(250);
 
+/// Most elements of one array: Slurm's default `MaxArraySize` is 1001 (indices 0–1000).
+/// A batch needing more goes out as several arrays.
+const MAX_ARRAY_ELEMENTS: u64 = 1000;
+
 /// Consecutive failed `squeue` calls tolerated (40 polls: 10 s) before the job fails.
 const SQUEUE_RETRIES: u32 = 40;
 
@@ -310,61 +314,66 @@ impl SlurmExecutor {
         }
         loop {
             if !to_submit.is_empty() {
-                submission += 1;
-                let manifest = BatchManifest {
-                    version: MANIFEST_VERSION,
-                    batch_id: format!("{}.s{submission}", batch.scope_id),
-                    op: batch.op.clone(),
-                    args_json: batch.args_json.clone(),
-                    context: context.clone(),
-                    tiles: std::mem::take(&mut to_submit),
-                    tiles_per_task: k,
-                };
-                manifest.check(&dir).map_err(|e| {
-                    ToolError::new(ErrorCode::PathNotAllowed, format!("batch manifest: {e}"))
-                })?;
-                let path = dir.join(format!("manifest-{submission}.json"));
-                let bytes =
-                    serde_json::to_vec(&manifest).map_err(|e| fault(format!("manifest: {e}")))?;
-                write_private(&path, &bytes, 0o600)?;
-                let elements = manifest.elements();
-                let id = self.submit(&dir, &path, elements).await?;
-                guard.ids.push(id.clone());
-                // Persisted with the job: a host image after a reexec follows it on.
-                follow
-                    .arrays
-                    .push((id.clone(), format!("manifest-{submission}.json")));
-                follow.save(&dir)?;
-                for &[a, b] in &manifest.tiles {
-                    for t in a..b {
-                        *runs.entry(t).or_default() += 1;
+                // A resubmission, unless nothing was submitted yet.
+                let resubmission = !follow.arrays.is_empty();
+                let max_tiles = MAX_ARRAY_ELEMENTS * k;
+                for chunk in split_ranges(&std::mem::take(&mut to_submit), max_tiles) {
+                    submission += 1;
+                    let manifest = BatchManifest {
+                        version: MANIFEST_VERSION,
+                        batch_id: format!("{}.s{submission}", batch.scope_id),
+                        op: batch.op.clone(),
+                        args_json: batch.args_json.clone(),
+                        context: context.clone(),
+                        tiles: chunk,
+                        tiles_per_task: k,
+                    };
+                    manifest.check(&dir).map_err(|e| {
+                        ToolError::new(ErrorCode::PathNotAllowed, format!("batch manifest: {e}"))
+                    })?;
+                    let path = dir.join(format!("manifest-{submission}.json"));
+                    let bytes = serde_json::to_vec(&manifest)
+                        .map_err(|e| fault(format!("manifest: {e}")))?;
+                    write_private(&path, &bytes, 0o600)?;
+                    let elements = manifest.elements();
+                    let id = self.submit(&dir, &path, elements).await?;
+                    guard.ids.push(id.clone());
+                    // Persisted with the job: a host image after a reexec follows it on.
+                    follow
+                        .arrays
+                        .push((id.clone(), format!("manifest-{submission}.json")));
+                    follow.save(&dir)?;
+                    for &[a, b] in &manifest.tiles {
+                        for t in a..b {
+                            *runs.entry(t).or_default() += 1;
+                        }
                     }
-                }
-                stats.attempts += manifest.tile_count();
-                self.submitted.fetch_add(1, Ordering::Relaxed);
-                if submission > 1 {
-                    stats.replays += manifest.tile_count();
-                    self.resubmitted.fetch_add(1, Ordering::Relaxed);
-                }
-                self.event(
-                    if submission == 1 {
-                        "slurm.submitted"
-                    } else {
-                        "slurm.resubmitted"
-                    },
-                    json!({"scope": batch.scope_id, "slurm_job": id, "elements": elements,
+                    stats.attempts += manifest.tile_count();
+                    self.submitted.fetch_add(1, Ordering::Relaxed);
+                    if resubmission {
+                        stats.replays += manifest.tile_count();
+                        self.resubmitted.fetch_add(1, Ordering::Relaxed);
+                    }
+                    self.event(
+                        if !resubmission {
+                            "slurm.submitted"
+                        } else {
+                            "slurm.resubmitted"
+                        },
+                        json!({"scope": batch.scope_id, "slurm_job": id, "elements": elements,
                            "tiles": manifest.tile_count(), "submission": submission,
                            "dir": dir}),
-                );
-                self.set_counts(
-                    &id,
-                    ArrayCounts {
-                        scope: batch.scope_id.clone(),
-                        pending: elements,
-                        ..ArrayCounts::default()
-                    },
-                );
-                active.push((id, manifest, HashSet::new()));
+                    );
+                    self.set_counts(
+                        &id,
+                        ArrayCounts {
+                            scope: batch.scope_id.clone(),
+                            pending: elements,
+                            ..ArrayCounts::default()
+                        },
+                    );
+                    active.push((id, manifest, HashSet::new()));
+                }
             }
             // States first, then outcome files: an element seen ended has written all
             // the outcomes it ever will.
@@ -505,6 +514,29 @@ fn cancel_arrays(ids: &[String]) {
     run(&["--signal=KILL", "--full"]);
     run(&[]);
     tracing::info!(?ids, "slurm arrays cancelled");
+}
+
+/// `ranges` cut into consecutive pieces of at most `max_tiles` tiles each.
+fn split_ranges(ranges: &[[u64; 2]], max_tiles: u64) -> Vec<Vec<[u64; 2]>> {
+    let max_tiles = max_tiles.max(1);
+    let mut out: Vec<Vec<[u64; 2]>> = vec![Vec::new()];
+    let mut room = max_tiles;
+    for &[mut a, b] in ranges {
+        while a < b {
+            if room == 0 {
+                out.push(Vec::new());
+                room = max_tiles;
+            }
+            let end = b.min(a + room);
+            if let Some(last) = out.last_mut() {
+                last.push([a, end]);
+            }
+            room -= end - a;
+            a = end;
+        }
+    }
+    out.retain(|c| !c.is_empty());
+    out
 }
 
 /// States of the elements of arrays `ids`: (job id, element) → state. An array Slurm no
@@ -803,6 +835,16 @@ mod tests {
         assert_eq!(states.len(), 2);
         assert_eq!(states[&("12".to_owned(), 0)], "COMPLETED");
         assert_eq!(states[&("12".to_owned(), 3)], "CANCELLED");
+    }
+
+    #[test]
+    fn ranges_split_into_arrays_of_bounded_size() {
+        assert_eq!(
+            split_ranges(&[[0, 5], [7, 9]], 3),
+            vec![vec![[0, 3]], vec![[3, 5], [7, 8]], vec![[8, 9]]]
+        );
+        assert_eq!(split_ranges(&[[0, 4]], 10), vec![vec![[0, 4]]]);
+        assert!(split_ranges(&[], 10).is_empty());
     }
 
     #[test]
