@@ -578,3 +578,41 @@ fn the_batch_worker_refuses_a_manifest_naming_anything_outside_its_roots() {
         assert!(out.stdout.is_empty(), "the worker writes nothing to stdout");
     }
 }
+
+#[test]
+fn a_tiled_simulate_on_slurm_writes_the_same_images_as_the_local_executor() {
+    let _cluster = cluster_up();
+    let tmp = tempfile::tempdir().unwrap();
+    let layout = fixtures_dir().join("layouts/lines_and_pad.glp");
+    let args = json!({"layout": layout, "pixel_nm": 4, "images": true, "tiling": "tiles",
+                      "box_um": [-0.512, -0.512, 1.536, 1.536], "wait": true});
+    let run = |executor: &str| {
+        let mut host = start(executor, tmp.path(), "2");
+        let answer = host.call_tool("s", "simulate", args.clone());
+        let result = answer["structuredContent"].clone();
+        assert_eq!(result["status"], "completed", "{executor}: {answer}");
+        assert_eq!(result["imaging"]["mode"], "tiled", "{result}");
+        let image = |name: &str| {
+            let path = result["images"][name]["npy"]["path"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{executor}: no {name} image: {result}"));
+            std::fs::read(path).unwrap()
+        };
+        (
+            result["imaging"]["tiles"].as_u64().unwrap(),
+            image("aerial"),
+            image("printed"),
+            events(&host),
+        )
+    };
+    let (tiles, aerial, printed, _) = run("local");
+    assert!(tiles >= 4, "{tiles} tiles");
+    let (tiles_s, aerial_s, printed_s, log) = run("slurm");
+    assert_eq!(tiles, tiles_s);
+    assert!(aerial == aerial_s, "the aerial images differ");
+    assert!(printed == printed_s, "the printed images differ");
+    assert!(
+        log.iter().any(|e| e["event"] == "slurm.submitted"),
+        "the tiles ran on Slurm"
+    );
+}

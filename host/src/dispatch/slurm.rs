@@ -638,8 +638,7 @@ fn collect_outcomes(
                 }
             }
         };
-        link_or_copy(&dir.join(&file), &artifact_dir.join(&file))
-            .map_err(|e| fault(format!("cannot place tile output {file}: {e}")))?;
+        place_tile_outputs(dir, artifact_dir, &file)?;
         if !finished {
             let marked = results.join(format!("{tile}.done"));
             std::fs::write(&marked, &file)
@@ -660,10 +659,33 @@ fn tile_output_name(id: &str) -> Option<String> {
     Some(format!("tile_{ix}_{iy}.json"))
 }
 
+/// What a tile writes besides its `tile_<ix>_<iy>.json`: `simulate.tile`'s image block.
+const TILE_EXTRA_OUTPUTS: &[&str] = &["blk"];
+
+/// Places tile output `file` (`tile_<ix>_<iy>.json`, which must exist) and its companions
+/// ([`TILE_EXTRA_OUTPUTS`], where written) into `artifact_dir`.
+fn place_tile_outputs(dir: &Path, artifact_dir: &Path, file: &str) -> Result<(), ToolError> {
+    let place = |name: &str| {
+        link_or_copy(&dir.join(name), &artifact_dir.join(name))
+            .map_err(|e| fault(format!("cannot place tile output {name}: {e}")))
+    };
+    place(file)?;
+    let stem = file.trim_end_matches(".json");
+    for ext in TILE_EXTRA_OUTPUTS {
+        let name = format!("{stem}.{ext}");
+        if dir.join(&name).exists() {
+            place(&name)?;
+        }
+    }
+    Ok(())
+}
+
 /// Puts `from` at `to` (replacing it): a hard link, or a copy through a temporary name
 /// across file systems. `from` stays (a host image that adopts the batch needs it).
 fn link_or_copy(from: &Path, to: &Path) -> std::io::Result<()> {
-    let tmp = to.with_extension("json.part");
+    let mut tmp = to.as_os_str().to_owned();
+    tmp.push(".part");
+    let tmp = PathBuf::from(tmp);
     let _ = std::fs::remove_file(&tmp);
     if std::fs::hard_link(from, &tmp).is_err() {
         std::fs::copy(from, &tmp)?;
