@@ -273,6 +273,8 @@ impl SlurmExecutor {
         context.artifact_dir = Some(dir.display().to_string());
         let mut stats = BatchStats::default();
         let mut runs: HashMap<u64, u8> = HashMap::new();
+        // The array (index in `active`) that runs each tile now: only its loss counts.
+        let mut latest: HashMap<u64, usize> = HashMap::new();
         let mut done: HashSet<u64> = HashSet::new();
         // Arrays being followed: job id → (manifest, elements already accounted for).
         let mut active: Vec<(String, BatchManifest, HashSet<u64>)> = Vec::new();
@@ -293,6 +295,7 @@ impl SlurmExecutor {
                 for &[a, b] in &manifest.tiles {
                     for t in a..b {
                         *runs.entry(t).or_default() += 1;
+                        latest.insert(t, active.len());
                     }
                 }
                 guard.ids.push(id.clone());
@@ -346,6 +349,7 @@ impl SlurmExecutor {
                     for &[a, b] in &manifest.tiles {
                         for t in a..b {
                             *runs.entry(t).or_default() += 1;
+                            latest.insert(t, active.len());
                         }
                     }
                     stats.attempts += manifest.tile_count();
@@ -400,7 +404,7 @@ impl SlurmExecutor {
                 return Ok(stats);
             }
             let mut lost: Vec<u64> = Vec::new();
-            for (id, manifest, accounted) in &mut active {
+            for (index, (id, manifest, accounted)) in active.iter_mut().enumerate() {
                 let mut counts = ArrayCounts {
                     scope: batch.scope_id.clone(),
                     ..ArrayCounts::default()
@@ -419,7 +423,7 @@ impl SlurmExecutor {
                     let missing: Vec<u64> = manifest
                         .tiles_of_element(e)
                         .into_iter()
-                        .filter(|t| !done.contains(t))
+                        .filter(|t| !done.contains(t) && latest.get(t) == Some(&index))
                         .collect();
                     if missing.is_empty() {
                         counts.done += 1;
