@@ -5,8 +5,9 @@
 # is the MCP protocol.
 #
 #   scripts/setup.sh serve   system packages for the GPU path on CPU-only machines
-#   scripts/setup.sh test    + KLayout, a Python venv with the pinned MCP SDK and
-#                            pytest, and the pinned MCP Inspector CLI
+#   scripts/setup.sh test    + KLayout, Slurm (slurm-wlm, munge), a Python venv with
+#                            the pinned MCP SDK and pytest, and the pinned MCP
+#                            Inspector CLI
 set -euo pipefail
 exec 1>&2
 mode="${1:-serve}"
@@ -43,6 +44,9 @@ apt_install libvulkan1 mesa-vulkan-drivers || say "continuing without Vulkan: th
 
 if [ "$mode" = "test" ]; then
   apt_install klayout python3-venv || true
+  # The Slurm tests start a one-host cluster (deploy/slurm/dev-cluster.sh, which also
+  # installs these itself when missing); no `|| true`: a missing cluster fails the tests.
+  apt_install slurm-wlm munge || say "cannot install slurm-wlm and munge: the Slurm tests will fail and say why"
   if [ ! -x "$env_dir/venv/bin/python" ]; then
     say "creating the Python test venv"
     python3 -m venv "$env_dir/venv"

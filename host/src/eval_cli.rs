@@ -16,7 +16,9 @@ use reticle_protocol::{ErrorCode, ToolError, schemas};
 use serde_json::{Map, Value, json};
 
 use crate::confine::AllowedRoots;
-use crate::dispatch::{Dispatcher, FanOut, LocalPool, Scope, Unit};
+use crate::dispatch::{
+    Dispatcher, Executor, FanOut, LocalPool, Scope, SlurmExecutor, SlurmSettings, Unit,
+};
 use crate::supervisor::{Supervisor, SupervisorConfig, WorkerStderr};
 use crate::tools::evaluate::{Imaging, OP, deck_is_path, imaging, table};
 use crate::tools::schema_errors;
@@ -54,6 +56,10 @@ pub struct EvalArgs {
     /// `heatmap.png`); created, reused by later runs.
     #[arg(long, default_value = "reticle-eval")]
     pub out: std::path::PathBuf,
+    /// Where the tiles of a tiled evaluation run: local (worker processes on this host)
+    /// or slurm (a job array; plan and merge stay local). Default: `RETICLE_EXECUTOR`.
+    #[arg(long, value_parser = ["local", "slurm"])]
+    pub executor: Option<String>,
     /// Workers for a tiled evaluation (default: `RETICLE_WORKERS`, else one per core).
     #[arg(long)]
     pub workers: Option<usize>,
@@ -231,7 +237,17 @@ pub fn eval(opts: &EvalArgs) -> ExitCode {
     } else {
         None
     };
-    let workers = if tiled {
+    let executor = match opts.executor.as_deref() {
+        Some(raw) => {
+            crate::config::ExecutorKind::parse(raw).unwrap_or(crate::config::ExecutorKind::Local)
+        }
+        None => crate::config::current().executor.kind,
+    };
+    let slurm = tiled && executor == crate::config::ExecutorKind::Slurm;
+    let workers = if slurm {
+        // Plan and merge only: the tiles run on the cluster.
+        Some(1)
+    } else if tiled {
         opts.workers.or_else(default_workers)
     } else {
         Some(1)
@@ -254,9 +270,17 @@ pub fn eval(opts: &EvalArgs) -> ExitCode {
                 eprintln!("eval: [{bar}] {}/{} {}", p.done, p.total, p.message);
             }
         });
-        let dispatcher = Dispatcher::new(Arc::new(LocalPool::with_supervisor(Arc::clone(
-            &supervisor,
-        ))));
+        let local: Arc<dyn Executor> =
+            Arc::new(LocalPool::with_supervisor(Arc::clone(&supervisor)));
+        let dispatcher = if slurm {
+            Dispatcher::new(Arc::new(SlurmExecutor::new(
+                local,
+                SlurmSettings::configured(),
+                None,
+            )))
+        } else {
+            Dispatcher::new(local)
+        };
         let work = async {
             match (&job_dir, args) {
                 (Some(dir), Value::Object(args)) => {

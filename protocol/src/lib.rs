@@ -7,6 +7,7 @@
 //!   parsed here only.
 //! - [`SCHEMA_VERSION`]: stamped on every response payload.
 
+pub mod batch;
 pub mod capabilities;
 pub mod error;
 pub mod schemas;

@@ -98,7 +98,7 @@ struct ProgressState {
 /// Forwards a job's progress to the host: monotonic (a report that goes backwards is
 /// dropped) and rate-limited (the final `done == total` report always goes out).
 pub struct ProgressSink {
-    outbox: Outbox,
+    outbox: Option<Outbox>,
     job_id: String,
     state: Mutex<ProgressState>,
 }
@@ -108,7 +108,20 @@ impl ProgressSink {
     #[must_use]
     pub fn new(outbox: Outbox, job_id: String) -> Self {
         Self {
-            outbox,
+            outbox: Some(outbox),
+            job_id,
+            state: Mutex::new(ProgressState {
+                last_done: None,
+                last_sent: None,
+            }),
+        }
+    }
+
+    /// A sink that sends nothing (a batch worker has no host connection).
+    #[must_use]
+    pub fn silent(job_id: String) -> Self {
+        Self {
+            outbox: None,
             job_id,
             state: Mutex::new(ProgressState {
                 last_done: None,
@@ -136,13 +149,16 @@ impl ProgressSink {
             st.last_done = Some(done);
             st.last_sent = Some(now);
         }
+        let Some(outbox) = &self.outbox else {
+            return;
+        };
         let message = WorkerMessage::Progress {
             job_id: self.job_id.clone(),
             done,
             total,
             message: message.into(),
         };
-        if let Err(e) = self.outbox.send(&message) {
+        if let Err(e) = outbox.send(&message) {
             // The main loop sees the broken socket and exits; the job just stops reporting.
             tracing::debug!(error = %e, "progress not sent");
         }

@@ -5,9 +5,11 @@
 //! closes, the host says `shutdown`, or its parent dies. It never writes to stdout
 //! (the host's stdout is the MCP stream); logs go to stderr.
 //!
-//! `reticle-worker bench ...` runs the engine benchmarks instead (see [`bench`]).
+//! `reticle-worker bench ...` runs the engine benchmarks instead (see [`bench`]);
+//! `reticle-worker batch MANIFEST` runs one element of a cluster job array (see [`batch`]).
 
 mod backend;
+mod batch;
 mod bench;
 mod cache;
 mod job;
@@ -24,6 +26,10 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("bench") => bench::main(&args[1..]),
+        Some("batch") => {
+            set_kernel_store();
+            batch::main(&args[1..])
+        }
         Some("--version") => {
             eprintln!("reticle-worker {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
@@ -31,7 +37,7 @@ fn main() -> ExitCode {
         Some(other) => {
             tracing::error!(
                 arg = other,
-                "unknown argument; usage: reticle-worker [bench ...]"
+                "unknown argument; usage: reticle-worker [bench ... | batch MANIFEST]"
             );
             ExitCode::from(2)
         }
@@ -54,15 +60,20 @@ fn kernel_cache_dir() -> Option<std::path::PathBuf> {
     }
 }
 
+/// Points the engine at the on-disk SOCS kernel store.
+fn set_kernel_store() {
+    let kernel_cache = kernel_cache_dir();
+    tracing::debug!(?kernel_cache, "SOCS kernel store");
+    reticle_kernel::socs_store::set_dir(kernel_cache);
+}
+
 /// Worker mode: arm the parent-death signal, connect, serve until told to stop.
 fn serve() -> ExitCode {
     if let Err(e) = parent::die_with_parent() {
         tracing::error!(error = %e, "parent check failed; exiting");
         return ExitCode::from(3);
     }
-    let kernel_cache = kernel_cache_dir();
-    tracing::debug!(?kernel_cache, "SOCS kernel store");
-    reticle_kernel::socs_store::set_dir(kernel_cache);
+    set_kernel_store();
     let Some(socket) = std::env::var_os(WORKER_SOCKET_ENV) else {
         tracing::error!(
             "{WORKER_SOCKET_ENV} is not set; the worker is started by the reticle host"

@@ -120,6 +120,58 @@ pub struct ToolSettings {
     pub backend_assets_path: String,
 }
 
+/// Which executor runs the tiles of whole-layout jobs (D60).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecutorKind {
+    /// This host's worker pool.
+    Local,
+    /// A Slurm cluster: one job array per tiled job.
+    Slurm,
+}
+
+impl ExecutorKind {
+    /// `local` or `slurm`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Local => "local",
+            Self::Slurm => "slurm",
+        }
+    }
+
+    /// Parses `local` or `slurm` (any case).
+    ///
+    /// # Errors
+    /// Any other text, with what is accepted.
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        match raw.trim().to_ascii_lowercase().as_str() {
+            "local" => Ok(Self::Local),
+            "slurm" => Ok(Self::Slurm),
+            other => Err(format!("{other:?} is not an executor (local or slurm)")),
+        }
+    }
+}
+
+/// Settings of the executor (`RETICLE_EXECUTOR`, `RETICLE_SLURM_*`).
+#[derive(Debug, Clone)]
+pub struct ExecutorSettings {
+    /// `RETICLE_EXECUTOR`: `local` (default) or `slurm`.
+    pub kind: ExecutorKind,
+    /// `RETICLE_SLURM_PARTITION`: the partition arrays are submitted to (`None`: the
+    /// cluster's default).
+    pub partition: Option<String>,
+    /// `RETICLE_SLURM_ACCOUNT`: the account charged (`None`: the user's default).
+    pub account: Option<String>,
+    /// `RETICLE_SLURM_TIME_LIMIT`: `--time` of each array element (Slurm's syntax:
+    /// minutes, `H:MM:SS`, `D-HH`), `None`: the partition's.
+    pub time_limit: Option<String>,
+    /// `RETICLE_SLURM_TILES_PER_TASK`: tiles each array element runs.
+    pub tiles_per_task: u64,
+    /// `RETICLE_SLURM_SHARED_DIR`: the directory on the file system the host and the
+    /// nodes share; each job gets a private (0700) directory under it.
+    pub shared_dir: PathBuf,
+}
+
 /// Process basics the host uses (not settings of its own).
 #[derive(Debug, Clone, Default)]
 pub struct ProcessEnv {
@@ -144,6 +196,8 @@ pub struct Config {
     pub limits: HostLimits,
     /// The tools.
     pub tools: ToolSettings,
+    /// The executor of whole-layout tiles.
+    pub executor: ExecutorSettings,
     /// Process basics.
     pub process: ProcessEnv,
     /// What was read, with its source, for printing.

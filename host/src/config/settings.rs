@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::{
-    Config, ConfigError, ProcessEnv, ServeSettings, Severity, ToolSettings, WorkerSettings,
+    Config, ConfigError, ExecutorKind, ExecutorSettings, ProcessEnv, ServeSettings, Severity,
+    ToolSettings, WorkerSettings,
 };
 use crate::limits::{self, HostLimits};
 
@@ -260,6 +261,7 @@ pub(super) fn read(lookup: &dyn Fn(&str) -> Option<OsString>) -> Config {
     let workers = read_workers(&mut r);
     let limits = read_limits(&mut r);
     let tools = read_tools(&mut r);
+    let executor = read_executor(&mut r, &tools);
     for (name, default, meaning) in [
         (
             "RETICLE_BACKEND",
@@ -300,6 +302,7 @@ pub(super) fn read(lookup: &dyn Fn(&str) -> Option<OsString>) -> Config {
         workers,
         limits,
         tools,
+        executor,
         process,
         settings: r.settings,
         errors: r.errors,
@@ -456,6 +459,62 @@ fn read_workers(r: &mut Reader<'_>) -> WorkerSettings {
         worker_bin,
         job_timeout: (timeout_s > 0).then(|| Duration::from_secs(timeout_s)),
         memory_limit_bytes: (memory_mb > 0).then(|| memory_mb.saturating_mul(1 << 20)),
+    }
+}
+
+fn read_executor(r: &mut Reader<'_>, tools: &ToolSettings) -> ExecutorSettings {
+    let raw = r.text_or(
+        &spec(
+            "RETICLE_EXECUTOR",
+            "where whole-layout tiles run: local (the worker pool) or slurm (a job array)",
+        ),
+        "local",
+    );
+    let kind = ExecutorKind::parse(&raw).unwrap_or_else(|message| {
+        r.errors.push(ConfigError {
+            name: "RETICLE_EXECUTOR",
+            message: format!("RETICLE_EXECUTOR: {message}"),
+            severity: Severity::Fatal,
+        });
+        ExecutorKind::Local
+    });
+    let partition = r.text(&spec(
+        "RETICLE_SLURM_PARTITION",
+        "slurm: partition of the job arrays (unset: the cluster's default)",
+    ));
+    let account = r.text(&spec(
+        "RETICLE_SLURM_ACCOUNT",
+        "slurm: account charged (unset: the user's default)",
+    ));
+    let time_limit = r.text(&spec(
+        "RETICLE_SLURM_TIME_LIMIT",
+        "slurm: --time of each array element (unset: the partition's)",
+    ));
+    let tiles_per_task = r
+        .integer(
+            &spec(
+                "RETICLE_SLURM_TILES_PER_TASK",
+                "slurm: tiles each array element runs",
+            ),
+            8,
+            "tiles",
+            OnError::Stop(Severity::Fatal, "a positive integer"),
+        )
+        .max(1);
+    let (shared_dir, _) = r.path_or(
+        &spec(
+            "RETICLE_SLURM_SHARED_DIR",
+            "slurm: directory shared by the host and the nodes (job directories, 0700)",
+        ),
+        tools.artifact_root.join("slurm"),
+    );
+    ExecutorSettings {
+        kind,
+        partition,
+        account,
+        time_limit,
+        tiles_per_task,
+        shared_dir,
     }
 }
 

@@ -73,6 +73,33 @@ pub struct ExecutorHealth {
     pub summary: String,
 }
 
+/// The tiles of one fanned-out job, handed to an executor that runs them as one batch
+/// ([`Executor::run_tiles`]): the tile op on tiles `0..total`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TileBatch {
+    /// The scope's id: the prefix of the batch's attempt ids and names.
+    pub scope_id: String,
+    /// The tile op (`evaluate.tile`).
+    pub op: String,
+    /// Its arguments without `tile_number` (JSON object text).
+    pub args_json: String,
+    /// Roots, the job's artifact directory (where tile outputs must end up) and limits.
+    pub context: JobContext,
+    /// How many tiles.
+    pub total: u64,
+}
+
+/// What a batch run of tiles did, for `telemetry.dispatch`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchStats {
+    /// Tile runs started (tiles, plus tiles run again).
+    pub attempts: u64,
+    /// Tiles run again after their array task was lost.
+    pub replays: u64,
+    /// Array tasks lost (cancelled, failed, node down).
+    pub losses: u64,
+}
+
 /// A future an executor returns (boxed so the trait stays object-safe).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -107,4 +134,23 @@ pub trait Executor: Send + Sync {
     /// How many attempts it runs at once (after [`Self::ready`]): a caller that fans one
     /// job out into many units keeps about this many in flight.
     fn parallelism(&self) -> usize;
+
+    /// Runs every tile of `batch` as one batch (a cluster job array), sending each tile's
+    /// number to `done` once its output is in the job's artifact directory; `None` when
+    /// the executor runs tiles one unit at a time through [`Self::run`] (the default).
+    /// A tile whose task was lost runs again inside the batch; dropping the future stops
+    /// every task of the batch.
+    fn run_tiles(
+        &self,
+        batch: TileBatch,
+        done: mpsc::UnboundedSender<u64>,
+    ) -> Option<BoxFuture<'_, Result<BatchStats, ToolError>>> {
+        let _ = (batch, done);
+        None
+    }
+
+    /// The executor's own state for `telemetry` (a cluster's arrays); `null` by default.
+    fn stats(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
 }

@@ -77,6 +77,69 @@ impl FanOut<'_> {
         let steps = (total + 1) as f64;
         let started = Instant::now();
         scope.report(0.0, Some(steps), Some(progress_message(0, total, started)));
+        // An executor that runs batches (a cluster) gets every tile at once (D60).
+        let mut batch_args = args.clone();
+        batch_args.remove("tile_number");
+        let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<u64>();
+        let batch = dispatcher.run_tile_batch(
+            scope,
+            format!("{}.tile", self.prefix),
+            Value::Object(batch_args).to_string(),
+            Some(self.artifact_dir.to_owned()),
+            total,
+            done_tx,
+        );
+        tokio::pin!(batch);
+        let mut batched = true;
+        let mut done = 0u64;
+        loop {
+            tokio::select! {
+                result = &mut batch => {
+                    match result {
+                        None => batched = false,
+                        Some(result) => result?,
+                    }
+                    break;
+                }
+                Some(_tile) = done_rx.recv() => {
+                    done += 1;
+                    scope.report(done as f64, Some(steps), Some(progress_message(done, total, started)));
+                }
+            }
+        }
+        // Tiles the batch finished after the last report.
+        while done_rx.try_recv().is_ok() {
+            done += 1;
+            scope.report(
+                done as f64,
+                Some(steps),
+                Some(progress_message(done, total, started)),
+            );
+        }
+        if !batched {
+            self.run_tiles(dispatcher, scope, &args, total, steps, started)
+                .await?;
+        }
+        let index = u32::try_from(total + 1).unwrap_or(u32::MAX);
+        let merged = dispatcher
+            .run(scope, self.unit("merge", &args, index))
+            .await?;
+        scope.report(steps, Some(steps), Some("merged".into()));
+        Ok(merged)
+    }
+
+    /// Runs tiles `0..total` one unit each, about [`Executor::parallelism`] at once.
+    ///
+    /// [`Executor::parallelism`]: super::Executor::parallelism
+    async fn run_tiles(
+        &self,
+        dispatcher: &Arc<Dispatcher>,
+        scope: &Scope,
+        args: &Map<String, Value>,
+        total: u64,
+        steps: f64,
+        started: Instant,
+    ) -> Result<(), ToolError> {
         let in_flight = dispatcher.executor().parallelism().max(1) as u64 + 1;
         let mut running = JoinSet::new();
         let (mut next, mut done) = (0u64, 0u64);
@@ -110,12 +173,7 @@ impl FanOut<'_> {
                 Some(progress_message(done, total, started)),
             );
         }
-        let index = u32::try_from(total + 1).unwrap_or(u32::MAX);
-        let merged = dispatcher
-            .run(scope, self.unit("merge", &args, index))
-            .await?;
-        scope.report(steps, Some(steps), Some("merged".into()));
-        Ok(merged)
+        Ok(())
     }
 }
 

@@ -23,6 +23,7 @@ mod fanout;
 mod local;
 mod replay;
 mod scope;
+mod slurm;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,13 +35,14 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 pub use executor::{
-    AttemptLoss, AttemptRequest, BoxFuture, DeathCause, Executor, ExecutorError, ExecutorHealth,
-    Progress,
+    AttemptLoss, AttemptRequest, BatchStats, BoxFuture, DeathCause, Executor, ExecutorError,
+    ExecutorHealth, Progress, TileBatch,
 };
 pub use fanout::FanOut;
 pub use local::LocalPool;
 pub use replay::{Probe, ProbeOutcome};
 pub use scope::{Scope, ScopeKind};
+pub use slurm::{SlurmExecutor, SlurmSettings, hand_over};
 
 use replay::AfterLoss;
 
@@ -182,7 +184,51 @@ impl Dispatcher {
             "replays": n(&c.replays),
             "worker_losses": n(&c.worker_losses),
             "stopped_over_limit": n(&c.stopped_over_limit),
+            "executor_state": self.executor.stats(),
         })
+    }
+
+    /// Runs the tiles `0..total` of `op` on `args` (without `tile_number`) as one batch
+    /// when the executor runs batches ([`Executor::run_tiles`]), sending each finished
+    /// tile's number to `done`; `None` when it does not (the caller runs the tiles as
+    /// units). Dropping the future stops the batch.
+    ///
+    /// # Errors
+    /// The first tile's tool error, or the executor's (submission failed, tiles lost
+    /// too often).
+    pub async fn run_tile_batch(
+        &self,
+        scope: &Scope,
+        op: String,
+        args_json: String,
+        artifact_dir: Option<String>,
+        total: u64,
+        done: mpsc::UnboundedSender<u64>,
+    ) -> Option<Result<(), ToolError>> {
+        let batch = TileBatch {
+            scope_id: scope.id().to_owned(),
+            op,
+            args_json,
+            context: JobContext {
+                artifact_dir,
+                allowed_roots: scope.allowed_roots().to_vec(),
+                limits: crate::limits::job_limits(),
+            },
+            total,
+        };
+        let running = self.executor.run_tiles(batch, done)?;
+        if let Err(e) = self.executor.ready().await {
+            return Some(Err(e));
+        }
+        scope.running();
+        self.counters.units.fetch_add(total, Ordering::Relaxed);
+        let result = running.await;
+        Some(result.map(|stats| {
+            let c = &self.counters;
+            c.attempts.fetch_add(stats.attempts, Ordering::Relaxed);
+            c.replays.fetch_add(stats.replays, Ordering::Relaxed);
+            c.worker_losses.fetch_add(stats.losses, Ordering::Relaxed);
+        }))
     }
 
     /// Runs `unit` under `scope` to its end and returns the worker's payload.

@@ -21,7 +21,7 @@ use tokio::task::JoinSet;
 
 use super::era::{self, LogLevel, RequestMeta};
 use super::requests::InFlight;
-use crate::dispatch::{Dispatcher, LocalPool};
+use crate::dispatch::{Dispatcher, Executor, LocalPool, SlurmExecutor, SlurmSettings};
 use crate::jobs::Jobs;
 use crate::journal::Journal;
 use crate::reexec::{PendingRequest, ServerSnapshot};
@@ -129,7 +129,15 @@ impl Server {
         workers: Arc<WorkerPool>,
     ) -> Self {
         let events = Arc::clone(&state.events);
-        let dispatcher = Dispatcher::new(Arc::new(LocalPool::new(Arc::clone(&workers))));
+        let local: Arc<dyn Executor> = Arc::new(LocalPool::new(Arc::clone(&workers)));
+        let dispatcher = match crate::config::current().executor.kind {
+            crate::config::ExecutorKind::Local => Dispatcher::new(local),
+            crate::config::ExecutorKind::Slurm => Dispatcher::new(Arc::new(SlurmExecutor::new(
+                local,
+                SlurmSettings::configured(),
+                Some(Arc::clone(&events)),
+            ))),
+        };
         let journal = Journal::new();
         let replays = Arc::clone(&state);
         journal.on_replay(move |method| replays.record_replay(method));
@@ -208,6 +216,8 @@ impl Server {
             }
         };
         if reason == StopReason::Reexec {
+            // Cluster arrays outlive this image: the next one follows them (D63).
+            crate::dispatch::hand_over();
             let mut end = self.hand_over(frames, pump, tasks).await;
             end.reexec_bin = reexec_bin;
             return Ok(end);

@@ -75,8 +75,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 pub use config::{
-    JOB_TIMEOUT_ENV, MAX_WORKERS, SupervisorConfig, WORKER_BIN_ENV, WORKER_MEMORY_ENV, WORKERS_ENV,
-    WorkerStderr, default_worker_exe,
+    JOB_TIMEOUT_ENV, MAX_WORKERS, SupervisorConfig, WORKER_ALLOCATOR, WORKER_BIN_ENV,
+    WORKER_MEMORY_ENV, WORKERS_ENV, WorkerStderr, default_worker_exe,
 };
 pub use error::{CancelKind, DeathCause, ResourceLimit, SupervisorError};
 pub use notify::{EventHook, SupervisorEvent};

@@ -1,0 +1,883 @@
+//! The Slurm executor: the tiles of a whole-layout job run as one Slurm job array
+//! (docs/DECISIONS.md D60–D63).
+//!
+//! Plans, merges and every other unit run on the local pool it wraps; the tiles go to
+//! [`Executor::run_tiles`], which
+//! 1. makes a private (0700) job directory under the shared directory, writes the
+//!    manifest ([`BatchManifest`], paths checked against the allowed roots before it is
+//!    written) and submits `sbatch --array=0-(E-1) … reticle-worker batch MANIFEST`
+//!    (an argument vector: no shell ever parses a path), `tiles_per_task` tiles per
+//!    element;
+//! 2. follows the array with `squeue` every [`POLL`] and the tiles' outcome files in the
+//!    job directory; a finished tile's output is moved into the job's artifact directory,
+//!    where the merge (on the local pool) reads it exactly as after a local run;
+//! 3. when an element ends (cancelled, failed, timed out, node lost) with tiles not done,
+//!    submits those tiles again as a new array (at most [`MAX_ATTEMPTS`] runs per tile);
+//! 4. cancels every array of the job (`scancel --signal=KILL --full`, then `scancel`)
+//!    when the future is dropped: a cancelled MCP job, a disconnect, Ctrl-C.
+//!
+//! `squeue` is the one source of element states (no accounting database needed: the
+//! dev cluster runs without slurmdbd); an element that has left `squeue` altogether is
+//! treated as ended.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use reticle_protocol::batch::{BatchManifest, MANIFEST_VERSION, ranges_of};
+use reticle_protocol::wire::JobOutcome;
+use reticle_protocol::{ErrorCode, ToolError};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::MAX_ATTEMPTS;
+use super::executor::{
+    AttemptRequest, BatchStats, BoxFuture, Executor, ExecutorError, ExecutorHealth, Progress,
+    TileBatch,
+};
+use crate::events::EventLog;
+
+/// How often an array is polled.
+pub const POLL: Duration = Duration::from_millis(250);
+
+/// Most elements of one array: Slurm's default `MaxArraySize` is 1001 (indices 0–1000).
+/// A batch needing more goes out as several arrays.
+const MAX_ARRAY_ELEMENTS: u64 = 1000;
+
+/// Consecutive failed `squeue` calls tolerated (40 polls: 10 s) before the job fails.
+const SQUEUE_RETRIES: u32 = 40;
+
+/// Element states after which an element runs no more.
+const ENDED: &[&str] = &[
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "OUT_OF_MEMORY",
+    "SPECIAL_EXIT",
+    "REVOKED",
+];
+
+/// The Slurm settings the executor needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlurmSettings {
+    /// `--partition` (`None`: the cluster's default).
+    pub partition: Option<String>,
+    /// `--account` (`None`: the user's default).
+    pub account: Option<String>,
+    /// `--time` of each element (`None`: the partition's).
+    pub time_limit: Option<String>,
+    /// Tiles each array element runs.
+    pub tiles_per_task: u64,
+    /// The shared directory job directories go under.
+    pub shared_dir: PathBuf,
+    /// The `reticle-worker` binary the nodes run (absolute).
+    pub worker_bin: PathBuf,
+}
+
+impl SlurmSettings {
+    /// The settings from the host's configuration (`RETICLE_SLURM_*`, the worker binary).
+    #[must_use]
+    pub fn configured() -> Self {
+        let config = crate::config::current();
+        let e = &config.executor;
+        let worker_bin = config
+            .workers
+            .worker_bin
+            .clone()
+            .unwrap_or_else(crate::supervisor::default_worker_exe);
+        Self {
+            partition: e.partition.clone(),
+            account: e.account.clone(),
+            time_limit: e.time_limit.clone(),
+            tiles_per_task: e.tiles_per_task.max(1),
+            shared_dir: e.shared_dir.clone(),
+            worker_bin: worker_bin.canonicalize().unwrap_or(worker_bin),
+        }
+    }
+}
+
+/// Element counts of one array, for health and telemetry.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+struct ArrayCounts {
+    /// The reticle scope it runs for.
+    scope: String,
+    /// Elements waiting for a node.
+    pending: u64,
+    /// Elements running.
+    running: u64,
+    /// Elements that ended with all their tiles done.
+    done: u64,
+    /// Elements that ended with tiles not done (their tiles were submitted again).
+    failed: u64,
+}
+
+/// Runs plans and merges on the local pool, tiles as Slurm job arrays.
+pub struct SlurmExecutor {
+    local: Arc<dyn Executor>,
+    settings: SlurmSettings,
+    events: Option<Arc<EventLog>>,
+    arrays: Mutex<BTreeMap<String, ArrayCounts>>,
+    submitted: AtomicU64,
+    lost: AtomicU64,
+    resubmitted: AtomicU64,
+}
+
+impl std::fmt::Debug for SlurmExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlurmExecutor")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn fault(message: impl Into<String>) -> ToolError {
+    ToolError::new(ErrorCode::WorkerFault, message)
+}
+
+impl SlurmExecutor {
+    /// An executor sending tiles to Slurm and everything else to `local`; `events`
+    /// records submissions, task failures and resubmissions.
+    #[must_use]
+    pub fn new(
+        local: Arc<dyn Executor>,
+        settings: SlurmSettings,
+        events: Option<Arc<EventLog>>,
+    ) -> Self {
+        Self {
+            local,
+            settings,
+            events,
+            arrays: Mutex::new(BTreeMap::new()),
+            submitted: AtomicU64::new(0),
+            lost: AtomicU64::new(0),
+            resubmitted: AtomicU64::new(0),
+        }
+    }
+
+    fn event(&self, name: &str, fields: Value) {
+        tracing::info!(event = name, %fields, "slurm");
+        if let Some(events) = &self.events {
+            events.record(name, fields);
+        }
+    }
+
+    /// Submits `manifest` (already written at `path`) and returns the array's job id.
+    async fn submit(&self, dir: &Path, path: &Path, elements: u64) -> Result<String, ToolError> {
+        let s = &self.settings;
+        let mut cmd = tokio::process::Command::new("sbatch");
+        cmd.arg("--parsable")
+            .arg("--job-name=reticle-tiles")
+            .arg(format!("--array=0-{}", elements.saturating_sub(1)))
+            .arg("--no-requeue")
+            .arg("--ntasks=1")
+            .arg("--cpus-per-task=1")
+            .arg(format!("--chdir={}", dir.display()))
+            // The host's environment, plus the allocator settings pool workers start
+            // with (the same tile speed on a node as in the pool).
+            .arg(format!(
+                "--export=ALL,{}",
+                crate::supervisor::WORKER_ALLOCATOR
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ));
+        let log = dir.display().to_string();
+        if log.contains('%') || log.contains('\\') {
+            cmd.arg("--output=/dev/null");
+        } else {
+            cmd.arg(format!("--output={log}/slurm-%A_%a.log"));
+        }
+        if let Some(p) = &s.partition {
+            cmd.arg(format!("--partition={p}"));
+        }
+        if let Some(a) = &s.account {
+            cmd.arg(format!("--account={a}"));
+        }
+        if let Some(t) = &s.time_limit {
+            cmd.arg(format!("--time={t}"));
+        }
+        cmd.arg(dir.join("run.sh"))
+            .arg(&s.worker_bin)
+            .arg("batch")
+            .arg(path)
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        let out = cmd.output().await.map_err(|e| {
+            fault(format!("cannot run sbatch: {e}"))
+                .with_hint("install Slurm's client commands, or RETICLE_EXECUTOR=local")
+        })?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let id = stdout.trim().split(';').next().unwrap_or("").to_owned();
+        if !out.status.success() || id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(fault(format!(
+                "sbatch failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(id)
+    }
+
+    fn set_counts(&self, id: &str, counts: ArrayCounts) {
+        lock(&self.arrays).insert(id.to_owned(), counts);
+    }
+
+    fn forget(&self, ids: &[String]) {
+        let mut arrays = lock(&self.arrays);
+        for id in ids {
+            arrays.remove(id);
+        }
+    }
+
+    async fn run_batch(
+        &self,
+        batch: TileBatch,
+        done_tx: mpsc::UnboundedSender<u64>,
+    ) -> Result<BatchStats, ToolError> {
+        let artifact_dir = batch
+            .context
+            .artifact_dir
+            .clone()
+            .map(PathBuf::from)
+            .ok_or_else(|| {
+                ToolError::new(ErrorCode::InternalError, "tiles need an artifact directory")
+            })?;
+        let k = self.settings.tiles_per_task.max(1);
+        let key = FollowKey {
+            op: batch.op.clone(),
+            args_json: batch.args_json.clone(),
+            total: batch.total,
+            tiles_per_task: k,
+            allowed_roots: batch.context.allowed_roots.clone(),
+        };
+        let (dir, adopted) = job_dir(&self.settings.shared_dir, &batch.scope_id, &key)?;
+        let mut guard = ArrayGuard {
+            ids: Vec::new(),
+            dir: dir.clone(),
+            armed: true,
+        };
+        let mut context = batch.context.clone();
+        context.artifact_dir = Some(dir.display().to_string());
+        let mut stats = BatchStats::default();
+        let mut runs: HashMap<u64, u8> = HashMap::new();
+        // The array (index in `active`) that runs each tile now: only its loss counts.
+        let mut latest: HashMap<u64, usize> = HashMap::new();
+        let mut done: HashSet<u64> = HashSet::new();
+        // Arrays being followed: job id → (manifest, elements already accounted for).
+        let mut active: Vec<(String, BatchManifest, HashSet<u64>)> = Vec::new();
+        let mut submission = 0u32;
+        let mut to_submit: Vec<[u64; 2]> = vec![[0, batch.total]];
+        let mut squeue_failures = 0u32;
+        let mut follow = Follow {
+            key,
+            arrays: Vec::new(),
+        };
+        if let Some(previous) = adopted {
+            // A host image before a reexec submitted these arrays: follow them on.
+            for (id, file) in &previous.arrays {
+                let manifest: BatchManifest = std::fs::read(dir.join(file))
+                    .ok()
+                    .and_then(|b| serde_json::from_slice(&b).ok())
+                    .ok_or_else(|| fault(format!("{file} of an adopted batch is unreadable")))?;
+                for &[a, b] in &manifest.tiles {
+                    for t in a..b {
+                        *runs.entry(t).or_default() += 1;
+                        latest.insert(t, active.len());
+                    }
+                }
+                guard.ids.push(id.clone());
+                active.push((id.clone(), manifest, HashSet::new()));
+            }
+            submission = u32::try_from(previous.arrays.len()).unwrap_or(u32::MAX);
+            follow.arrays = previous.arrays;
+            to_submit.clear();
+            self.event(
+                "slurm.adopted",
+                json!({"scope": batch.scope_id, "slurm_jobs": guard.ids, "dir": dir}),
+            );
+        } else {
+            write_private(&dir.join("run.sh"), b"#!/bin/sh\nexec \"$@\"\n", 0o700)?;
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(dir.join("results"))
+                .map_err(|e| fault(format!("cannot create results directory: {e}")))?;
+        }
+        loop {
+            if !to_submit.is_empty() {
+                // A resubmission, unless nothing was submitted yet.
+                let resubmission = !follow.arrays.is_empty();
+                let max_tiles = MAX_ARRAY_ELEMENTS * k;
+                for chunk in split_ranges(&std::mem::take(&mut to_submit), max_tiles) {
+                    submission += 1;
+                    let manifest = BatchManifest {
+                        version: MANIFEST_VERSION,
+                        batch_id: format!("{}.s{submission}", batch.scope_id),
+                        op: batch.op.clone(),
+                        args_json: batch.args_json.clone(),
+                        context: context.clone(),
+                        tiles: chunk,
+                        tiles_per_task: k,
+                    };
+                    manifest.check(&dir).map_err(|e| {
+                        ToolError::new(ErrorCode::PathNotAllowed, format!("batch manifest: {e}"))
+                    })?;
+                    let path = dir.join(format!("manifest-{submission}.json"));
+                    let bytes = serde_json::to_vec(&manifest)
+                        .map_err(|e| fault(format!("manifest: {e}")))?;
+                    write_private(&path, &bytes, 0o600)?;
+                    let elements = manifest.elements();
+                    let id = self.submit(&dir, &path, elements).await?;
+                    guard.ids.push(id.clone());
+                    // Persisted with the job: a host image after a reexec follows it on.
+                    follow
+                        .arrays
+                        .push((id.clone(), format!("manifest-{submission}.json")));
+                    follow.save(&dir)?;
+                    for &[a, b] in &manifest.tiles {
+                        for t in a..b {
+                            *runs.entry(t).or_default() += 1;
+                            latest.insert(t, active.len());
+                        }
+                    }
+                    stats.attempts += manifest.tile_count();
+                    self.submitted.fetch_add(1, Ordering::Relaxed);
+                    if resubmission {
+                        stats.replays += manifest.tile_count();
+                        self.resubmitted.fetch_add(1, Ordering::Relaxed);
+                    }
+                    self.event(
+                        if !resubmission {
+                            "slurm.submitted"
+                        } else {
+                            "slurm.resubmitted"
+                        },
+                        json!({"scope": batch.scope_id, "slurm_job": id, "elements": elements,
+                           "tiles": manifest.tile_count(), "submission": submission,
+                           "dir": dir}),
+                    );
+                    self.set_counts(
+                        &id,
+                        ArrayCounts {
+                            scope: batch.scope_id.clone(),
+                            pending: elements,
+                            ..ArrayCounts::default()
+                        },
+                    );
+                    active.push((id, manifest, HashSet::new()));
+                }
+            }
+            // States first, then outcome files: an element seen ended has written all
+            // the outcomes it ever will.
+            let ids: Vec<String> = active.iter().map(|(id, _, _)| id.clone()).collect();
+            let states = match squeue(&ids).await {
+                Ok(states) => {
+                    squeue_failures = 0;
+                    states
+                }
+                // slurmctld restarting or busy: wait a few polls before giving up.
+                Err(e) if squeue_failures < SQUEUE_RETRIES => {
+                    squeue_failures += 1;
+                    tracing::warn!(error = %e.message, squeue_failures, "squeue failed; retrying");
+                    tokio::time::sleep(POLL).await;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            collect_outcomes(&dir, &artifact_dir, &mut done, &done_tx)?;
+            if done.len() as u64 >= batch.total {
+                guard.armed = false;
+                self.forget(&guard.ids);
+                let _ = std::fs::remove_dir_all(&dir);
+                return Ok(stats);
+            }
+            let mut lost: Vec<u64> = Vec::new();
+            for (index, (id, manifest, accounted)) in active.iter_mut().enumerate() {
+                let mut counts = ArrayCounts {
+                    scope: batch.scope_id.clone(),
+                    ..ArrayCounts::default()
+                };
+                for e in 0..manifest.elements() {
+                    let state = states.get(&(id.clone(), e)).map(String::as_str);
+                    let ended = state.is_none_or(|s| ENDED.contains(&s));
+                    if !ended {
+                        if state == Some("PENDING") {
+                            counts.pending += 1;
+                        } else {
+                            counts.running += 1;
+                        }
+                        continue;
+                    }
+                    let missing: Vec<u64> = manifest
+                        .tiles_of_element(e)
+                        .into_iter()
+                        .filter(|t| !done.contains(t) && latest.get(t) == Some(&index))
+                        .collect();
+                    if missing.is_empty() {
+                        counts.done += 1;
+                        continue;
+                    }
+                    counts.failed += 1;
+                    if accounted.insert(e) {
+                        stats.losses += 1;
+                        self.lost.fetch_add(1, Ordering::Relaxed);
+                        self.event(
+                            "slurm.task_failed",
+                            json!({"scope": batch.scope_id, "slurm_job": id, "element": e,
+                                   "state": state.unwrap_or("GONE"), "tiles_not_done": missing.len()}),
+                        );
+                        lost.extend(missing);
+                    }
+                }
+                self.set_counts(id, counts);
+            }
+            if !lost.is_empty() {
+                lost.sort_unstable();
+                lost.dedup();
+                if let Some(t) = lost
+                    .iter()
+                    .find(|t| runs.get(t).copied().unwrap_or(0) >= MAX_ATTEMPTS)
+                {
+                    return Err(fault(format!(
+                        "tile {t} was lost with its Slurm task {MAX_ATTEMPTS} times"
+                    ))
+                    .with_hint(
+                        "see the slurm-*.log files and the event log; the tile may be poison",
+                    ));
+                }
+                to_submit = ranges_of(&lost);
+                continue;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+/// Cancels its arrays when dropped before the batch finished, and removes the job
+/// directory.
+struct ArrayGuard {
+    ids: Vec<String>,
+    dir: PathBuf,
+    armed: bool,
+}
+
+/// Set when the host hands over to a new image (reexec): arrays are left running and
+/// their directories kept, for the next image to follow.
+static HANDING_OVER: AtomicBool = AtomicBool::new(false);
+
+/// Marks the host as handing over to a new image: from now on a dropped batch leaves its
+/// Slurm arrays running and its job directory in place (the next image adopts them).
+pub fn hand_over() {
+    HANDING_OVER.store(true, Ordering::SeqCst);
+}
+
+impl Drop for ArrayGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if HANDING_OVER.load(Ordering::SeqCst) {
+            tracing::info!(ids = ?self.ids, dir = %self.dir.display(), "reexec: Slurm arrays left running for the next image");
+            return;
+        }
+        if !self.ids.is_empty() {
+            cancel_arrays(&self.ids);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Kills the running elements of `ids` at once (SIGKILL to the batch shells and their
+/// children), then cancels the arrays (pending elements included). Blocking: it runs
+/// from `Drop`, and must have finished before the cancel is reported.
+fn cancel_arrays(ids: &[String]) {
+    let run = |args: &[&str]| {
+        let status = std::process::Command::new("scancel")
+            .args(args)
+            .args(ids)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+        if let Err(e) = status {
+            tracing::warn!(error = %e, ?ids, "scancel failed");
+        }
+    };
+    run(&["--signal=KILL", "--full"]);
+    run(&[]);
+    tracing::info!(?ids, "slurm arrays cancelled");
+}
+
+/// `ranges` cut into consecutive pieces of at most `max_tiles` tiles each.
+fn split_ranges(ranges: &[[u64; 2]], max_tiles: u64) -> Vec<Vec<[u64; 2]>> {
+    let max_tiles = max_tiles.max(1);
+    let mut out: Vec<Vec<[u64; 2]>> = vec![Vec::new()];
+    let mut room = max_tiles;
+    for &[mut a, b] in ranges {
+        while a < b {
+            if room == 0 {
+                out.push(Vec::new());
+                room = max_tiles;
+            }
+            let end = b.min(a + room);
+            if let Some(last) = out.last_mut() {
+                last.push([a, end]);
+            }
+            room -= end - a;
+            a = end;
+        }
+    }
+    out.retain(|c| !c.is_empty());
+    out
+}
+
+/// States of the elements of arrays `ids`: (job id, element) → state. An array Slurm no
+/// longer knows has no entries.
+async fn squeue(ids: &[String]) -> Result<HashMap<(String, u64), String>, ToolError> {
+    let out = tokio::process::Command::new("squeue")
+        .arg("--noheader")
+        .arg("--array")
+        .arg("--states=all")
+        .arg(format!("--jobs={}", ids.join(",")))
+        .arg("--format=%i %T")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| fault(format!("cannot run squeue: {e}")))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() && !stderr.contains("Invalid job id") {
+        return Err(fault(format!(
+            "squeue failed ({}): {}",
+            out.status,
+            stderr.trim()
+        )));
+    }
+    Ok(parse_squeue(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// `<job>_<element> <STATE>` lines; a state like `CANCELLED by 0` keeps its first word.
+fn parse_squeue(text: &str) -> HashMap<(String, u64), String> {
+    let mut out = HashMap::new();
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(id), Some(state)) = (words.next(), words.next()) else {
+            continue;
+        };
+        let Some((job, element)) = id.split_once('_') else {
+            continue;
+        };
+        if let Ok(e) = element.parse::<u64>() {
+            out.insert((job.to_owned(), e), state.to_owned());
+        }
+    }
+    out
+}
+
+/// Reads new outcome files: a tile done has its output linked (or copied) into
+/// `artifact_dir`, its outcome file renamed `<tile>.done` (holding the output's name, so
+/// a host image that adopts the directory after a reexec finds it again), and is
+/// announced on `done_tx`; a tile that failed with a tool error fails the batch.
+fn collect_outcomes(
+    dir: &Path,
+    artifact_dir: &Path,
+    done: &mut HashSet<u64>,
+    done_tx: &mpsc::UnboundedSender<u64>,
+) -> Result<(), ToolError> {
+    let results = dir.join("results");
+    let entries = std::fs::read_dir(&results)
+        .map_err(|e| fault(format!("cannot read {}: {e}", results.display())))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let (tile, finished) = match (name.strip_suffix(".json"), name.strip_suffix(".done")) {
+            (Some(n), _) => (n, false),
+            (None, Some(n)) => (n, true),
+            _ => continue,
+        };
+        let Ok(tile) = tile.parse::<u64>() else {
+            continue;
+        };
+        if done.contains(&tile) {
+            continue;
+        }
+        let path = entry.path();
+        let file = if finished {
+            std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|f| {
+                    tile_output_name(
+                        f.trim()
+                            .trim_start_matches("tile_")
+                            .trim_end_matches(".json"),
+                    )
+                })
+                .ok_or_else(|| fault(format!("{} is unreadable", path.display())))?
+        } else {
+            let outcome: JobOutcome = std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .ok_or_else(|| fault(format!("tile {tile}'s outcome file is unreadable")))?;
+            match outcome {
+                JobOutcome::Err { error } => return Err(error),
+                JobOutcome::Ok { payload_json } => {
+                    let summary: Value = serde_json::from_str(&payload_json)
+                        .map_err(|e| fault(format!("tile {tile}'s summary: {e}")))?;
+                    summary["tile"]
+                        .as_str()
+                        .and_then(|id| tile_output_name(id.trim_start_matches("T_")))
+                        .ok_or_else(|| fault(format!("tile {tile}'s summary names no tile")))?
+                }
+            }
+        };
+        place_tile_outputs(dir, artifact_dir, &file)?;
+        if !finished {
+            let marked = results.join(format!("{tile}.done"));
+            std::fs::write(&marked, &file)
+                .and_then(|()| std::fs::remove_file(&path))
+                .map_err(|e| fault(format!("cannot mark tile {tile} done: {e}")))?;
+        }
+        done.insert(tile);
+        let _ = done_tx.send(tile);
+    }
+    Ok(())
+}
+
+/// The output file of tile `<ix>_<iy>` (a summary's `T_3_4` without its `T_`):
+/// `tile_3_4.json`, as the worker's whole-layout ops write it; `None` for anything else.
+fn tile_output_name(id: &str) -> Option<String> {
+    let (ix, iy) = id.split_once('_')?;
+    let (ix, iy) = (ix.parse::<i64>().ok()?, iy.parse::<i64>().ok()?);
+    Some(format!("tile_{ix}_{iy}.json"))
+}
+
+/// What a tile writes besides its `tile_<ix>_<iy>.json`: `simulate.tile`'s image block.
+const TILE_EXTRA_OUTPUTS: &[&str] = &["blk"];
+
+/// Places tile output `file` (`tile_<ix>_<iy>.json`, which must exist) and its companions
+/// ([`TILE_EXTRA_OUTPUTS`], where written) into `artifact_dir`.
+fn place_tile_outputs(dir: &Path, artifact_dir: &Path, file: &str) -> Result<(), ToolError> {
+    let place = |name: &str| {
+        link_or_copy(&dir.join(name), &artifact_dir.join(name))
+            .map_err(|e| fault(format!("cannot place tile output {name}: {e}")))
+    };
+    place(file)?;
+    let stem = file.trim_end_matches(".json");
+    for ext in TILE_EXTRA_OUTPUTS {
+        let name = format!("{stem}.{ext}");
+        if dir.join(&name).exists() {
+            place(&name)?;
+        }
+    }
+    Ok(())
+}
+
+/// Puts `from` at `to` (replacing it): a hard link, or a copy through a temporary name
+/// across file systems. `from` stays (a host image that adopts the batch needs it).
+fn link_or_copy(from: &Path, to: &Path) -> std::io::Result<()> {
+    let mut tmp = to.as_os_str().to_owned();
+    tmp.push(".part");
+    let tmp = PathBuf::from(tmp);
+    let _ = std::fs::remove_file(&tmp);
+    if std::fs::hard_link(from, &tmp).is_err() {
+        std::fs::copy(from, &tmp)?;
+    }
+    std::fs::rename(&tmp, to)
+}
+
+/// What a batch is: a job directory is adopted only by a batch of the same key.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct FollowKey {
+    op: String,
+    args_json: String,
+    total: u64,
+    tiles_per_task: u64,
+    allowed_roots: Vec<String>,
+}
+
+/// `follow.json` in a job directory: the batch and the arrays submitted for it (Slurm
+/// job id, manifest file), rewritten after each submission.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Follow {
+    key: FollowKey,
+    arrays: Vec<(String, String)>,
+}
+
+impl Follow {
+    fn save(&self, dir: &Path) -> Result<(), ToolError> {
+        let bytes = serde_json::to_vec(self).map_err(|e| fault(format!("follow.json: {e}")))?;
+        let tmp = dir.join("follow.json.tmp");
+        let _ = std::fs::remove_file(&tmp);
+        write_private(&tmp, &bytes, 0o600)?;
+        std::fs::rename(&tmp, dir.join("follow.json"))
+            .map_err(|e| fault(format!("cannot write follow.json: {e}")))
+    }
+}
+
+/// The private (0700) directory of scope `scope_id` under `shared` (0700 too), and the
+/// arrays to follow when a host image before a reexec left it for this one (same scope,
+/// same batch). A directory of the same name holding another batch is not touched: this
+/// batch gets a fresh name.
+fn job_dir(
+    shared: &Path,
+    scope_id: &str,
+    key: &FollowKey,
+) -> Result<(PathBuf, Option<Follow>), ToolError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(shared)
+        .map_err(|e| fault(format!("cannot create {}: {e}", shared.display())))?;
+    let shared = shared
+        .canonicalize()
+        .map_err(|e| fault(format!("{}: {e}", shared.display())))?;
+    let safe: String = scope_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(96)
+        .collect();
+    let dir = shared.join(&safe);
+    if dir.exists() {
+        let previous: Option<Follow> = std::fs::read(dir.join("follow.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        if let Some(previous) = previous.filter(|p| p.key == *key && !p.arrays.is_empty()) {
+            return Ok((dir, Some(previous)));
+        }
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let dir = shared.join(format!("{safe}-{nanos:x}"));
+        return create_private(&dir).map(|()| (dir, None));
+    }
+    create_private(&dir).map(|()| (dir, None))
+}
+
+fn create_private(dir: &Path) -> Result<(), ToolError> {
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| fault(format!("cannot create {}: {e}", dir.display())))
+}
+
+/// Writes `bytes` to a new file at `path` with `mode`.
+fn write_private(path: &Path, bytes: &[u8], mode: u32) -> Result<(), ToolError> {
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)
+        .and_then(|mut f| f.write_all(bytes))
+        .map_err(|e| fault(format!("cannot write {}: {e}", path.display())))
+}
+
+impl Executor for SlurmExecutor {
+    fn name(&self) -> &'static str {
+        "slurm"
+    }
+
+    fn ready(&self) -> BoxFuture<'_, Result<(), ToolError>> {
+        self.local.ready()
+    }
+
+    fn run(
+        &self,
+        attempt: AttemptRequest,
+        progress: mpsc::Sender<Progress>,
+    ) -> BoxFuture<'_, Result<JobOutcome, ExecutorError>> {
+        self.local.run(attempt, progress)
+    }
+
+    fn health(&self) -> ExecutorHealth {
+        let local = self.local.health();
+        let arrays = lock(&self.arrays);
+        let sum = |f: fn(&ArrayCounts) -> u64| arrays.values().map(f).sum::<u64>();
+        ExecutorHealth {
+            name: self.name(),
+            ready: local.ready,
+            summary: format!(
+                "{} array(s): {} pending, {} running, {} done, {} failed task(s); local: {}",
+                arrays.len(),
+                sum(|c| c.pending),
+                sum(|c| c.running),
+                sum(|c| c.done),
+                sum(|c| c.failed),
+                local.summary
+            ),
+        }
+    }
+
+    fn parallelism(&self) -> usize {
+        self.local.parallelism()
+    }
+
+    fn run_tiles(
+        &self,
+        batch: TileBatch,
+        done: mpsc::UnboundedSender<u64>,
+    ) -> Option<BoxFuture<'_, Result<BatchStats, ToolError>>> {
+        Some(Box::pin(self.run_batch(batch, done)))
+    }
+
+    fn stats(&self) -> Value {
+        let arrays = lock(&self.arrays);
+        json!({
+            "arrays": &*arrays,
+            "submitted": self.submitted.load(Ordering::Relaxed),
+            "tasks_lost": self.lost.load(Ordering::Relaxed),
+            "resubmitted": self.resubmitted.load(Ordering::Relaxed),
+            "tiles_per_task": self.settings.tiles_per_task,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn squeue_lines_become_element_states() {
+        let states = parse_squeue("12_0 COMPLETED\n12_3 CANCELLED by 0\n12_[4-7] PENDING\n\n");
+        assert_eq!(states.len(), 2);
+        assert_eq!(states[&("12".to_owned(), 0)], "COMPLETED");
+        assert_eq!(states[&("12".to_owned(), 3)], "CANCELLED");
+    }
+
+    #[test]
+    fn ranges_split_into_arrays_of_bounded_size() {
+        assert_eq!(
+            split_ranges(&[[0, 5], [7, 9]], 3),
+            vec![vec![[0, 3]], vec![[3, 5], [7, 8]], vec![[8, 9]]]
+        );
+        assert_eq!(split_ranges(&[[0, 4]], 10), vec![vec![[0, 4]]]);
+        assert!(split_ranges(&[], 10).is_empty());
+    }
+
+    #[test]
+    fn a_summary_names_its_tile_file() {
+        assert_eq!(tile_output_name("8_-9").as_deref(), Some("tile_8_-9.json"));
+        assert_eq!(tile_output_name("../x_1"), None);
+        assert_eq!(tile_output_name("1_2/x"), None);
+        assert_eq!(tile_output_name("T_1_2"), None);
+    }
+}
