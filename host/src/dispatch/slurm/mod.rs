@@ -21,7 +21,7 @@
 //! treated as ended.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -39,6 +39,12 @@ use super::executor::{
     TileBatch,
 };
 use crate::events::EventLog;
+
+mod cli;
+mod job_dir;
+
+use cli::{cancel_arrays, split_ranges, squeue};
+use job_dir::{Follow, FollowKey, collect_outcomes, job_dir, write_private};
 
 /// How often an array is polled.
 pub const POLL: Duration = Duration::from_millis(250);
@@ -499,298 +505,6 @@ impl Drop for ArrayGuard {
     }
 }
 
-/// Kills the running elements of `ids` at once (SIGKILL to the batch shells and their
-/// children), then cancels the arrays (pending elements included). Blocking: it runs
-/// from `Drop`, and must have finished before the cancel is reported.
-fn cancel_arrays(ids: &[String]) {
-    let run = |args: &[&str]| {
-        let status = std::process::Command::new("scancel")
-            .args(args)
-            .args(ids)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status();
-        if let Err(e) = status {
-            tracing::warn!(error = %e, ?ids, "scancel failed");
-        }
-    };
-    run(&["--signal=KILL", "--full"]);
-    run(&[]);
-    tracing::info!(?ids, "slurm arrays cancelled");
-}
-
-/// `ranges` cut into consecutive pieces of at most `max_tiles` tiles each.
-fn split_ranges(ranges: &[[u64; 2]], max_tiles: u64) -> Vec<Vec<[u64; 2]>> {
-    let max_tiles = max_tiles.max(1);
-    let mut out: Vec<Vec<[u64; 2]>> = vec![Vec::new()];
-    let mut room = max_tiles;
-    for &[mut a, b] in ranges {
-        while a < b {
-            if room == 0 {
-                out.push(Vec::new());
-                room = max_tiles;
-            }
-            let end = b.min(a + room);
-            if let Some(last) = out.last_mut() {
-                last.push([a, end]);
-            }
-            room -= end - a;
-            a = end;
-        }
-    }
-    out.retain(|c| !c.is_empty());
-    out
-}
-
-/// States of the elements of arrays `ids`: (job id, element) → state. An array Slurm no
-/// longer knows has no entries.
-async fn squeue(ids: &[String]) -> Result<HashMap<(String, u64), String>, ToolError> {
-    let out = tokio::process::Command::new("squeue")
-        .arg("--noheader")
-        .arg("--array")
-        .arg("--states=all")
-        .arg(format!("--jobs={}", ids.join(",")))
-        .arg("--format=%i %T")
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .output()
-        .await
-        .map_err(|e| fault(format!("cannot run squeue: {e}")))?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() && !stderr.contains("Invalid job id") {
-        return Err(fault(format!(
-            "squeue failed ({}): {}",
-            out.status,
-            stderr.trim()
-        )));
-    }
-    Ok(parse_squeue(&String::from_utf8_lossy(&out.stdout)))
-}
-
-/// `<job>_<element> <STATE>` lines; a state like `CANCELLED by 0` keeps its first word.
-fn parse_squeue(text: &str) -> HashMap<(String, u64), String> {
-    let mut out = HashMap::new();
-    for line in text.lines() {
-        let mut words = line.split_whitespace();
-        let (Some(id), Some(state)) = (words.next(), words.next()) else {
-            continue;
-        };
-        let Some((job, element)) = id.split_once('_') else {
-            continue;
-        };
-        if let Ok(e) = element.parse::<u64>() {
-            out.insert((job.to_owned(), e), state.to_owned());
-        }
-    }
-    out
-}
-
-/// Reads new outcome files: a tile done has its output linked (or copied) into
-/// `artifact_dir`, its outcome file renamed `<tile>.done` (holding the output's name, so
-/// a host image that adopts the directory after a reexec finds it again), and is
-/// announced on `done_tx`; a tile that failed with a tool error fails the batch.
-fn collect_outcomes(
-    dir: &Path,
-    artifact_dir: &Path,
-    done: &mut HashSet<u64>,
-    done_tx: &mpsc::UnboundedSender<u64>,
-) -> Result<(), ToolError> {
-    let results = dir.join("results");
-    let entries = std::fs::read_dir(&results)
-        .map_err(|e| fault(format!("cannot read {}: {e}", results.display())))?;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let (tile, finished) = match (name.strip_suffix(".json"), name.strip_suffix(".done")) {
-            (Some(n), _) => (n, false),
-            (None, Some(n)) => (n, true),
-            _ => continue,
-        };
-        let Ok(tile) = tile.parse::<u64>() else {
-            continue;
-        };
-        if done.contains(&tile) {
-            continue;
-        }
-        let path = entry.path();
-        let file = if finished {
-            std::fs::read_to_string(&path)
-                .ok()
-                .and_then(|f| {
-                    tile_output_name(
-                        f.trim()
-                            .trim_start_matches("tile_")
-                            .trim_end_matches(".json"),
-                    )
-                })
-                .ok_or_else(|| fault(format!("{} is unreadable", path.display())))?
-        } else {
-            let outcome: JobOutcome = std::fs::read(&path)
-                .ok()
-                .and_then(|b| serde_json::from_slice(&b).ok())
-                .ok_or_else(|| fault(format!("tile {tile}'s outcome file is unreadable")))?;
-            match outcome {
-                JobOutcome::Err { error } => return Err(error),
-                JobOutcome::Ok { payload_json } => {
-                    let summary: Value = serde_json::from_str(&payload_json)
-                        .map_err(|e| fault(format!("tile {tile}'s summary: {e}")))?;
-                    summary["tile"]
-                        .as_str()
-                        .and_then(|id| tile_output_name(id.trim_start_matches("T_")))
-                        .ok_or_else(|| fault(format!("tile {tile}'s summary names no tile")))?
-                }
-            }
-        };
-        place_tile_outputs(dir, artifact_dir, &file)?;
-        if !finished {
-            let marked = results.join(format!("{tile}.done"));
-            std::fs::write(&marked, &file)
-                .and_then(|()| std::fs::remove_file(&path))
-                .map_err(|e| fault(format!("cannot mark tile {tile} done: {e}")))?;
-        }
-        done.insert(tile);
-        let _ = done_tx.send(tile);
-    }
-    Ok(())
-}
-
-/// The output file of tile `<ix>_<iy>` (a summary's `T_3_4` without its `T_`):
-/// `tile_3_4.json`, as the worker's whole-layout ops write it; `None` for anything else.
-fn tile_output_name(id: &str) -> Option<String> {
-    let (ix, iy) = id.split_once('_')?;
-    let (ix, iy) = (ix.parse::<i64>().ok()?, iy.parse::<i64>().ok()?);
-    Some(format!("tile_{ix}_{iy}.json"))
-}
-
-/// What a tile writes besides its `tile_<ix>_<iy>.json`: `simulate.tile`'s image block.
-const TILE_EXTRA_OUTPUTS: &[&str] = &["blk"];
-
-/// Places tile output `file` (`tile_<ix>_<iy>.json`, which must exist) and its companions
-/// ([`TILE_EXTRA_OUTPUTS`], where written) into `artifact_dir`.
-fn place_tile_outputs(dir: &Path, artifact_dir: &Path, file: &str) -> Result<(), ToolError> {
-    let place = |name: &str| {
-        link_or_copy(&dir.join(name), &artifact_dir.join(name))
-            .map_err(|e| fault(format!("cannot place tile output {name}: {e}")))
-    };
-    place(file)?;
-    let stem = file.trim_end_matches(".json");
-    for ext in TILE_EXTRA_OUTPUTS {
-        let name = format!("{stem}.{ext}");
-        if dir.join(&name).exists() {
-            place(&name)?;
-        }
-    }
-    Ok(())
-}
-
-/// Puts `from` at `to` (replacing it): a hard link, or a copy through a temporary name
-/// across file systems. `from` stays (a host image that adopts the batch needs it).
-fn link_or_copy(from: &Path, to: &Path) -> std::io::Result<()> {
-    let mut tmp = to.as_os_str().to_owned();
-    tmp.push(".part");
-    let tmp = PathBuf::from(tmp);
-    let _ = std::fs::remove_file(&tmp);
-    if std::fs::hard_link(from, &tmp).is_err() {
-        std::fs::copy(from, &tmp)?;
-    }
-    std::fs::rename(&tmp, to)
-}
-
-/// What a batch is: a job directory is adopted only by a batch of the same key.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-struct FollowKey {
-    op: String,
-    args_json: String,
-    total: u64,
-    tiles_per_task: u64,
-    allowed_roots: Vec<String>,
-}
-
-/// `follow.json` in a job directory: the batch and the arrays submitted for it (Slurm
-/// job id, manifest file), rewritten after each submission.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-struct Follow {
-    key: FollowKey,
-    arrays: Vec<(String, String)>,
-}
-
-impl Follow {
-    fn save(&self, dir: &Path) -> Result<(), ToolError> {
-        let bytes = serde_json::to_vec(self).map_err(|e| fault(format!("follow.json: {e}")))?;
-        let tmp = dir.join("follow.json.tmp");
-        let _ = std::fs::remove_file(&tmp);
-        write_private(&tmp, &bytes, 0o600)?;
-        std::fs::rename(&tmp, dir.join("follow.json"))
-            .map_err(|e| fault(format!("cannot write follow.json: {e}")))
-    }
-}
-
-/// The private (0700) directory of scope `scope_id` under `shared` (0700 too), and the
-/// arrays to follow when a host image before a reexec left it for this one (same scope,
-/// same batch). A directory of the same name holding another batch is not touched: this
-/// batch gets a fresh name.
-fn job_dir(
-    shared: &Path,
-    scope_id: &str,
-    key: &FollowKey,
-) -> Result<(PathBuf, Option<Follow>), ToolError> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(shared)
-        .map_err(|e| fault(format!("cannot create {}: {e}", shared.display())))?;
-    let shared = shared
-        .canonicalize()
-        .map_err(|e| fault(format!("{}: {e}", shared.display())))?;
-    let safe: String = scope_id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(96)
-        .collect();
-    let dir = shared.join(&safe);
-    if dir.exists() {
-        let previous: Option<Follow> = std::fs::read(dir.join("follow.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok());
-        if let Some(previous) = previous.filter(|p| p.key == *key && !p.arrays.is_empty()) {
-            return Ok((dir, Some(previous)));
-        }
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let dir = shared.join(format!("{safe}-{nanos:x}"));
-        return create_private(&dir).map(|()| (dir, None));
-    }
-    create_private(&dir).map(|()| (dir, None))
-}
-
-fn create_private(dir: &Path) -> Result<(), ToolError> {
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| fault(format!("cannot create {}: {e}", dir.display())))
-}
-
-/// Writes `bytes` to a new file at `path` with `mode`.
-fn write_private(path: &Path, bytes: &[u8], mode: u32) -> Result<(), ToolError> {
-    use std::io::Write;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(path)
-        .and_then(|mut f| f.write_all(bytes))
-        .map_err(|e| fault(format!("cannot write {}: {e}", path.display())))
-}
-
 impl Executor for SlurmExecutor {
     fn name(&self) -> &'static str {
         "slurm"
@@ -853,6 +567,8 @@ impl Executor for SlurmExecutor {
 
 #[cfg(test)]
 mod tests {
+    use super::cli::parse_squeue;
+    use super::job_dir::tile_output_name;
     use super::*;
 
     #[test]
