@@ -147,7 +147,24 @@ fn start(executor: &str, tmp: &Path, tiles_per_task: &str) -> Host {
         ("RETICLE_SLURM_TIME_LIMIT", "10"),
         ("KLAYOUT_MCP_ARTIFACT_ROOT", artifacts.to_str().unwrap()),
         ("XDG_RUNTIME_DIR", runtime.to_str().unwrap()),
+        // A secret of the host's: array elements must not see it (D33, as pool workers).
+        (HOST_SECRET, "not-for-workers"),
     ])
+}
+
+/// A host variable that no worker, local or on the cluster, may inherit.
+const HOST_SECRET: &str = "RETICLE_TEST_HOST_SECRET";
+
+/// The environment of process `pid`, `NAME=value` entries.
+fn environ_of(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|e| !e.is_empty())
+                .map(|e| String::from_utf8_lossy(e).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// `reticle ctl reexec` against `host` (its control socket is under `tmp/runtime`).
@@ -461,6 +478,21 @@ fn cancelling_the_mcp_job_cancels_its_whole_array_within_2_s() {
         );
         std::thread::sleep(Duration::from_millis(50));
     };
+    // An element runs with a pool worker's environment, not the host's.
+    for pid in batch_workers_under(tmp.path()) {
+        let env = environ_of(pid);
+        if env.is_empty() {
+            continue; // ended between the listing and the read
+        }
+        assert!(
+            !env.iter().any(|e| e.starts_with(HOST_SECRET)),
+            "element worker {pid} inherited the host's secret: {env:?}"
+        );
+        assert!(
+            env.iter().any(|e| e == "MALLOC_MMAP_THRESHOLD_=268435456"),
+            "element worker {pid} lacks the pool's allocator settings: {env:?}"
+        );
+    }
     let telemetry = host.call_tool("t", "telemetry", json!({"render": "json"}));
     let arrays = &telemetry["structuredContent"]["dispatch"]["executor_state"]["arrays"];
     assert!(

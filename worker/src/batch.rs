@@ -18,7 +18,6 @@ use std::process::ExitCode;
 
 use reticle_kernel::CancelToken;
 use reticle_protocol::batch::{BatchManifest, result_file};
-use reticle_protocol::error::{ErrorCode, ToolError};
 use reticle_protocol::wire::JobOutcome;
 
 use crate::backend::Backend;
@@ -85,20 +84,7 @@ fn run(args: &[String]) -> Result<(), String> {
             progress: &progress,
         };
         let args_json = serde_json::Value::Object(tile_args).to_string();
-        let result =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| op.run(&ctx, &args_json)));
-        let outcome = match result {
-            Ok(Ok(value)) => JobOutcome::Ok {
-                payload_json: value.to_string(),
-            },
-            Ok(Err(error)) => JobOutcome::Err { error },
-            Err(_) => JobOutcome::Err {
-                error: ToolError::new(
-                    ErrorCode::InternalError,
-                    format!("op {} panicked", op.name()),
-                ),
-            },
-        };
+        let outcome = ctx.run(op, &args_json);
         write_result(&result_file(&dir, tile), &outcome)?;
     }
     Ok(())

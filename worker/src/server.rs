@@ -170,21 +170,7 @@ fn start_job(
                 progress: &progress,
             };
             tracing::debug!(job_id = %request.job_id, op = op.name(), "job started");
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                op.run(&ctx, &request.args_json)
-            }));
-            let outcome = match result {
-                Ok(Ok(value)) => JobOutcome::Ok {
-                    payload_json: value.to_string(),
-                },
-                Ok(Err(error)) => JobOutcome::Err { error },
-                Err(_) => JobOutcome::Err {
-                    error: ToolError::new(
-                        ErrorCode::InternalError,
-                        format!("op {} panicked", op.name()),
-                    ),
-                },
-            };
+            let outcome = ctx.run(op, &request.args_json);
             state.jobs_run.fetch_add(1, Ordering::Relaxed);
             *current.lock().unwrap_or_else(PoisonError::into_inner) = None;
             let message = WorkerMessage::Result {

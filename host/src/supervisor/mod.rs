@@ -80,6 +80,7 @@ pub use config::{
 };
 pub use error::{CancelKind, DeathCause, ResourceLimit, SupervisorError};
 pub use notify::{EventHook, SupervisorEvent};
+pub use process::worker_environment;
 pub use reticle_protocol::wire::{JobContext, JobLimits, JobOutcome, RunRequest};
 pub use snapshot::{
     PoolSnapshot, RolloutRecord, RolloutSnapshot, SlotMode, SlotState, WorkerSnapshot,

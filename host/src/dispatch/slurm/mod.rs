@@ -190,16 +190,21 @@ impl SlurmExecutor {
             .arg("--ntasks=1")
             .arg("--cpus-per-task=1")
             .arg(format!("--chdir={}", dir.display()))
-            // The host's environment, plus the allocator settings pool workers start
-            // with (the same tile speed on a node as in the pool).
-            .arg(format!(
-                "--export=ALL,{}",
-                crate::supervisor::WORKER_ALLOCATOR
+            // An element gets what a pool worker gets (D33): sbatch runs with the
+            // worker's environment (the host's allowed variables and the allocator
+            // settings, so a tile is as fast on a node as in the pool) and exports it;
+            // never the host's whole environment (tokens, keys). `SLURM_CONF` is the
+            // one client setting sbatch itself needs.
+            .env_clear()
+            .envs(crate::supervisor::worker_environment(
+                std::env::vars_os(),
+                &crate::supervisor::WORKER_ALLOCATOR
                     .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            ));
+                    .map(|(k, v)| ((*k).into(), (*v).into()))
+                    .collect::<Vec<_>>(),
+            ))
+            .envs(std::env::var_os("SLURM_CONF").map(|v| ("SLURM_CONF", v)))
+            .arg("--export=ALL");
         let log = dir.display().to_string();
         if log.contains('%') || log.contains('\\') {
             cmd.arg("--output=/dev/null");
