@@ -648,3 +648,55 @@ fn a_tiled_simulate_on_slurm_writes_the_same_images_as_the_local_executor() {
         "the tiles ran on Slurm"
     );
 }
+
+/// The client goes away (stdin closed) while a whole-layout job runs on the cluster: the
+/// host cancels the job when its EOF grace ends (D70), which cancels the job's array, and
+/// exits; within 2 s of the close neither the array nor a worker of it is left.
+#[test]
+fn a_client_that_disconnects_leaves_no_array_and_no_worker_within_2_s() {
+    let _cluster = cluster_up();
+    let gcd = gcd();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut host = start("slurm", tmp.path(), "4");
+    let before = tile_arrays();
+    // Whole gcd at 2 nm: minutes of tiles, so the disconnect lands mid-run.
+    job_of(&host.call_tool(
+        "s",
+        "evaluate",
+        json!({"layout": gcd, "deck": "nangate45_m1v1", "layer": "11/0", "pixel_nm": 2}),
+    ));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let array = loop {
+        let array = tile_arrays().into_iter().find(|id| !before.contains(id));
+        if let Some(array) = &array
+            && !batch_workers_under(tmp.path()).is_empty()
+        {
+            break array.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no element of the job's array ran within 60 s (arrays {:?})",
+            tile_arrays()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let closed = Instant::now();
+    let (status, _) = host.close_and_wait();
+    assert!(status.success(), "the host exits 0 after EOF: {status:?}");
+    loop {
+        let listed = squeue(&array, false);
+        let workers = batch_workers_under(tmp.path());
+        if listed.is_empty() && workers.is_empty() {
+            break;
+        }
+        assert!(
+            closed.elapsed() < Duration::from_secs(2),
+            "2 s after the disconnect: squeue lists {listed:?}, reticle-worker pids {workers:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!(
+        "array {array} gone {:?} after the client closed stdin",
+        closed.elapsed()
+    );
+}
