@@ -97,6 +97,10 @@ pub(super) struct LegacySession {
     pub(super) requests_sent: u64,
 }
 
+/// How long the stop path waits for the workers to exit and be reaped (the G2 exit bound
+/// is 1 s after EOF; idle workers exit in milliseconds).
+const WORKER_STOP_BOUND: Duration = Duration::from_millis(400);
+
 /// Prefix of the ids of our `roots/list` requests.
 const ROOTS_REQUEST_PREFIX: &str = "reticle-roots-";
 
@@ -268,6 +272,15 @@ impl Server {
             "session.end",
             json!({"reason": why, "cancelled_jobs": cancelled, "jobs": self.shared.jobs.stats()}),
         );
+        // Stop the workers and reap them before the process exits: a SIGKILL sent only
+        // from the supervisor's drop can leave a worker still dying after the host is
+        // gone (seen under load). Bounded, so a stuck worker cannot hold the exit.
+        if tokio::time::timeout(WORKER_STOP_BOUND, self.shared.workers.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!("workers not reaped within the exit bound; killed on drop");
+        }
         Ok(RunEnd {
             reason,
             snapshot: None,
