@@ -80,6 +80,15 @@ pub fn fixtures_dir() -> PathBuf {
     repo_root().join("fixtures")
 }
 
+/// The public reference data (`RETICLE_DATA_DIR`, default `../shared/data` beside the
+/// repository): ICCAD-2013 kernels and clips, the 45 nm GDS.
+pub fn data_dir() -> PathBuf {
+    std::env::var_os("RETICLE_DATA_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"),
+        PathBuf::from,
+    )
+}
+
 /// A running `reticle serve` with piped stdio.
 #[derive(Debug)]
 pub struct Host {
@@ -239,6 +248,39 @@ impl Host {
             serde_json::json!({"name": name, "arguments": arguments}),
         );
         answer["result"].clone()
+    }
+
+    /// Polls job `job_id` (`render: json`) until it ends, and returns its last view;
+    /// `during` sees every view of the job still running.
+    ///
+    /// # Panics
+    /// When a poll names no status, or the job has not ended after `timeout`.
+    pub fn poll_until_done(
+        &mut self,
+        job_id: &str,
+        timeout: Duration,
+        mut during: impl FnMut(&Value),
+    ) -> Value {
+        let started = Instant::now();
+        for n in 0.. {
+            let polled = self.call_tool(
+                &format!("poll-{job_id}-{n}"),
+                "poll",
+                serde_json::json!({"job_id": job_id, "render": "json"}),
+            );
+            let view = polled["structuredContent"].clone();
+            match view["status"].as_str() {
+                Some("completed" | "failed" | "cancelled") => return view,
+                Some(_) => during(&view),
+                None => panic!("poll of {job_id} names no status: {polled}"),
+            }
+            assert!(
+                started.elapsed() < timeout,
+                "job {job_id} did not end within {timeout:?}: {view}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        unreachable!("the loop returns or panics")
     }
 
     /// Closes stdin and waits for exit, returning the exit status and how long it took.

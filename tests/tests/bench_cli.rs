@@ -20,10 +20,7 @@ fn bench(args: &[&str], env: &[(&str, &str)]) -> Output {
 }
 
 fn iccad_dir() -> Option<PathBuf> {
-    let data = std::env::var_os("RETICLE_DATA_DIR").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"),
-        PathBuf::from,
-    );
+    let data = reticle_tests::data_dir();
     let dir = data.join("iccad13");
     dir.join("kernels/focus.npy").is_file().then_some(dir)
 }
@@ -253,10 +250,7 @@ fn chip_bench_reports_throughput_efficiency_and_tiled_against_untiled() {
         "a box with left > right: {out:?}"
     );
 
-    let data = std::env::var_os("RETICLE_DATA_DIR").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"),
-        PathBuf::from,
-    );
+    let data = reticle_tests::data_dir();
     let gds = data.join("gds/gcd_45nm.gds");
     if !gds.is_file() {
         eprintln!(

@@ -17,18 +17,14 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use reticle_tests::{Host, fixtures_dir, release_binary, repo_root};
+use reticle_tests::{Host, data_dir, fixtures_dir, release_binary, repo_root};
 use serde_json::{Value, json};
 
 /// The cluster has this host's cores: one test at a time.
 static CLUSTER: Mutex<()> = Mutex::new(());
 
-fn data_dir() -> PathBuf {
-    std::env::var_os("RETICLE_DATA_DIR").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"),
-        PathBuf::from,
-    )
-}
+/// How long a test waits for one job to end.
+const POLL_LIMIT: Duration = Duration::from_secs(300);
 
 /// gcd_45nm; the test fails when the reference data is absent.
 fn gcd() -> PathBuf {
@@ -152,6 +148,46 @@ fn start(executor: &str, tmp: &Path, tiles_per_task: &str) -> Host {
     ])
 }
 
+/// The job array submitted since `before` (the arrays listed then), once at least
+/// `running` of its elements run and a `reticle-worker batch` of it under `tmp` is up.
+fn running_array(before: &[String], tmp: &Path, running: usize) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(array) = tile_arrays().into_iter().find(|id| !before.contains(id)) {
+            let elements = squeue(&array, false)
+                .iter()
+                .filter(|(_, s)| s == "RUNNING")
+                .count();
+            if elements >= running && !batch_workers_under(tmp).is_empty() {
+                return array;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no element of the job's array ran within 60 s (arrays {:?})",
+            tile_arrays()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until `squeue` lists no element of `array` and no `reticle-worker` of it runs
+/// under `tmp`; fails when that takes 2 s (the G2 bound) from `since` (`after` names it).
+fn assert_gone_within_2_s(array: &str, tmp: &Path, since: Instant, after: &str) {
+    loop {
+        let listed = squeue(array, false);
+        let workers = batch_workers_under(tmp);
+        if listed.is_empty() && workers.is_empty() {
+            return;
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(2),
+            "2 s after {after}: squeue lists {listed:?}, reticle-worker pids {workers:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A host variable that no worker, local or on the cluster, may inherit.
 const HOST_SECRET: &str = "RETICLE_TEST_HOST_SECRET";
 
@@ -183,29 +219,6 @@ fn job_of(started: &Value) -> String {
         .as_str()
         .unwrap_or_else(|| panic!("no job id: {started}"))
         .to_owned()
-}
-
-/// Polls `job_id` until it ends; `during` sees every running view.
-fn poll_until_done(host: &mut Host, job_id: &str, mut during: impl FnMut(&Value)) -> Value {
-    let started = Instant::now();
-    for n in 0.. {
-        let polled = host.call_tool(
-            &format!("poll-{job_id}-{n}"),
-            "poll",
-            json!({"job_id": job_id, "render": "json"}),
-        );
-        let view = polled["structuredContent"].clone();
-        match view["status"].as_str() {
-            Some("completed" | "failed" | "cancelled") => return view,
-            _ => during(&view),
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(300),
-            "job {job_id} did not end: {view}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    unreachable!()
 }
 
 /// The report without its job fields and file paths; the files are compared apart.
@@ -333,7 +346,7 @@ fn a_cancelled_array_element_changes_no_byte_of_the_report() {
 
     let mut local = start("local", tmp.path(), "4");
     let local_job = job_of(&local.call_tool("l", "evaluate", args.clone()));
-    let first = poll_until_done(&mut local, &local_job, |_| {});
+    let first = local.poll_until_done(&local_job, POLL_LIMIT, |_| {});
     assert_eq!(first["status"], "completed", "{first}");
     let local_report = first["result"].clone();
     drop(local);
@@ -348,7 +361,7 @@ fn a_cancelled_array_element_changes_no_byte_of_the_report() {
     let job = job_of(&host.call_tool("s", "evaluate", args));
     let shared = tmp.path().join("shared");
     let mut cancelled: Option<String> = None;
-    let second = poll_until_done(&mut host, &job, |_| {
+    let second = host.poll_until_done(&job, POLL_LIMIT, |_| {
         if cancelled.is_some() {
             return;
         }
@@ -417,7 +430,7 @@ fn a_cancelled_array_element_changes_no_byte_of_the_report() {
         std::thread::sleep(Duration::from_millis(50));
     };
     reexec(&host, tmp.path());
-    let third = poll_until_done(&mut host, &job, |_| {});
+    let third = host.poll_until_done(&job, POLL_LIMIT, |_| {});
     assert_eq!(third["status"], "completed", "{third}");
     assert_eq!(report_bytes(&local_report), report_bytes(&third["result"]));
     let log = events(&host);
@@ -459,25 +472,7 @@ fn cancelling_the_mcp_job_cancels_its_whole_array_within_2_s() {
         "evaluate",
         json!({"layout": gcd, "deck": "nangate45_m1v1", "layer": "11/0", "pixel_nm": 2}),
     ));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let array = loop {
-        let array = tile_arrays().into_iter().find(|id| !before.contains(id));
-        if let Some(array) = &array {
-            let running = squeue(array, false)
-                .iter()
-                .filter(|(_, s)| s == "RUNNING")
-                .count();
-            if running >= 2 && !batch_workers_under(tmp.path()).is_empty() {
-                break array.clone();
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no element of the job's array ran within 60 s (arrays {:?})",
-            tile_arrays()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let array = running_array(&before, tmp.path(), 2);
     // An element runs with a pool worker's environment, not the host's.
     for pid in batch_workers_under(tmp.path()) {
         let env = environ_of(pid);
@@ -526,18 +521,7 @@ fn cancelling_the_mcp_job_cancels_its_whole_array_within_2_s() {
         cancelled["structuredContent"]["status"], "cancelled",
         "{cancelled}"
     );
-    loop {
-        let listed = squeue(&array, false);
-        let workers = batch_workers_under(tmp.path());
-        if listed.is_empty() && workers.is_empty() {
-            break;
-        }
-        assert!(
-            at.elapsed() < Duration::from_secs(2),
-            "2 s after the cancel: squeue lists {listed:?}, reticle-worker pids {workers:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert_gone_within_2_s(&array, tmp.path(), at, "the cancel");
     eprintln!(
         "array {array} ({pending_before} elements listed) gone {:?} after the cancel",
         at.elapsed()
@@ -665,36 +649,11 @@ fn a_client_that_disconnects_leaves_no_array_and_no_worker_within_2_s() {
         "evaluate",
         json!({"layout": gcd, "deck": "nangate45_m1v1", "layer": "11/0", "pixel_nm": 2}),
     ));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let array = loop {
-        let array = tile_arrays().into_iter().find(|id| !before.contains(id));
-        if let Some(array) = &array
-            && !batch_workers_under(tmp.path()).is_empty()
-        {
-            break array.clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no element of the job's array ran within 60 s (arrays {:?})",
-            tile_arrays()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let array = running_array(&before, tmp.path(), 1);
     let closed = Instant::now();
     let (status, _) = host.close_and_wait();
     assert!(status.success(), "the host exits 0 after EOF: {status:?}");
-    loop {
-        let listed = squeue(&array, false);
-        let workers = batch_workers_under(tmp.path());
-        if listed.is_empty() && workers.is_empty() {
-            break;
-        }
-        assert!(
-            closed.elapsed() < Duration::from_secs(2),
-            "2 s after the disconnect: squeue lists {listed:?}, reticle-worker pids {workers:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert_gone_within_2_s(&array, tmp.path(), closed, "the disconnect");
     eprintln!(
         "array {array} gone {:?} after the client closed stdin",
         closed.elapsed()

@@ -10,15 +10,11 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use reticle_tests::{Host, alive, children_of, fixtures_dir};
+use reticle_tests::{Host, alive, children_of, data_dir, fixtures_dir};
 use serde_json::{Value, json};
 
-fn data_dir() -> PathBuf {
-    std::env::var_os("RETICLE_DATA_DIR").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"),
-        PathBuf::from,
-    )
-}
+/// How long a test waits for one job to end.
+const POLL_LIMIT: Duration = Duration::from_secs(600);
 
 /// gcd_45nm, or `None` (after saying why) when the reference data is absent.
 fn gcd() -> Option<PathBuf> {
@@ -51,30 +47,6 @@ fn start(workers: &str, extra: &Path, artifacts: &Path) -> Host {
 
 fn call(host: &mut Host, id: &str, name: &str, arguments: Value) -> Value {
     host.call_tool(id, name, arguments)
-}
-
-/// Polls `job_id` until it ends; `during` sees every running view.
-fn poll_until_done(host: &mut Host, job_id: &str, mut during: impl FnMut(&Value)) -> Value {
-    let started = Instant::now();
-    for n in 0.. {
-        let polled = call(
-            host,
-            &format!("poll-{job_id}-{n}"),
-            "poll",
-            json!({"job_id": job_id, "render": "json"}),
-        );
-        let view = polled["structuredContent"].clone();
-        match view["status"].as_str() {
-            Some("completed" | "failed" | "cancelled") => return view,
-            _ => during(&view),
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(600),
-            "job {job_id} did not end: {view}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    unreachable!()
 }
 
 /// The report without what names its job and where its files went (job fields, like the
@@ -118,7 +90,7 @@ fn a_worker_killed_in_the_middle_of_a_whole_layout_job_changes_no_byte_of_the_re
         .as_str()
         .unwrap()
         .to_owned();
-    let first = poll_until_done(&mut host, &job, |_| {});
+    let first = host.poll_until_done(&job, POLL_LIMIT, |_| {});
     assert_eq!(first["status"], "completed", "{first}");
     let first_report = first["result"].clone();
     assert_eq!(first_report["imaging"]["mode"], "tiled");
@@ -144,7 +116,7 @@ fn a_worker_killed_in_the_middle_of_a_whole_layout_job_changes_no_byte_of_the_re
         .to_owned();
     let host_pid = host.child.id();
     let mut killed = None;
-    let second = poll_until_done(&mut host, &job, |view| {
+    let second = host.poll_until_done(&job, POLL_LIMIT, |view| {
         let done = view["progress"]["done"].as_f64().unwrap_or(0.0);
         if killed.is_none() && done >= 10.0 {
             let workers = children_of(host_pid);
