@@ -5,8 +5,22 @@ import pathlib
 import shutil
 
 import pytest
+from mcp import StdioServerParameters
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+# The ICCAD-style clip most tests evaluate.
+LAYOUT = ROOT / "fixtures" / "layouts" / "lines_and_pad.glp"
+
+
+def params(reticle_bin, env):
+    """How the SDK client starts the host: `reticle serve` on stdio with `env`."""
+    return StdioServerParameters(command=reticle_bin, args=["serve"], env=env)
+
+
+@pytest.fixture()
+def anyio_backend():
+    """The SDK tests run on asyncio."""
+    return "asyncio"
 
 
 @pytest.fixture(scope="session")

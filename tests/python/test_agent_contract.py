@@ -16,20 +16,10 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from conftest import ROOT
+from conftest import LAYOUT, ROOT, params
 
-LAYOUT = ROOT / "fixtures" / "layouts" / "lines_and_pad.glp"
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture()
-def anyio_backend():
-    return "asyncio"
-
-
-def params(reticle_bin, env):
-    return StdioServerParameters(command=reticle_bin, args=["serve"], env=env)
 
 
 def alive(pid: int) -> bool:

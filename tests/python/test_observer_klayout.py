@@ -12,14 +12,11 @@ import anyio
 import gdstk
 import klayout.db as kdb
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
+
+from conftest import params
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture()
-def anyio_backend():
-    return "asyncio"
 
 
 def write_gdstk(directory):
@@ -115,10 +112,6 @@ def klayout_facts(path):
 
 def as_box(b):
     return None if b is None else [b["left"], b["bottom"], b["right"], b["top"]]
-
-
-def params(reticle_bin, env):
-    return StdioServerParameters(command=reticle_bin, args=["serve"], env=env)
 
 
 async def call(client, tool, args):

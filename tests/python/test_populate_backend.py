@@ -14,11 +14,6 @@ from mcp import Client, StdioServerParameters
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture()
-def anyio_backend():
-    return "asyncio"
-
-
 class Handler(http.server.BaseHTTPRequestHandler):
     received = []
 

@@ -8,22 +8,12 @@ import threading
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
 
-from conftest import ROOT
+from conftest import LAYOUT, ROOT, params
 
-LAYOUT = ROOT / "fixtures" / "layouts" / "lines_and_pad.glp"
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture()
-def anyio_backend():
-    return "asyncio"
-
-
-def params(reticle_bin, env):
-    return StdioServerParameters(command=reticle_bin, args=["serve"], env=env)
 
 
 async def list_and_call(client):

@@ -14,21 +14,15 @@ from typing import Any, Literal
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp_types import CallToolResult, Request, RequestParams, Result
 
-from conftest import ROOT
+from conftest import LAYOUT, ROOT, params
 
-LAYOUT = ROOT / "fixtures" / "layouts" / "lines_and_pad.glp"
 TASKS = "io.modelcontextprotocol/tasks"
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture()
-def anyio_backend():
-    return "asyncio"
 
 
 class TaskHandle(Result):
@@ -89,10 +83,6 @@ class TasksExtension(ClientExtension):
                     return CallToolResult.model_validate(task.result)
                 assert task.status == "working", task
                 await anyio.sleep(min(interval, 0.2))
-
-
-def params(reticle_bin, env):
-    return StdioServerParameters(command=reticle_bin, args=["serve"], env=env)
 
 
 async def test_sdk_extension_resolves_a_task_to_the_plain_result(reticle_bin, server_env):

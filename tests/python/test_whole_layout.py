@@ -38,11 +38,6 @@ MIB = 1024 * 1024
 ACCEPTANCE_LIMIT_S = 120.0
 
 
-@pytest.fixture()
-def anyio_backend():
-    return "asyncio"
-
-
 def layout_for(name: str, tmp_path):
     if name == "gcd":
         return gcd_path()
@@ -134,7 +129,6 @@ def test_acceptance_run_timed(release_bin, tmp_path):  # noqa: F811
     assert run.wall_s < ACCEPTANCE_LIMIT_S, (
         f"the issue requires <= {ACCEPTANCE_LIMIT_S:.0f} s on a 2-core machine: {figure}"
     )
-
 
 
 # A box inside gcd (µm) that cuts its shapes, among them a power rail whose lowest vertex
