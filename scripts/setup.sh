@@ -6,8 +6,9 @@
 #
 #   scripts/setup.sh serve   system packages for the GPU path on CPU-only machines
 #   scripts/setup.sh test    + KLayout, Slurm (slurm-wlm, munge), a Python venv with
-#                            the pinned MCP SDK and pytest, and the pinned MCP
-#                            Inspector CLI
+#                            the pinned MCP SDK and pytest, the pinned MCP
+#                            Inspector CLI, and the pinned MCP conformance suite
+#                            with the Node 22 it runs on
 set -euo pipefail
 exec 1>&2
 mode="${1:-serve}"
@@ -69,5 +70,24 @@ if [ "$mode" = "test" ]; then
       apt_install nodejs npm
       npm install --silent --no-audit --no-fund --prefix "$env_dir/node" "@modelcontextprotocol/inspector@$inspector_version" >/dev/null
     fi
+  fi
+  # The official MCP conformance suite and the Node 22 it needs (pinned in
+  # tests/conformance/versions, one `name@version` a line).
+  conf_dir="$env_dir/conformance"
+  conf_pkgs=()
+  conf_missing=0
+  while read -r spec; do
+    case "$spec" in ''|'#'*) continue ;; esac
+    conf_pkgs+=("$spec")
+    name="${spec%@*}"
+    version="${spec##*@}"
+    grep -q "\"version\": \"$version\"" "$conf_dir/node_modules/$name/package.json" 2>/dev/null || conf_missing=1
+  done <"$root/tests/conformance/versions"
+  if [ ! -x "$conf_dir/node_modules/.bin/node" ]; then conf_missing=1; fi
+  if [ "$conf_missing" -eq 1 ]; then
+    command -v npm >/dev/null 2>&1 || apt_install nodejs npm
+    say "installing ${conf_pkgs[*]} (MCP conformance suite)"
+    mkdir -p "$conf_dir"
+    npm install --silent --no-audit --no-fund --save-exact --prefix "$conf_dir" "${conf_pkgs[@]}" >/dev/null
   fi
 fi
