@@ -22,6 +22,8 @@ pub enum RootsSource {
     Environment,
     /// The server's working directory.
     WorkingDirectory,
+    /// The bearer token's `allowed_roots` (Streamable HTTP, issue 21).
+    Token,
 }
 
 /// The allowed roots, replaceable when the client's roots change.
@@ -29,6 +31,10 @@ pub enum RootsSource {
 pub struct AllowedRoots {
     current: RwLock<(Vec<PathBuf>, RootsSource)>,
     fallback: (Vec<PathBuf>, RootsSource),
+    /// The client's roots may only narrow the fallback (a client of a shared host
+    /// cannot widen what its token allows); over stdio the client is the user, and its
+    /// roots replace the configured ones.
+    narrow_only: bool,
 }
 
 fn canonical_roots(paths: impl IntoIterator<Item = PathBuf>) -> Vec<PathBuf> {
@@ -64,6 +70,7 @@ impl AllowedRoots {
         Self {
             current: RwLock::new(fallback.clone()),
             fallback,
+            narrow_only: false,
         }
     }
 
@@ -73,7 +80,23 @@ impl AllowedRoots {
         Self {
             current: RwLock::new(fallback.clone()),
             fallback,
+            narrow_only: false,
         }
+    }
+
+    /// The roots of one client of a shared host: its token's roots when the token names
+    /// some, else the configured ones; the client's own `roots/list` can only narrow them.
+    pub fn for_token(token_roots: Option<&[PathBuf]>) -> Self {
+        let mut roots = match token_roots {
+            Some(list) => Self {
+                fallback: (canonical_roots(list.to_vec()), RootsSource::Token),
+                ..Self::fixed(Vec::new())
+            },
+            None => Self::configured(),
+        };
+        roots.narrow_only = true;
+        roots.current = RwLock::new(roots.fallback.clone());
+        roots
     }
 
     /// Adopts the client's roots (`file://` URIs). An empty or unusable list
@@ -83,7 +106,15 @@ impl AllowedRoots {
             .iter()
             .filter_map(|uri| libmcp::normalize_local_path(uri, None).ok())
             .filter(|p| p.is_absolute());
-        let roots = canonical_roots(paths);
+        let mut roots = canonical_roots(paths);
+        if self.narrow_only {
+            roots.retain(|root| {
+                self.fallback
+                    .0
+                    .iter()
+                    .any(|allowed| root.starts_with(allowed))
+            });
+        }
         let mut current = self
             .current
             .write()

@@ -224,7 +224,7 @@ async fn handle(
     };
     match request["verb"].as_str() {
         Some("health") => {
-            json!({"ok": true, "health": crate::tools::health_payload(server.state(), server.workers(), server.jobs(), server.dispatcher())})
+            json!({"ok": true, "health": crate::tools::health_payload(server.state(), &server.scope().roots, server.workers(), server.jobs(), server.dispatcher())})
         }
         Some("telemetry") => {
             json!({"ok": true, "telemetry": crate::tools::telemetry_payload(server.state(), server.workers(), server.jobs(), server.journal(), server.dispatcher())})

@@ -114,6 +114,47 @@ struct ServeArgs {
     /// default 600000].
     #[arg(long)]
     job_ttl_ms: Option<u64>,
+    /// Serve MCP over Streamable HTTP on ADDR (e.g. 127.0.0.1:8080; port 0 picks one,
+    /// written to the ready file's second line) instead of stdio. docs/HTTP.md.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<std::net::SocketAddr>,
+    /// Bearer tokens, JSON `{"tokens": [{"name", "token", "allowed_roots"?}]}`
+    /// [setting: RETICLE_HTTP_TOKENS_FILE].
+    #[arg(long, env = "RETICLE_HTTP_TOKENS_FILE", requires = "http")]
+    tokens_file: Option<PathBuf>,
+    /// Bearer tokens as `name=token,name=token` (all with the server's roots).
+    #[arg(
+        long,
+        env = "RETICLE_HTTP_TOKENS",
+        hide_env_values = true,
+        requires = "http"
+    )]
+    tokens: Option<String>,
+    /// Serve loopback clients without a token (refused on other addresses).
+    #[arg(long, requires = "http")]
+    anonymous: bool,
+    /// The endpoint's URL as clients reach it (behind a TLS proxy), default
+    /// http://ADDR/mcp [setting: RETICLE_HTTP_PUBLIC_URL].
+    #[arg(long, env = "RETICLE_HTTP_PUBLIC_URL", requires = "http")]
+    public_url: Option<String>,
+    /// An Origin allowed besides loopback ones (repeatable).
+    #[arg(long = "allowed-origin", value_name = "ORIGIN", requires = "http")]
+    allowed_origins: Vec<String>,
+    /// An authorization server that issues the tokens, named in the RFC 9728
+    /// metadata (repeatable).
+    #[arg(long = "authorization-server", value_name = "URL", requires = "http")]
+    authorization_servers: Vec<String>,
+    /// Client sessions at once [setting: RETICLE_HTTP_MAX_SESSIONS, default 64].
+    #[arg(long, env = "RETICLE_HTTP_MAX_SESSIONS", default_value_t = 64)]
+    max_sessions: usize,
+    /// A client with nothing in flight expires after this many seconds
+    /// [setting: RETICLE_HTTP_IDLE_SECONDS, default 1800].
+    #[arg(long, env = "RETICLE_HTTP_IDLE_SECONDS", default_value_t = 1800)]
+    idle_seconds: u64,
+    /// How long a dropped legacy stream may be resumed (`Last-Event-ID`) before its
+    /// request is cancelled, in ms [setting: RETICLE_HTTP_RESUME_GRACE_MS, default 750].
+    #[arg(long, env = "RETICLE_HTTP_RESUME_GRACE_MS", default_value_t = 750)]
+    resume_grace_ms: u64,
 }
 
 fn main() -> ExitCode {
@@ -176,6 +217,31 @@ fn main() -> ExitCode {
         examples_dir: args.examples_dir.or_else(|| settings.examples_dir.clone()),
         start_workers: !(args.lazy_workers || settings.lazy_workers),
     };
+    if let Some(addr) = args.http {
+        let http = reticle_host::http::HttpOptions {
+            addr,
+            tokens_file: args.tokens_file,
+            tokens_env: args.tokens,
+            anonymous: args.anonymous,
+            public_url: args.public_url,
+            allowed_origins: args.allowed_origins,
+            authorization_servers: args.authorization_servers,
+            limits: reticle_host::http::HttpLimits {
+                max_body: reticle_host::transport::frame::MAX_FRAME_BYTES,
+                max_clients: args.max_sessions.max(1),
+                idle: Duration::from_secs(args.idle_seconds.max(1)),
+                resume_grace: Duration::from_millis(args.resume_grace_ms.min(60_000)),
+            },
+        };
+        return match reticle_host::http::serve_http(options, http) {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("reticle: {e:#}");
+                tracing::error!(error = %e, "reticle serve --http failed");
+                ExitCode::from(2)
+            }
+        };
+    }
     match serve(options) {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {

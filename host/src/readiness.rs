@@ -17,6 +17,12 @@ pub struct ReadyFile {
 impl ReadyFile {
     /// Writes the file atomically (temp file + rename) so readers never see a partial line.
     pub fn create(path: &Path) -> io::Result<Self> {
+        Self::create_with(path, None)
+    }
+
+    /// Like [`Self::create`], with a second line: the MCP endpoint's URL of an HTTP host
+    /// (so a client started with port 0 learns the port).
+    pub fn create_with(path: &Path, url: Option<&str>) -> io::Result<Self> {
         let now = time::OffsetDateTime::now_utc()
             .format(&time::format_description::well_known::Rfc3339)
             .map_err(io::Error::other)?;
@@ -26,6 +32,9 @@ impl ReadyFile {
             .unwrap_or(Path::new("."));
         let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
         writeln!(tmp, "{} {now}", std::process::id())?;
+        if let Some(url) = url {
+            writeln!(tmp, "{url}")?;
+        }
         tmp.persist(path).map_err(|e| e.error)?;
         Ok(Self {
             path: path.to_path_buf(),

@@ -17,6 +17,7 @@ use crate::logging;
 use crate::mcp::server::{Server, ShutdownPolicy, StopReason};
 use crate::readiness::ReadyFile;
 use crate::reexec::{self, ReexecSnapshot};
+use crate::scope::ClientScope;
 use crate::state::HostState;
 use crate::tools::ToolRegistry;
 use crate::transport::stdin::StdinPump;
@@ -84,24 +85,23 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
         ),
         None => EventLog::disabled(),
     });
-    let roots = AllowedRoots::configured();
+    let scope = Arc::new(ClientScope::new(AllowedRoots::configured()));
     let state = Arc::new(match &restored {
         Some(snapshot) => {
-            roots.restore(snapshot.roots.0.clone(), snapshot.roots.1);
+            scope
+                .roots
+                .restore(snapshot.roots.0.clone(), snapshot.roots.1);
+            scope.sessions.import(&snapshot.layout_sessions);
+            scope.violations.import(&snapshot.violations);
             HostState::restored(
                 snapshot.state.clone(),
                 logs.file.clone(),
                 Arc::clone(&events),
                 schemas,
-                roots,
             )
         }
-        None => HostState::new(logs.file.clone(), Arc::clone(&events), schemas, roots),
+        None => HostState::new(logs.file.clone(), Arc::clone(&events), schemas),
     });
-    if let Some(snapshot) = &restored {
-        state.sessions.import(&snapshot.layout_sessions);
-        state.violations.import(&snapshot.violations);
-    }
     let (frames_tx, frames_rx) = mpsc::channel(READ_AHEAD);
     let (carried, pump_state) = restored
         .as_ref()
@@ -120,6 +120,7 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
     };
     let loop_state = Arc::clone(&state);
     let loop_exe = host_exe.clone();
+    let loop_scope = Arc::clone(&scope);
     let end = runtime.block_on(async move {
         let host_exe = loop_exe;
         let state = loop_state;
@@ -127,7 +128,7 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
             crate::supervisor::EventHook::new(move |event| hook_state.on_pool_event(event)),
             release,
         );
-        let server = Server::new(out, Arc::clone(&state), ToolRegistry::standard(), options.job_ttl, Arc::clone(&workers));
+        let server = Server::new(out, Arc::clone(&state), Arc::clone(&loop_scope), ToolRegistry::standard(), options.job_ttl, Arc::clone(&workers));
         let pending = match &restored {
             Some(snapshot) => {
                 server.restore(&snapshot.server).await;
@@ -230,9 +231,9 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
         server: server_snapshot,
         frames,
         pump,
-        layout_sessions: state.sessions.export(),
-        violations: state.violations.export(),
-        roots: state.roots.snapshot(),
+        layout_sessions: scope.sessions.export(),
+        violations: scope.violations.export(),
+        roots: scope.roots.snapshot(),
         worker_exe: release.current,
         previous_worker_exe: release.previous,
     };

@@ -16,7 +16,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::assets::SchemaCatalog;
-use crate::confine::AllowedRoots;
 use crate::events::{EventLog, iso_now, unix_ms};
 use crate::supervisor::{SlotState, SupervisorEvent};
 use crate::workers::WorkerPool;
@@ -120,12 +119,6 @@ pub struct HostState {
     pub events: Arc<EventLog>,
     /// Published schemas (read once at start).
     pub schemas: SchemaCatalog,
-    /// What tools may read.
-    pub roots: AllowedRoots,
-    /// Layout sessions and their artifacts (seed 003).
-    pub sessions: crate::sessions::Sessions,
-    /// The connection's violation cache (seed 000 §5, D45).
-    pub violations: crate::violation_cache::ViolationCache,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -134,17 +127,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl HostState {
     /// Fresh state.
-    pub fn new(
-        log_file: Option<PathBuf>,
-        events: Arc<EventLog>,
-        schemas: SchemaCatalog,
-        roots: AllowedRoots,
-    ) -> Self {
+    pub fn new(log_file: Option<PathBuf>, events: Arc<EventLog>, schemas: SchemaCatalog) -> Self {
         Self {
             schemas,
-            roots,
-            sessions: crate::sessions::Sessions::configured(),
-            violations: crate::violation_cache::ViolationCache::default(),
             started: Instant::now(),
             started_unix_ms: unix_ms(),
             reexecs: AtomicU64::new(0),
@@ -164,9 +149,8 @@ impl HostState {
         log_file: Option<PathBuf>,
         events: Arc<EventLog>,
         schemas: SchemaCatalog,
-        roots: AllowedRoots,
     ) -> Self {
-        let mut state = Self::new(log_file, events, schemas, roots);
+        let mut state = Self::new(log_file, events, schemas);
         let age = Duration::from_millis(unix_ms().saturating_sub(snapshot.started_unix_ms));
         state.started = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
         state.started_unix_ms = snapshot.started_unix_ms;
@@ -637,7 +621,6 @@ mod tests {
             None,
             Arc::clone(&events),
             SchemaCatalog::load_with_examples(None, None),
-            AllowedRoots::fixed(vec![]),
         );
         state.begin("ping", &json!(1)).success();
         state
@@ -662,7 +645,6 @@ mod tests {
             None,
             events,
             SchemaCatalog::load_with_examples(None, None),
-            AllowedRoots::fixed(vec![]),
         );
         assert_eq!(again.reexecs(), 1);
         assert_eq!(again.method_aggregates(), state.method_aggregates());

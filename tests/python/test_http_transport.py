@@ -362,13 +362,9 @@ def test_protected_resource_metadata(http_server, raw_client):
 
 def test_public_url_is_the_advertised_resource(http_server, raw_client):
     public = "https://reticle.example.org/mcp"
-    # The ready file then names the public URL, so the port must be chosen here.
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = http_server(tokens=TOKENS, args=["--public-url", public], addr=f"127.0.0.1:{port}")
-    assert server.url == public
-    server.url = f"http://127.0.0.1:{port}/mcp"
+    # The ready file names the bound address (a local supervisor's port), not the public URL.
+    server = http_server(tokens=TOKENS, args=["--public-url", public])
+    assert server.url.startswith("http://127.0.0.1:") and server.url.endswith("/mcp"), server.url
     raw = raw_client(server)
     prm_url = resource_metadata_url(www_authenticate(raw.post({"jsonrpc": "2.0", "id": 1, "method": "ping"},
                                                               token=None)))
@@ -500,11 +496,16 @@ def test_tools_call_streams_sse_with_event_ids_and_resumes(http_server, raw_clie
 
 
 SLOW_CALL = {"name": "simulate", "arguments": {"layout": str(LAYOUT), "pixel_nm": 0.5, "wait": True}}
+# Far longer than the resume grace and the drop's detection together (tens of seconds).
+LONG_CALL = {"name": "optimize", "arguments": {
+    "layout": str(LAYOUT), "deck": str(ROOT / "fixtures" / "decks" / "acceptance_width.json"),
+    "clip_um": [0.0, 0.0, 2.048, 2.048], "pixel_nm": 1, "iterations": 1000, "refine_iterations": 0, "wait": True}}
 
 
-def open_slow_call(raw, sid, rid):
-    """POSTs a ~2 s tools/call, reads its first event and drops the connection; returns that event."""
-    body = json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": SLOW_CALL}).encode()
+def open_slow_call(raw, sid, rid, call=SLOW_CALL):
+    """POSTs a tools/call (about a second by default), reads its first event and drops the connection;
+    returns that event."""
+    body = json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": call}).encode()
     with raw.http.stream("POST", raw.url, content=body, headers=raw.headers(session=sid, version=LEGACY)) as resp:
         assert resp.status_code == 200, resp.status_code
         assert resp.headers["content-type"].startswith("text/event-stream"), resp.headers
@@ -554,7 +555,7 @@ def test_a_dropped_stream_not_resumed_is_cancelled(http_server, raw_client):
     server = http_server(tokens=TOKENS)
     raw = raw_client(server, ALICE)
     sid = raw.initialize()
-    open_slow_call(raw, sid, 42)
+    open_slow_call(raw, sid, 42, LONG_CALL)
     # No reconnection: after the resume grace (750 ms by default) the host cancels the job.
     deadline = time.monotonic() + 10
     jobs = host_jobs(raw, sid)

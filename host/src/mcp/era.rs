@@ -113,6 +113,9 @@ pub struct RequestMeta {
     /// Modern: the request's capabilities carry the tasks extension, so the server
     /// may answer a job tool with a task handle.
     pub tasks_extension: bool,
+    /// The request's key (`id.to_string()`): notifications sent for it carry it, so
+    /// Streamable HTTP puts them on that request's stream.
+    pub request_id: Option<String>,
 }
 
 impl Default for RequestMeta {
@@ -123,6 +126,7 @@ impl Default for RequestMeta {
             log_level: None,
             progress_token: None,
             tasks_extension: false,
+            request_id: None,
         }
     }
 }
@@ -208,6 +212,7 @@ pub fn request_meta(params: &Map<String, Value>) -> Result<RequestMeta, RpcError
         log_level,
         progress_token,
         tasks_extension,
+        request_id: None,
     })
 }
 
@@ -217,6 +222,7 @@ fn legacy(progress_token: Option<Value>) -> RequestMeta {
         log_level: None,
         progress_token,
         tasks_extension: false,
+        request_id: None,
     }
 }
 

@@ -9,7 +9,7 @@ use libmcp::ReplayContract;
 use serde_json::{Map, Value, json};
 use tokio::task::{AbortHandle, JoinSet};
 
-use super::era::{RpcError, request_meta};
+use super::era::{RequestMeta, RpcError, request_meta};
 use super::server::{Server, lock};
 use crate::state::FrameCounters;
 use crate::transport::jsonrpc::{self, INVALID_REQUEST, METHOD_NOT_FOUND};
@@ -146,7 +146,10 @@ impl Server {
         resumed: bool,
     ) -> Value {
         let meta = match request_meta(&params) {
-            Ok(meta) => Arc::new(meta),
+            Ok(meta) => Arc::new(RequestMeta {
+                request_id: Some(id.to_string()),
+                ..meta
+            }),
             Err(e) => return jsonrpc::error(id, e.code, &e.message, e.data),
         };
         let ledger_key = ledger_key_of(method, &params);

@@ -25,6 +25,7 @@ use crate::dispatch::{Dispatcher, Executor, LocalPool, SlurmExecutor, SlurmSetti
 use crate::jobs::Jobs;
 use crate::journal::Journal;
 use crate::reexec::{PendingRequest, ServerSnapshot};
+use crate::scope::ClientScope;
 use crate::state::{FrameCounters, HostState};
 use crate::tools::{ToolRegistry, ToolShared};
 use crate::transport::frame::{Frame, MAX_FRAME_BYTES};
@@ -67,6 +68,15 @@ pub struct RunEnd {
     pub reexec_bin: Option<std::path::PathBuf>,
 }
 
+/// Why a client of a many-client host is gone, and how long its requests may still take.
+#[derive(Debug, Clone)]
+pub struct ClientEnd {
+    /// The reason, as jobs cancelled for it and the event log say.
+    pub why: String,
+    /// How long in-flight requests may take before they are cancelled.
+    pub grace: Duration,
+}
+
 /// Timing of the two ways out.
 #[derive(Debug, Clone, Copy)]
 pub struct ShutdownPolicy {
@@ -99,7 +109,7 @@ pub(super) struct LegacySession {
 
 /// How long the stop path waits for the workers to exit and be reaped (the G2 exit bound
 /// is 1 s after EOF; idle workers exit in milliseconds).
-const WORKER_STOP_BOUND: Duration = Duration::from_millis(400);
+pub(crate) const WORKER_STOP_BOUND: Duration = Duration::from_millis(400);
 
 /// Prefix of the ids of our `roots/list` requests.
 const ROOTS_REQUEST_PREFIX: &str = "reticle-roots-";
@@ -124,24 +134,41 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Server {
-    /// A server writing to `out`.
+    /// A server writing to `out`, for the client that sees `scope`, with the dispatcher
+    /// the configuration names (the stdio host: one client, one server).
     pub fn new(
         out: Outbound,
         state: Arc<HostState>,
+        scope: Arc<ClientScope>,
         tools: ToolRegistry,
         job_ttl: Duration,
         workers: Arc<WorkerPool>,
     ) -> Self {
+        let dispatcher = configured_dispatcher(&workers, &state);
+        Self::with_dispatcher(
+            out,
+            state,
+            scope,
+            Arc::new(tools),
+            job_ttl,
+            workers,
+            dispatcher,
+        )
+    }
+
+    /// A server for one client of a host that serves many (Streamable HTTP): its own
+    /// stream, scope, job table and journal over the host's state, tools, workers and
+    /// dispatcher.
+    pub fn with_dispatcher(
+        out: Outbound,
+        state: Arc<HostState>,
+        scope: Arc<ClientScope>,
+        tools: Arc<ToolRegistry>,
+        job_ttl: Duration,
+        workers: Arc<WorkerPool>,
+        dispatcher: Arc<Dispatcher>,
+    ) -> Self {
         let events = Arc::clone(&state.events);
-        let local: Arc<dyn Executor> = Arc::new(LocalPool::new(Arc::clone(&workers)));
-        let dispatcher = match crate::config::current().executor.kind {
-            crate::config::ExecutorKind::Local => Dispatcher::new(local),
-            crate::config::ExecutorKind::Slurm => Dispatcher::new(Arc::new(SlurmExecutor::new(
-                local,
-                SlurmSettings::configured(),
-                Some(Arc::clone(&events)),
-            ))),
-        };
         let journal = Journal::new();
         let replays = Arc::clone(&state);
         journal.on_replay(move |method| replays.record_replay(method));
@@ -149,16 +176,27 @@ impl Server {
             shared: ToolShared {
                 jobs: Jobs::with_events(job_ttl, events),
                 state,
+                scope,
                 out,
                 workers,
                 dispatcher,
             },
-            tools: Arc::new(tools),
+            tools,
             session: Arc::default(),
             in_flight: Arc::default(),
             journal,
             task_watches: Arc::default(),
         }
+    }
+
+    /// Counts one message of this server's stream as written (an HTTP router read it).
+    pub fn count_written(&self) {
+        self.shared.out.count_written();
+    }
+
+    /// What this server's client sees (roots, layout sessions, violation cache).
+    pub fn scope(&self) -> &Arc<ClientScope> {
+        &self.shared.scope
     }
 
     /// The job table (the control socket reads it).
@@ -246,32 +284,7 @@ impl Server {
             in_flight = tasks.len(),
             "stopping; draining in-flight requests"
         );
-        let drained = tokio::time::timeout(grace, async {
-            while let Some(joined) = tasks.join_next().await {
-                log_join(joined);
-            }
-        })
-        .await;
-        let mut cancelled = Vec::new();
-        if drained.is_err() {
-            tracing::warn!(
-                remaining = tasks.len(),
-                "in-flight requests cancelled at shutdown"
-            );
-            // Jobs first, with the reason: a waiting request then answers `cancelled`.
-            cancelled = self.shared.jobs.cancel_all(&why);
-            tasks.shutdown().await;
-        }
-        // Polled jobs (no request waits on them) are still running.
-        cancelled.extend(self.shared.jobs.cancel_all(&why));
-        cancelled.sort();
-        if !cancelled.is_empty() {
-            tracing::info!(jobs = cancelled.len(), reason = %why, "cancelled unfinished jobs");
-        }
-        self.shared.state.events.record(
-            "session.end",
-            json!({"reason": why, "cancelled_jobs": cancelled, "jobs": self.shared.jobs.stats()}),
-        );
+        self.finish(&mut tasks, grace, &why).await;
         // Stop the workers and reap them before the process exits: a SIGKILL sent only
         // from the supervisor's drop can leave a worker still dying after the host is
         // gone (seen under load). Bounded, so a stuck worker cannot hold the exit.
@@ -287,6 +300,63 @@ impl Server {
             input: None,
             reexec_bin: None,
         })
+    }
+
+    /// Ends this client's work: in-flight requests get `grace` to finish, then they and
+    /// every unfinished job are cancelled with `why`, and `session.end` is recorded.
+    async fn finish(&self, tasks: &mut JoinSet<()>, grace: Duration, why: &str) {
+        let drained = tokio::time::timeout(grace, async {
+            while let Some(joined) = tasks.join_next().await {
+                log_join(joined);
+            }
+        })
+        .await;
+        let mut cancelled = Vec::new();
+        if drained.is_err() {
+            tracing::warn!(
+                remaining = tasks.len(),
+                "in-flight requests cancelled at shutdown"
+            );
+            // Jobs first, with the reason: a waiting request then answers `cancelled`.
+            cancelled = self.shared.jobs.cancel_all(why);
+            tasks.shutdown().await;
+        }
+        // Polled jobs (no request waits on them) are still running.
+        cancelled.extend(self.shared.jobs.cancel_all(why));
+        cancelled.sort();
+        if !cancelled.is_empty() {
+            tracing::info!(jobs = cancelled.len(), reason = %why, "cancelled unfinished jobs");
+        }
+        self.shared.state.events.record(
+            "session.end",
+            json!({"reason": why, "cancelled_jobs": cancelled, "jobs": self.shared.jobs.stats()}),
+        );
+    }
+
+    /// Serves one client of a host that has many (Streamable HTTP): the messages in
+    /// `frames` until `end` says why the client is gone (or `frames` closes), then
+    /// [`Self::finish`]es its work. The workers are the host's and keep running.
+    pub async fn serve_client(
+        self,
+        mut frames: mpsc::Receiver<Frame>,
+        end: tokio::sync::oneshot::Receiver<ClientEnd>,
+    ) {
+        let mut tasks = JoinSet::new();
+        let mut end = std::pin::pin!(end);
+        let why = loop {
+            tokio::select! {
+                frame = frames.recv() => match frame {
+                    Some(frame) => self.on_frame(frame, &mut tasks).await,
+                    None => break ClientEnd { why: "the client's session ended".into(), grace: Duration::ZERO },
+                },
+                ended = &mut end => break ended.unwrap_or(ClientEnd {
+                    why: "the client's session ended".into(),
+                    grace: Duration::ZERO,
+                }),
+                Some(joined) = tasks.join_next(), if !tasks.is_empty() => log_join(joined),
+            }
+        };
+        self.finish(&mut tasks, why.grace, &why.why).await;
     }
 
     async fn on_frame(&self, frame: Frame, tasks: &mut JoinSet<()>) {
@@ -379,7 +449,7 @@ impl Server {
             .iter()
             .filter_map(|r| r.get("uri").and_then(Value::as_str).map(str::to_owned))
             .collect();
-        self.shared.state.roots.set_client_roots(&uris);
+        self.shared.scope.roots.set_client_roots(&uris);
     }
 
     fn on_notification(&self, method: &str, params: &Map<String, Value>) {
@@ -431,8 +501,25 @@ impl Server {
         if threshold.is_some_and(|t| level >= t) {
             let note = json!({"jsonrpc": "2.0", "method": "notifications/message",
                 "params": {"level": level.as_str(), "logger": "reticle", "data": data}});
-            self.shared.out.send(&note).await;
+            self.shared
+                .out
+                .for_request(meta.request_id.as_deref())
+                .send(&note)
+                .await;
         }
+    }
+}
+
+/// The dispatcher the configuration names: the local pool, or Slurm in front of it.
+pub fn configured_dispatcher(workers: &Arc<WorkerPool>, state: &HostState) -> Arc<Dispatcher> {
+    let local: Arc<dyn Executor> = Arc::new(LocalPool::new(Arc::clone(workers)));
+    match crate::config::current().executor.kind {
+        crate::config::ExecutorKind::Local => Dispatcher::new(local),
+        crate::config::ExecutorKind::Slurm => Dispatcher::new(Arc::new(SlurmExecutor::new(
+            local,
+            SlurmSettings::configured(),
+            Some(Arc::clone(&state.events)),
+        ))),
     }
 }
 

@@ -16,6 +16,7 @@ use crate::jobs::{
 };
 use crate::journal::JournalHandle;
 use crate::mcp::era::RequestMeta;
+use crate::scope::ClientScope;
 use crate::state::HostState;
 use crate::transport::writer::Outbound;
 use crate::workers::WorkerPool;
@@ -25,8 +26,10 @@ use crate::workers::WorkerPool;
 pub struct ToolShared {
     /// Host state (ledger, counters, sessions, roots).
     pub state: Arc<HostState>,
-    /// The job table.
+    /// The job table of this client.
     pub jobs: Arc<Jobs>,
+    /// What this client sees: roots, layout sessions, violation cache.
+    pub scope: Arc<ClientScope>,
     /// The protocol stream, for progress notifications.
     pub out: Outbound,
     /// The local worker pool (health, telemetry and rollouts read it; ops go through
@@ -44,7 +47,8 @@ impl ToolShared {
         ToolContext {
             state: Arc::clone(&self.state),
             jobs: Arc::clone(&self.jobs),
-            out: self.out.clone(),
+            scope: Arc::clone(&self.scope),
+            out: self.out.for_request(meta.request_id.as_deref()),
             workers: Arc::clone(&self.workers),
             dispatcher: Arc::clone(&self.dispatcher),
             meta,
@@ -65,9 +69,11 @@ impl ToolShared {
 pub struct ToolContext {
     /// Shared host state (ledger, counters, config).
     pub state: Arc<HostState>,
-    /// The job table.
+    /// The job table of this client.
     pub jobs: Arc<Jobs>,
-    /// The protocol stream, for progress notifications.
+    /// What this client sees: roots, layout sessions, violation cache.
+    pub scope: Arc<ClientScope>,
+    /// The protocol stream, for this call's notifications.
     pub out: Outbound,
     /// The local worker pool (introspection only; ops go through `dispatcher`).
     pub workers: Arc<WorkerPool>,
@@ -131,7 +137,7 @@ impl ToolContext {
     /// The roots workers may read for this call, now.
     #[must_use]
     pub fn allowed_roots(&self) -> Vec<String> {
-        self.state
+        self.scope
             .roots
             .snapshot()
             .0

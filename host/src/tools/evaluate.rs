@@ -111,7 +111,7 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    let path = ctx.state.roots.resolve_read(&raw)?;
+    let path = ctx.scope.roots.resolve_read(&raw)?;
     args.insert("layout".into(), json!(path));
     let deck = args
         .get("deck")
@@ -119,7 +119,7 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
         .unwrap_or_default()
         .to_owned();
     if deck_is_path(&deck) {
-        let path = ctx.state.roots.resolve_read(&deck)?;
+        let path = ctx.scope.roots.resolve_read(&deck)?;
         args.insert("deck".into(), json!(path));
     }
     // At report_level=detailed the returned violations go into the session's cache, so
@@ -132,12 +132,12 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
     args.remove("tiling");
     let on_result: Option<super::worker_job::OnResult> =
         (args.get("report_level").and_then(Value::as_str) == Some("detailed")).then(|| {
-            let state = std::sync::Arc::clone(&ctx.state);
+            let scope = std::sync::Arc::clone(&ctx.scope);
             let mut cached = args.clone();
             cached.remove("report_level");
             cached.remove("limits");
             Box::new(move |payload: Value| {
-                let n = state.violations.insert(cached, &payload);
+                let n = scope.violations.insert(cached, &payload);
                 tracing::debug!(records = n, "violation cache filled");
                 Ok(payload)
             }) as super::worker_job::OnResult

@@ -30,6 +30,7 @@ pub(super) fn tool() -> Tool {
 async fn run(ctx: ToolContext, _args: Map<String, Value>) -> PayloadResult {
     Ok(payload(
         &ctx.state,
+        &ctx.scope.roots,
         &ctx.workers,
         &ctx.jobs,
         &ctx.dispatcher,
@@ -39,6 +40,7 @@ async fn run(ctx: ToolContext, _args: Map<String, Value>) -> PayloadResult {
 /// The health payload (the tool's and `reticle ctl health`'s).
 pub fn payload(
     state: &HostState,
+    roots: &crate::confine::AllowedRoots,
     workers: &WorkerPool,
     jobs: &Jobs,
     dispatcher: &Dispatcher,
@@ -68,8 +70,8 @@ pub fn payload(
         },
         "host": host,
         "allowed_roots": {
-            "roots": state.roots.snapshot().0,
-            "source": state.roots.snapshot().1,
+            "roots": roots.snapshot().0,
+            "source": roots.snapshot().1,
         },
         "process": state.process_snapshot(),
         "workers": pool,

@@ -83,7 +83,7 @@ fn id_parts(id: &str) -> Option<Value> {
 
 /// `resolve_read`, with a missing file reported as the layout no longer being pinned.
 fn resolve_pinned(ctx: &ToolContext, raw: &str, id: &str) -> Result<String, ToolError> {
-    match ctx.state.roots.resolve_read(raw) {
+    match ctx.scope.roots.resolve_read(raw) {
         Ok(path) => Ok(path.display().to_string()),
         Err(e) if e.code == ErrorCode::FileNotFound => Err(ToolError::new(
             ErrorCode::LayoutNotPinned,
@@ -128,7 +128,7 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
                     .with_hint("pass the layout_artifact_id of the evaluate call that returned this id, or evaluate again"));
                 }
             }
-            if let Some((evaluation, _record)) = ctx.state.violations.get(&id) {
+            if let Some((evaluation, _record)) = ctx.scope.violations.get(&id) {
                 // Fast path: the evaluate call's arguments, unless the call overrides them.
                 for (from, to) in EVALUATE_ARGS {
                     if let (Some(v), false) = (evaluation.args.get(from), args.contains_key(to)) {
@@ -179,20 +179,20 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
     let id = str_arg(&args, "violation_id").unwrap_or("").to_owned();
     let raw = str_arg(&args, "layout").unwrap_or_default().to_owned();
     let layout = if id.is_empty() {
-        ctx.state.roots.resolve_read(&raw)?.display().to_string()
+        ctx.scope.roots.resolve_read(&raw)?.display().to_string()
     } else {
         resolve_pinned(&ctx, &raw, &id)?
     };
     args.insert("layout".into(), json!(layout));
     let deck = str_arg(&args, "deck").unwrap_or_default().to_owned();
     if deck_is_path(&deck) {
-        let path = ctx.state.roots.resolve_read(&deck)?;
+        let path = ctx.scope.roots.resolve_read(&deck)?;
         args.insert("deck".into(), json!(path));
     }
     if resolved_from != "none" {
         args.insert("resolved_from".into(), json!(resolved_from));
     }
-    let dir = ctx.state.sessions.new_job_dir("opt")?;
+    let dir = ctx.scope.sessions.new_job_dir("opt")?;
     let extras = JobExtras {
         artifact_dir: Some(dir),
         on_result: None,

@@ -35,7 +35,7 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    let path = ctx.state.roots.resolve_read(&raw)?;
+    let path = ctx.scope.roots.resolve_read(&raw)?;
     args.insert("layout".into(), json!(path));
     if super::evaluate::imaging(&args) == super::evaluate::Imaging::Tiles {
         // Tiles write their outputs (and, with images, their cores' pixels) into the
@@ -46,7 +46,7 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
     // Images travel as files in a host-created job directory, not in the op's JSON (D48).
     let images = args.remove("images").and_then(|v| v.as_bool()) == Some(true);
     let artifact_dir = if images {
-        Some(ctx.state.sessions.new_job_dir("sim")?)
+        Some(ctx.scope.sessions.new_job_dir("sim")?)
     } else {
         None
     };

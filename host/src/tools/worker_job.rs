@@ -74,7 +74,7 @@ pub(super) async fn run_tiled(
     wait: bool,
 ) -> ToolResult {
     args.remove("tiling");
-    let job_dir = ctx.state.sessions.new_job_dir(dir_prefix)?;
+    let job_dir = ctx.scope.sessions.new_job_dir(dir_prefix)?;
     let dispatcher = std::sync::Arc::clone(&ctx.dispatcher);
     ctx.run_as_job(wait, move |scope| async move {
         let dir = job_dir.path().display().to_string();

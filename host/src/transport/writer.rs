@@ -38,14 +38,48 @@ pub fn restore_stdout(protocol: &File) -> io::Result<()> {
     nix::unistd::dup2_stdout(protocol).map_err(io::Error::from)
 }
 
+/// One serialized message on its way to the client, and the request it belongs to.
+#[derive(Debug)]
+pub struct Outgoing {
+    /// The JSON-RPC message, one line of compact JSON (no newline).
+    pub bytes: Vec<u8>,
+    /// The key (`id.to_string()`) of the client request this notification belongs to,
+    /// when it was sent on that request's behalf. stdio ignores it; Streamable HTTP sends
+    /// the message on that request's response stream.
+    pub related: Option<Arc<str>>,
+}
+
 /// Cloneable handle for sending messages to the client.
 #[derive(Debug, Clone)]
 pub struct Outbound {
-    tx: mpsc::Sender<Vec<u8>>,
+    tx: mpsc::Sender<Outgoing>,
     written: Arc<AtomicU64>,
+    related: Option<Arc<str>>,
 }
 
 impl Outbound {
+    /// A stream whose messages are read from the returned receiver (a Streamable HTTP
+    /// client's router; the stdio writer thread is the other reader).
+    pub fn channel() -> (Outbound, mpsc::Receiver<Outgoing>) {
+        let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
+        let out = Outbound {
+            tx,
+            written: Arc::new(AtomicU64::new(0)),
+            related: None,
+        };
+        (out, rx)
+    }
+
+    /// The same stream, with every message sent through the copy marked as belonging
+    /// to the request with key `request` (`id.to_string()`).
+    #[must_use]
+    pub fn for_request(&self, request: Option<&str>) -> Outbound {
+        Outbound {
+            related: request.map(Arc::from),
+            ..self.clone()
+        }
+    }
+
     /// Queues one JSON-RPC message. Returns `false` when the writer has stopped
     /// (the client closed its end).
     pub async fn send(&self, message: &serde_json::Value) -> bool {
@@ -58,7 +92,13 @@ impl Outbound {
                 return false;
             }
         };
-        self.tx.send(bytes).await.is_ok()
+        let related = self.related.clone();
+        self.tx.send(Outgoing { bytes, related }).await.is_ok()
+    }
+
+    /// Counts one message written (by whoever reads the channel).
+    pub fn count_written(&self) {
+        self.written.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Messages written to the stream so far.
@@ -76,14 +116,13 @@ pub struct Writer {
 impl Writer {
     /// Starts the writer thread on `sink`.
     pub fn spawn(sink: impl Write + Send + 'static) -> (Outbound, Writer) {
-        let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
-        let written = Arc::new(AtomicU64::new(0));
-        let counter = Arc::clone(&written);
+        let (out, rx) = Outbound::channel();
+        let counter = Arc::clone(&out.written);
         let thread = std::thread::Builder::new()
             .name("stdout-writer".into())
             .spawn(move || write_loop(rx, sink, &counter))
             .unwrap_or_else(|e| panic!("cannot start the stdout writer thread: {e}"));
-        (Outbound { tx, written }, Writer { thread })
+        (out, Writer { thread })
     }
 
     /// Waits until every queued message is written (all senders must be gone).
@@ -94,8 +133,11 @@ impl Writer {
     }
 }
 
-fn write_loop(mut rx: mpsc::Receiver<Vec<u8>>, mut sink: impl Write, written: &AtomicU64) {
-    while let Some(mut line) = rx.blocking_recv() {
+fn write_loop(mut rx: mpsc::Receiver<Outgoing>, mut sink: impl Write, written: &AtomicU64) {
+    while let Some(Outgoing {
+        bytes: mut line, ..
+    }) = rx.blocking_recv()
+    {
         line.push(b'\n');
         if let Err(e) = sink.write_all(&line).and_then(|()| sink.flush()) {
             // The client is gone; keep draining so senders never block forever.

@@ -134,10 +134,10 @@ async fn run_drc_script(ctx: ToolContext, args: Map<String, Value>) -> PayloadRe
             format!("script_path must be absolute, got {raw:?}"),
         ));
     }
-    let script = ctx.state.roots.resolve_read(raw)?;
+    let script = ctx.scope.roots.resolve_read(raw)?;
     let kind = script_type(&script, args.get("script_type").and_then(Value::as_str))?;
     let bin = klayout_bin()?;
-    let (run_id, dir) = ctx.state.sessions.new_drc_run(&s)?;
+    let (run_id, dir) = ctx.scope.sessions.new_drc_run(&s)?;
     let copy_name = if s.format == "oasis" {
         "layout.oas"
     } else {
@@ -196,14 +196,14 @@ async fn run_drc_script(ctx: ToolContext, args: Map<String, Value>) -> PayloadRe
             artifact("stdout", dir.join("stdout.txt"), "text/plain"),
             artifact("stderr", dir.join("stderr.txt"), "text/plain"),
         ],
-        "state_after": ctx.state.sessions.state(&s.id),
+        "state_after": ctx.scope.sessions.state(&s.id),
     }))
 }
 
 async fn extract_markers(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     let s = session(&ctx, &args)?;
     let run_id = str_arg(&args, "run_id").to_owned();
-    let dir = ctx.state.sessions.drc_run(&s, &run_id)?;
+    let dir = ctx.scope.sessions.drc_run(&s, &run_id)?;
     let include_crops = args
         .get("include_crops")
         .and_then(Value::as_bool)

@@ -170,7 +170,7 @@ pub(crate) fn session(
     ctx: &ToolContext,
     args: &Map<String, Value>,
 ) -> Result<SessionInfo, ToolError> {
-    ctx.state.sessions.get(str_arg(args, "session_id"))
+    ctx.scope.sessions.get(str_arg(args, "session_id"))
 }
 
 /// Runs one worker op for this call (a synchronous unit, ids `lay_<uuid>.<run>`) and
@@ -211,8 +211,8 @@ fn format_name(name: &str) -> Option<&'static str> {
 }
 
 async fn open_layout(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
-    ctx.state.sessions.sweep();
-    ctx.state.sessions.check_capacity()?;
+    ctx.scope.sessions.sweep();
+    ctx.scope.sessions.check_capacity()?;
     let raw = str_arg(&args, "path");
     if !Path::new(raw).is_absolute() {
         return Err(ToolError::new(
@@ -221,7 +221,7 @@ async fn open_layout(ctx: ToolContext, args: Map<String, Value>) -> PayloadResul
         )
         .with_details(json!({"path": raw})));
     }
-    let path = ctx.state.roots.resolve_read(raw)?;
+    let path = ctx.scope.roots.resolve_read(raw)?;
     let format = match args.get("format").and_then(Value::as_str) {
         Some(f) => format_name(f).ok_or_else(|| {
             ToolError::new(
@@ -260,7 +260,7 @@ async fn open_layout(ctx: ToolContext, args: Map<String, Value>) -> PayloadResul
         "dbu": summary["dbu"],
     });
     let info = ctx
-        .state
+        .scope
         .sessions
         .create(path.clone(), format, sha256, top_cell, &record)?;
     Ok(json!({
@@ -274,19 +274,19 @@ async fn open_layout(ctx: ToolContext, args: Map<String, Value>) -> PayloadResul
         "bbox_dbu": summary["bbox_dbu"],
         "layer_count": summary["layer_count"],
         "artifact_root": info.dir,
-        "ttl_seconds": ctx.state.sessions.ttl().as_secs(),
+        "ttl_seconds": ctx.scope.sessions.ttl().as_secs(),
     }))
 }
 
 async fn close_session(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     let id = str_arg(&args, "session_id");
-    let (closed, deleted) = ctx.state.sessions.close(id);
+    let (closed, deleted) = ctx.scope.sessions.close(id);
     Ok(json!({
         "schema_version": SCHEMA_VERSION,
         "session_id": id,
         "closed": closed,
         "artifact_dir_deleted": deleted,
-        "state_after": ctx.state.sessions.state(id),
+        "state_after": ctx.scope.sessions.state(id),
     }))
 }
 
@@ -296,7 +296,7 @@ async fn close_session(ctx: ToolContext, args: Map<String, Value>) -> PayloadRes
 /// it again is safe. An id never known: running the call again answers `closed: false`,
 /// the right answer, so that is safe too.
 pub(crate) fn close_session_probe(shared: &ToolShared, args: &Map<String, Value>) -> ProbeOutcome {
-    let sessions = &shared.state.sessions;
+    let sessions = &shared.scope.sessions;
     let id = str_arg(args, "session_id");
     if sessions.is_live(id) || !sessions.was_closed(id) {
         return ProbeOutcome::SafeToReplay;
@@ -361,7 +361,7 @@ async fn query_region(ctx: ToolContext, mut args: Map<String, Value>) -> Payload
         Value::Object(m) => m.into_iter().collect(),
         _ => BTreeMap::new(),
     };
-    ctx.state.sessions.record_locators(&s.id, locators);
+    ctx.scope.sessions.record_locators(&s.id, locators);
     Ok(with_session(&s.id, out["payload"].take()))
 }
 
@@ -378,7 +378,7 @@ fn id_list(v: Option<&Value>) -> Vec<String> {
 async fn measure_geometry(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
     let s = session(&ctx, &args)?;
     let ids = id_list(args.get("target_ids"));
-    let locators = ctx.state.sessions.locators(&s.id, &ids)?;
+    let locators = ctx.scope.sessions.locators(&s.id, &ids)?;
     let op = json!({
         "layout": s.layout_ref(),
         "mode": args.get("mode"),
@@ -393,7 +393,7 @@ async fn analyze_waveguide(ctx: ToolContext, args: Map<String, Value>) -> Payloa
     let s = session(&ctx, &args)?;
     let id = str_arg(&args, "target_id").to_owned();
     let locators = ctx
-        .state
+        .scope
         .sessions
         .locators(&s.id, std::slice::from_ref(&id))?;
     let op = json!({"layout": s.layout_ref(), "target_id": id, "locators": locators});
@@ -435,10 +435,10 @@ async fn set_view(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
         "layers": args.get("layers").cloned().unwrap_or(Value::Null),
     });
     let view = run_op(&ctx, "layout.set_view", op, None).await?;
-    ctx.state.sessions.set_view(&s.id, view.clone());
+    ctx.scope.sessions.set_view(&s.id, view.clone());
     Ok(
         json!({"schema_version": SCHEMA_VERSION, "session_id": s.id, "view": view,
-              "state_after": ctx.state.sessions.state(&s.id)}),
+              "state_after": ctx.scope.sessions.state(&s.id)}),
     )
 }
 
@@ -455,7 +455,7 @@ async fn render_view(ctx: ToolContext, args: Map<String, Value>) -> PayloadResul
         .flatten()
         .flat_map(|a| id_list(a.get("target_ids")))
         .collect();
-    let locators = ctx.state.sessions.locators(&s.id, &ids)?;
+    let locators = ctx.scope.sessions.locators(&s.id, &ids)?;
     let size = args.get("image_size");
     let dim = |k: &str, d: u64| {
         size.and_then(|v| v.get(k))
