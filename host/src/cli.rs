@@ -21,6 +21,9 @@ pub fn bench(args: &[String]) -> ExitCode {
     if args.first().map(String::as_str) == Some("chip") {
         return crate::bench_chip::chip(&args[1..]);
     }
+    if args.first().map(String::as_str) == Some("http") {
+        return crate::bench_http::http(&args[1..]);
+    }
     let worker = match SupervisorConfig::configured() {
         Ok(config) => config.worker_exe,
         Err(e) => {

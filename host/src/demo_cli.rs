@@ -31,7 +31,7 @@ pub struct DemoArgs {
     pub pixel_nm: f64,
 }
 
-fn prepare(out: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
+pub(crate) fn prepare(out: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
     std::fs::create_dir_all(out)?;
     let dir = out.canonicalize()?;
     let layout = dir.join("lines_and_pad.glp");

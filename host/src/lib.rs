@@ -7,6 +7,7 @@
 pub mod assets;
 pub mod bench;
 pub mod bench_chip;
+pub mod bench_http;
 pub mod cli;
 pub mod config;
 pub mod confine;

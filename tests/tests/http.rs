@@ -504,3 +504,27 @@ fn a_dropped_connection_cancels_its_optimize_and_kills_its_worker_within_2_s() {
         "{stderr}"
     );
 }
+
+#[test]
+fn idle_sessions_expire_and_the_session_limit_holds() {
+    let host = HttpHost::start(&["--idle-seconds", "1", "--max-sessions", "2"]);
+    let first = host.initialize(ALICE);
+    let _second = host.initialize(BOB);
+    let refused = host.post(
+        Some(ALICE),
+        None,
+        &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+    );
+    assert_eq!(refused.status, 503, "a third session over --max-sessions 2");
+    // Idle for over a second (nothing in flight, no stream open): the session is gone.
+    std::thread::sleep(Duration::from_millis(2500));
+    let expired = host.post(
+        Some(ALICE),
+        Some(&first),
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+    );
+    assert_eq!(expired.status, 404);
+    // And its place is free again.
+    let _third = host.initialize(ALICE);
+}

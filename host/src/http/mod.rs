@@ -61,7 +61,7 @@ pub struct HttpOptions {
     pub limits: HttpLimits,
 }
 
-/// How often idle clients are looked for.
+/// How often idle clients are looked for (more often when the idle limit is short).
 const IDLE_SWEEP: Duration = Duration::from_secs(5);
 
 /// Runs the HTTP server until SIGTERM or SIGINT, then ends every client (their requests
@@ -203,7 +203,10 @@ async fn run(
     let sweeper = {
         let endpoint = Arc::clone(&endpoint);
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(IDLE_SWEEP);
+            let every = IDLE_SWEEP
+                .min(endpoint.hub.limits.idle / 2)
+                .max(Duration::from_millis(100));
+            let mut tick = tokio::time::interval(every);
             loop {
                 tick.tick().await;
                 endpoint.hub.expire_idle();
@@ -221,6 +224,14 @@ async fn run(
         let _ = stop_tx.send(which);
     });
     let app = routes::router(Arc::clone(&endpoint));
+    // An SSE answer is several small writes (priming event, messages): without
+    // TCP_NODELAY, Nagle's algorithm and the client's delayed ACK hold the last one
+    // back ~40 ms.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY not set");
+        }
+    });
     let (signal_tx, signal_rx) = tokio::sync::watch::channel(None::<&'static str>);
     let server = axum::serve(listener, app).with_graceful_shutdown({
         let mut signal_rx = signal_rx.clone();
