@@ -219,9 +219,9 @@ impl BenchClient {
             text
         } else {
             text.lines()
+                .rev()
                 .filter_map(|l| l.strip_prefix("data: "))
-                .filter(|d| !d.is_empty())
-                .last()
+                .find(|d| !d.is_empty())
                 .unwrap_or_default()
                 .to_owned()
         };
