@@ -235,7 +235,6 @@ impl Resource {
             "resource": self.url,
             "bearer_methods_supported": ["header"],
             "resource_name": "reticle",
-            "resource_documentation": "https://example.invalid/reticle/docs/HTTP.md",
         });
         if !self.authorization_servers.is_empty() {
             doc["authorization_servers"] = json!(self.authorization_servers);
