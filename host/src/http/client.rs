@@ -72,8 +72,11 @@ pub struct JsonReply {
 impl JsonReply {
     /// The response, or `None` when the client ended before it was sent.
     pub async fn wait(mut self) -> Option<Bytes> {
-        let rx = self.rx.take()?;
-        rx.await.ok()
+        // The receiver stays in `self` while it waits: if this future is dropped (the
+        // connection closed), `Drop` still sees it and cancels the request.
+        let answer = self.rx.as_mut()?.await.ok();
+        self.rx = None;
+        answer
     }
 }
 
@@ -209,7 +212,8 @@ impl Client {
         let routes = lock(&self.routes);
         let standalone = routes.standalone.clone()?;
         let Some(raw) = last_event else {
-            return Some(standalone.attach(0, self.listener()));
+            // A new GET gets what no reader has had yet, not the history again.
+            return Some(standalone.attach(standalone.delivered(), self.listener()));
         };
         let (number, seq) = EventStream::parse_event_id(raw)?;
         let stream = if number == 0 {
@@ -262,10 +266,12 @@ impl Client {
     }
 
     fn close_streams(&self) {
-        let routes = lock(&self.routes);
+        let mut routes = lock(&self.routes);
         for stream in routes.by_request.values().chain(routes.standalone.iter()) {
             stream.close();
         }
+        // Waiting JSON answers end empty (the handler answers that the session ended).
+        routes.json.clear();
     }
 
     /// Where a message the server sent goes.

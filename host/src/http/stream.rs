@@ -37,6 +37,8 @@ struct Inner {
     finished: bool,
     /// The attached reader's generation (0: none attached).
     reader: u64,
+    /// The last event any reader yielded.
+    delivered: u64,
     readers_so_far: u64,
 }
 
@@ -102,6 +104,11 @@ impl EventStream {
     pub fn close(&self) {
         self.inner().finished = true;
         self.changed.send_modify(|v| *v += 1);
+    }
+
+    /// The sequence number of the last event a reader yielded (0: none).
+    pub fn delivered(&self) -> u64 {
+        self.inner().delivered
     }
 
     /// Whether a reader is attached now.
@@ -184,15 +191,17 @@ impl Reader {
         loop {
             self.changes.borrow_and_update();
             {
-                let inner = self.stream.inner();
+                let mut inner = self.stream.inner();
                 if inner.reader != self.generation {
                     // Another reader took over (a reconnect): this one ends quietly.
                     self.done = true;
                     return None;
                 }
                 if let Some((seq, event)) = inner.events.iter().find(|(seq, _)| *seq >= self.next) {
+                    let (seq, event) = (*seq, event.clone());
                     self.next = seq + 1;
-                    return Some(event.clone());
+                    inner.delivered = inner.delivered.max(seq);
+                    return Some(event);
                 }
                 if inner.finished {
                     self.done = true;
@@ -268,6 +277,11 @@ mod tests {
         assert!(
             all.contains("id: 7-1\nevent: message\ndata: {\"a\":1}\n\n"),
             "{all}"
+        );
+        assert_eq!(
+            stream.delivered(),
+            3,
+            "a new plain reader starts after what was delivered"
         );
         let resumed = collect(stream.attach(1, Arc::downgrade(&owner))).await;
         assert!(!resumed.contains("\"a\":1"), "{resumed}");
