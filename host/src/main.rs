@@ -119,23 +119,15 @@ struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     http: Option<std::net::SocketAddr>,
     /// Bearer tokens, JSON `{"tokens": [{"name", "token", "allowed_roots"?}]}`
-    /// [setting: RETICLE_HTTP_TOKENS_FILE].
-    #[arg(long, env = "RETICLE_HTTP_TOKENS_FILE", requires = "http")]
+    /// [setting: RETICLE_HTTP_TOKENS_FILE; or RETICLE_HTTP_TOKENS=name=token,…].
+    #[arg(long, requires = "http")]
     tokens_file: Option<PathBuf>,
-    /// Bearer tokens as `name=token,name=token` (all with the server's roots).
-    #[arg(
-        long,
-        env = "RETICLE_HTTP_TOKENS",
-        hide_env_values = true,
-        requires = "http"
-    )]
-    tokens: Option<String>,
     /// Serve loopback clients without a token (refused on other addresses).
     #[arg(long, requires = "http")]
     anonymous: bool,
     /// The endpoint's URL as clients reach it (behind a TLS proxy), default
     /// http://ADDR/mcp [setting: RETICLE_HTTP_PUBLIC_URL].
-    #[arg(long, env = "RETICLE_HTTP_PUBLIC_URL", requires = "http")]
+    #[arg(long, requires = "http")]
     public_url: Option<String>,
     /// An Origin allowed besides loopback ones (repeatable).
     #[arg(long = "allowed-origin", value_name = "ORIGIN", requires = "http")]
@@ -145,16 +137,16 @@ struct ServeArgs {
     #[arg(long = "authorization-server", value_name = "URL", requires = "http")]
     authorization_servers: Vec<String>,
     /// Client sessions at once [setting: RETICLE_HTTP_MAX_SESSIONS, default 64].
-    #[arg(long, env = "RETICLE_HTTP_MAX_SESSIONS", default_value_t = 64)]
-    max_sessions: usize,
+    #[arg(long, requires = "http")]
+    max_sessions: Option<usize>,
     /// A client with nothing in flight expires after this many seconds
-    /// [setting: RETICLE_HTTP_IDLE_SECONDS, default 1800].
-    #[arg(long, env = "RETICLE_HTTP_IDLE_SECONDS", default_value_t = 1800)]
-    idle_seconds: u64,
+    /// [setting: RETICLE_HTTP_IDLE_S, default 1800].
+    #[arg(long, requires = "http")]
+    idle_seconds: Option<u64>,
     /// How long a dropped legacy stream may be resumed (`Last-Event-ID`) before its
     /// request is cancelled, in ms [setting: RETICLE_HTTP_RESUME_GRACE_MS, default 750].
-    #[arg(long, env = "RETICLE_HTTP_RESUME_GRACE_MS", default_value_t = 750)]
-    resume_grace_ms: u64,
+    #[arg(long, requires = "http")]
+    resume_grace_ms: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -218,19 +210,24 @@ fn main() -> ExitCode {
         start_workers: !(args.lazy_workers || settings.lazy_workers),
     };
     if let Some(addr) = args.http {
+        let set = &settings.http;
         let http = reticle_host::http::HttpOptions {
             addr,
-            tokens_file: args.tokens_file,
-            tokens_env: args.tokens,
+            tokens_file: args.tokens_file.or_else(|| set.tokens_file.clone()),
+            tokens_env: set.tokens.clone(),
             anonymous: args.anonymous,
-            public_url: args.public_url,
+            public_url: args.public_url.or_else(|| set.public_url.clone()),
             allowed_origins: args.allowed_origins,
             authorization_servers: args.authorization_servers,
             limits: reticle_host::http::HttpLimits {
                 max_body: reticle_host::transport::frame::MAX_FRAME_BYTES,
-                max_clients: args.max_sessions.max(1),
-                idle: Duration::from_secs(args.idle_seconds.max(1)),
-                resume_grace: Duration::from_millis(args.resume_grace_ms.min(60_000)),
+                max_clients: args.max_sessions.unwrap_or(set.max_sessions).max(1),
+                idle: args
+                    .idle_seconds
+                    .map_or(set.idle, |s| Duration::from_secs(s.max(1))),
+                resume_grace: args
+                    .resume_grace_ms
+                    .map_or(set.resume_grace, |ms| Duration::from_millis(ms.min(60_000))),
             },
         };
         return match reticle_host::http::serve_http(options, http) {

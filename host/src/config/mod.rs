@@ -85,6 +85,25 @@ pub struct ServeSettings {
     /// `RETICLE_DEBUG_ANSWER_DELAY` (`<tool>:<ms>`, honoured only with `debug_tools`):
     /// hold that tool's answer for that long after its effect (fault tests).
     pub debug_answer_delay: Option<(String, Duration)>,
+    /// `reticle serve --http` (docs/HTTP.md).
+    pub http: HttpSettings,
+}
+
+/// Settings of `reticle serve --http` (a flag wins over its setting).
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    /// `RETICLE_HTTP_TOKENS_FILE`: the JSON tokens file.
+    pub tokens_file: Option<PathBuf>,
+    /// `RETICLE_HTTP_TOKENS`: `name=token,…` (printed as hidden by `reticle config`).
+    pub tokens: Option<String>,
+    /// `RETICLE_HTTP_PUBLIC_URL`: the endpoint as clients reach it.
+    pub public_url: Option<String>,
+    /// `RETICLE_HTTP_MAX_SESSIONS`: clients at once.
+    pub max_sessions: usize,
+    /// `RETICLE_HTTP_IDLE_S`: a client idle this long is ended.
+    pub idle: Duration,
+    /// `RETICLE_HTTP_RESUME_GRACE_MS`: how long a dropped legacy stream may be resumed.
+    pub resume_grace: Duration,
 }
 
 /// Settings of the worker pool.
