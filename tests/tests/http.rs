@@ -528,3 +528,69 @@ fn idle_sessions_expire_and_the_session_limit_holds() {
     // And its place is free again.
     let _third = host.initialize(ALICE);
 }
+
+/// Progress and tasks reach an HTTP client as they reach a stdio one: a call's
+/// `notifications/progress` on its own stream before its answer; a 2025-11-25
+/// task-augmented call answered with its task, its result from `tasks/result`.
+#[test]
+fn progress_on_the_calls_stream_and_tasks_over_http() {
+    let host = HttpHost::start(&[]);
+    let session = host.initialize(ALICE);
+    let layout = fixtures_dir().join("layouts/lines_and_pad.glp");
+    let mut call = host.post(
+        Some(ALICE),
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "simulate", "arguments": {"layout": layout, "pixel_nm": 1},
+                           "_meta": {"progressToken": "p-1"}}}),
+    );
+    let mut progress = 0;
+    let mut answer = None;
+    while let Some((_, data)) = call.next_event() {
+        if data.is_empty() {
+            continue;
+        }
+        let message: Value = serde_json::from_str(&data).unwrap();
+        if message["method"] == "notifications/progress" {
+            assert!(answer.is_none(), "progress after the answer");
+            assert_eq!(message["params"]["progressToken"], "p-1");
+            progress += 1;
+        } else {
+            answer = Some(message);
+        }
+    }
+    let answer = answer.expect("the answer");
+    assert_eq!(answer["id"], 1);
+    assert_eq!(
+        answer["result"]["structuredContent"]["status"], "completed",
+        "{answer}"
+    );
+    assert!(
+        progress > 0,
+        "no progress notification on the call's stream"
+    );
+
+    let created = host.post(
+        Some(ALICE),
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "simulate", "arguments": {"layout": layout}, "task": {}}}),
+    );
+    let created = created.last_message();
+    let task_id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_owned();
+    let result = host
+        .post(
+            Some(ALICE),
+            Some(&session),
+            &json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/result", "params": {"taskId": task_id}}),
+        )
+        .last_message();
+    assert_eq!(result["id"], 3);
+    assert_eq!(
+        result["result"]["structuredContent"]["status"], "completed",
+        "{result}"
+    );
+}
