@@ -146,6 +146,13 @@ impl Hub {
         Ok(client)
     }
 
+    /// The stateless client of `principal`, if it has made one request already.
+    pub fn existing_stateless(&self, principal: &Principal) -> Option<Arc<Client>> {
+        lock(&self.clients)
+            .get(&ClientKey::Stateless(principal.name.clone()))
+            .cloned()
+    }
+
     /// Ends session `id` (a DELETE): `false` when there is no such session of `principal`.
     pub fn end_session(&self, id: &str, principal: &Principal) -> bool {
         let key = ClientKey::Session(id.to_owned());

@@ -283,9 +283,11 @@ async fn post(State(endpoint): State<Arc<Endpoint>>, headers: HeaderMap, body: B
                 .and_then(|m| m.get(META_PROTOCOL_VERSION))
                 .is_some();
             let client = if modern || header_str(&headers, &SESSION_HEADER).is_none() {
-                match endpoint.hub.stateless(&principal) {
-                    Ok(c) => c,
-                    Err(e) => return too_many(e.max),
+                // A stateless notification concerns the token's client, if it has one;
+                // it never creates one.
+                match endpoint.hub.existing_stateless(&principal) {
+                    Some(c) => c,
+                    None => return StatusCode::ACCEPTED.into_response(),
                 }
             } else {
                 match legacy_session(&endpoint, &headers, &principal, &Value::Null) {
