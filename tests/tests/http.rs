@@ -594,3 +594,43 @@ fn progress_on_the_calls_stream_and_tasks_over_http() {
         "{result}"
     );
 }
+
+/// A 2026-07-28 call that asks for log messages (`_meta` log level) gets them on its own
+/// stream, before its answer, and another client's concurrent stream gets none of them.
+#[test]
+fn log_messages_go_on_the_stream_of_the_call_that_asked() {
+    let host = HttpHost::start(&[]);
+    let mut meta = modern_meta();
+    meta["io.modelcontextprotocol/logLevel"] = json!("debug");
+    let mut asked = host.post(
+        Some(ALICE),
+        None,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "health", "arguments": {}, "_meta": meta}}),
+    );
+    let quiet = host.post(
+        Some(BOB),
+        None,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "health", "arguments": {}, "_meta": modern_meta()}}),
+    );
+    let mut logs = 0;
+    let mut answered = false;
+    while let Some((_, data)) = asked.next_event() {
+        let message: Value = serde_json::from_str(&data).unwrap();
+        if message["method"] == "notifications/message" {
+            assert!(!answered, "a log message after the answer");
+            assert_eq!(message["params"]["data"]["tool"], "health", "{message}");
+            logs += 1;
+        } else {
+            assert_eq!(message["id"], 1);
+            answered = true;
+        }
+    }
+    assert!(
+        answered && logs == 1,
+        "answered {answered}, {logs} log messages"
+    );
+    let body = quiet.body();
+    assert!(!body.contains("notifications/message"), "{body}");
+}
