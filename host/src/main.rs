@@ -114,9 +114,10 @@ struct ServeArgs {
     /// default 600000].
     #[arg(long)]
     job_ttl_ms: Option<u64>,
-    /// Serve MCP over Streamable HTTP on ADDR (e.g. 127.0.0.1:8080; port 0 picks one,
-    /// written to the ready file's second line) instead of stdio. docs/HTTP.md.
-    #[arg(long, value_name = "ADDR")]
+    /// Serve MCP over Streamable HTTP on ADDR instead of stdio; `--http` alone listens
+    /// on 127.0.0.1:8080 (loopback). Port 0 picks one, written to the ready file's second
+    /// line. docs/HTTP.md.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8080")]
     http: Option<std::net::SocketAddr>,
     /// Bearer tokens, JSON `{"tokens": [{"name", "token", "allowed_roots"?}]}`
     /// [setting: RETICLE_HTTP_TOKENS_FILE; or RETICLE_HTTP_TOKENS=name=token,…].
