@@ -357,6 +357,15 @@ impl Server {
             }
         };
         self.finish(&mut tasks, why.grace, &why.why).await;
+        // Nobody can reach this client's layout sessions any more: their artifacts go now,
+        // not at a TTL sweep that no call of theirs will trigger.
+        let closed = self.shared.scope.sessions.close_all();
+        if closed > 0 {
+            tracing::info!(
+                sessions = closed,
+                "closed the layout sessions of an ended client"
+            );
+        }
     }
 
     async fn on_frame(&self, frame: Frame, tasks: &mut JoinSet<()>) {

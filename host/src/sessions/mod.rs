@@ -471,6 +471,13 @@ impl Sessions {
         }
     }
 
+    /// Closes every live session, deleting their directories (their client is gone: an
+    /// HTTP client's end). Returns how many were closed.
+    pub fn close_all(&self) -> usize {
+        let ids: Vec<String> = self.inner().live.keys().cloned().collect();
+        ids.iter().filter(|id| self.close(id).0).count()
+    }
+
     /// Closes a session: forgets it and deletes its artifact directory. Returns
     /// `(closed, artifact_dir_deleted)`; `(false, false)` for an unknown id.
     pub fn close(&self, id: &str) -> (bool, bool) {

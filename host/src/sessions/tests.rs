@@ -130,3 +130,15 @@ fn artifact_names_are_plain() {
     let p = write_artifact(tmp.path(), "rnd_00.png", b"x").unwrap();
     assert_eq!(std::fs::read(p).unwrap(), b"x");
 }
+
+#[test]
+fn close_all_deletes_every_live_session_and_its_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = Sessions::new(tmp.path().join("a"), Duration::from_secs(60));
+    let (one, two) = (open(&s), open(&s));
+    assert!(one.dir.is_dir() && two.dir.is_dir());
+    assert_eq!(s.close_all(), 2);
+    assert!(!one.dir.exists() && !two.dir.exists());
+    assert!(s.was_closed(&one.id) && !s.is_live(&two.id));
+    assert_eq!(s.close_all(), 0);
+}
