@@ -276,13 +276,8 @@ impl Client {
 
     /// Where a message the server sent goes.
     fn dispatch(&self, outgoing: Outgoing) {
-        let Ok(message) = serde_json::from_slice::<Value>(&outgoing.bytes) else {
-            return;
-        };
-        let is_response = message.get("method").is_none() && message.get("id").is_some();
         let mut routes = lock(&self.routes);
-        if is_response {
-            let key = message["id"].to_string();
+        if let Some(key) = outgoing.response_to {
             if let Some(tx) = routes.json.remove(&key) {
                 let _ = tx.send(Bytes::from(outgoing.bytes));
             } else if let Some(stream) = routes.by_request.remove(&key) {

@@ -47,6 +47,8 @@ pub struct Outgoing {
     /// when it was sent on that request's behalf. stdio ignores it; Streamable HTTP sends
     /// the message on that request's response stream.
     pub related: Option<Arc<str>>,
+    /// For a response: the key of the request it answers (so a router need not parse it).
+    pub response_to: Option<String>,
 }
 
 /// Cloneable handle for sending messages to the client.
@@ -93,7 +95,19 @@ impl Outbound {
             }
         };
         let related = self.related.clone();
-        self.tx.send(Outgoing { bytes, related }).await.is_ok()
+        let response_to = message
+            .get("method")
+            .is_none()
+            .then(|| message.get("id").map(serde_json::Value::to_string))
+            .flatten();
+        self.tx
+            .send(Outgoing {
+                bytes,
+                related,
+                response_to,
+            })
+            .await
+            .is_ok()
     }
 
     /// Counts one message written (by whoever reads the channel).
