@@ -8,10 +8,12 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::{
-    Config, ConfigError, ExecutorKind, ExecutorSettings, HttpSettings, ProcessEnv, ServeSettings,
-    Severity, ToolSettings, WorkerSettings,
+    Config, ConfigError, ExecutorKind, ExecutorSettings, ProcessEnv, ServeSettings, Severity,
+    ToolSettings, WorkerSettings,
 };
 use crate::limits::{self, HostLimits};
+
+mod http;
 
 /// Where an effective value came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,16 +124,6 @@ impl Reader<'_> {
         let value = raw.as_ref().map(|(v, _)| v.to_string_lossy().into_owned());
         let source = raw.map_or(Source::Default, |(_, s)| s);
         self.record(spec, value.clone().unwrap_or_default(), source, "host");
-        value
-    }
-
-    /// A secret string setting (`None` when unset): recorded as set or not, never its value.
-    fn secret(&mut self, spec: &Spec) -> Option<String> {
-        let raw = self.raw(spec);
-        let value = raw.as_ref().map(|(v, _)| v.to_string_lossy().into_owned());
-        let source = raw.map_or(Source::Default, |(_, s)| s);
-        let shown = if value.is_some() { "(set, hidden)" } else { "" };
-        self.record(spec, shown.to_owned(), source, "host");
         value
     }
 
@@ -419,57 +411,7 @@ fn read_serve(r: &mut Reader<'_>, process: &ProcessEnv) -> ServeSettings {
                 "`<tool>:<ms>`: hold that tool's answer after its effect (fault tests, only with RETICLE_DEBUG_TOOLS)",
             ))
             .and_then(|text| parse_answer_delay(&text)),
-        http: read_http(r),
-    }
-}
-
-fn read_http(r: &mut Reader<'_>) -> HttpSettings {
-    let stop = OnError::Stop(Severity::Serve, NON_NEGATIVE);
-    HttpSettings {
-        tokens_file: r.path(&spec(
-            "RETICLE_HTTP_TOKENS_FILE",
-            "serve --http: the bearer tokens file (JSON)",
-        )),
-        tokens: r.secret(&spec(
-            "RETICLE_HTTP_TOKENS",
-            "serve --http: bearer tokens as name=token,name=token",
-        )),
-        public_url: r.text(&spec(
-            "RETICLE_HTTP_PUBLIC_URL",
-            "serve --http: the endpoint URL as clients reach it (behind a TLS proxy)",
-        )),
-        max_sessions: usize::try_from(r.integer(
-            &spec("RETICLE_HTTP_MAX_SESSIONS", "serve --http: client sessions at once"),
-            64,
-            "sessions",
-            stop,
-        ))
-        .unwrap_or(usize::MAX)
-        .max(1),
-        idle: Duration::from_secs(
-            r.integer(
-                &spec(
-                    "RETICLE_HTTP_IDLE_S",
-                    "serve --http: a client with nothing in flight expires after this long",
-                ),
-                1800,
-                "seconds",
-                stop,
-            )
-            .max(1),
-        ),
-        resume_grace: Duration::from_millis(
-            r.integer(
-                &spec(
-                    "RETICLE_HTTP_RESUME_GRACE_MS",
-                    "serve --http: how long a dropped legacy stream may be resumed before its request is cancelled (max 60000)",
-                ),
-                750,
-                "milliseconds",
-                stop,
-            )
-            .min(60_000),
-        ),
+        http: http::read_http(r),
     }
 }
 

@@ -135,3 +135,22 @@ fn the_table_names_every_setting_once() {
     assert!(table.contains("RETICLE_CHECK_OUTPUT"));
     assert!(c.settings_json().as_array().is_some_and(|a| a.len() > 30));
 }
+
+#[test]
+fn http_settings_are_read_and_the_tokens_never_printed() {
+    let c = config(&[
+        ("RETICLE_HTTP_TOKENS", "alice=s3cret-token-value"),
+        ("RETICLE_HTTP_MAX_SESSIONS", "3"),
+        ("RETICLE_HTTP_IDLE_S", "60"),
+    ]);
+    assert_eq!(
+        c.serve.http.tokens.as_deref(),
+        Some("alice=s3cret-token-value")
+    );
+    assert_eq!(c.serve.http.max_sessions, 3);
+    assert_eq!(c.serve.http.idle, Duration::from_secs(60));
+    assert_eq!(c.serve.http.resume_grace, Duration::from_millis(750));
+    assert_eq!(setting(&c, "RETICLE_HTTP_TOKENS").value, "(set, hidden)");
+    assert!(!c.settings_table().contains("s3cret"));
+    assert!(!c.settings_json().to_string().contains("s3cret"));
+}
