@@ -634,3 +634,45 @@ fn log_messages_go_on_the_stream_of_the_call_that_asked() {
     let body = quiet.body();
     assert!(!body.contains("notifications/message"), "{body}");
 }
+
+/// SIGTERM drains: a call in flight when the host is told to stop still gets its answer
+/// on its stream, then the host exits 0 (as over stdio).
+#[test]
+fn sigterm_answers_the_call_in_flight_then_exits_0() {
+    let mut host = HttpHost::start(&[]);
+    let session = host.initialize(ALICE);
+    let layout = fixtures_dir().join("layouts/lines_and_pad.glp");
+    let mut call = host.post(
+        Some(ALICE),
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "simulate", "arguments": {"layout": layout, "pixel_nm": 0.5, "wait": true}}}),
+    );
+    let (_, priming) = call.next_event().expect("the priming event");
+    assert_eq!(priming, "");
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(host.child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let mut answer = None;
+    while let Some((_, data)) = call.next_event() {
+        if !data.is_empty() {
+            answer = Some(serde_json::from_str::<Value>(&data).unwrap());
+        }
+    }
+    let answer = answer.expect("the answer of the call in flight");
+    assert_eq!(
+        answer["result"]["structuredContent"]["status"], "completed",
+        "{answer}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = host.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the host did not exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}: {}", host.stderr());
+}

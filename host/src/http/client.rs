@@ -97,11 +97,12 @@ pub struct Client {
     pub key: ClientKey,
     /// Whose token it uses.
     pub principal: Arc<Principal>,
-    /// Its MCP server (the job table, scope, journal).
-    pub server: Server,
     frames: mpsc::Sender<Frame>,
     end: Mutex<Option<oneshot::Sender<ClientEnd>>>,
+    /// The server's task (it owns the server: when it ends, the server's stream closes).
     task: Mutex<Option<JoinHandle<()>>>,
+    /// The router's task: it ends once everything the server sent has been routed.
+    router: Mutex<Option<JoinHandle<()>>>,
     routes: Mutex<Routes>,
     last_seen: Mutex<Instant>,
     next_stream: AtomicU64,
@@ -125,13 +126,14 @@ impl Client {
         let (frames, frames_rx) = mpsc::channel(FRAME_QUEUE);
         let (end, end_rx) = oneshot::channel();
         let legacy = matches!(key, ClientKey::Session(_));
+        let written = server.written_counter();
         let client = Arc::new_cyclic(|me| Self {
             key,
             principal,
-            server: server.clone(),
             frames,
             end: Mutex::new(Some(end)),
             task: Mutex::new(None),
+            router: Mutex::new(None),
             routes: Mutex::new(Routes {
                 standalone: legacy.then(|| EventStream::new(0, None, true)),
                 ..Routes::default()
@@ -142,7 +144,11 @@ impl Client {
             me: me.clone(),
         });
         *lock(&client.task) = Some(tokio::spawn(server.serve_client(frames_rx, end_rx)));
-        tokio::spawn(route(outgoing, Arc::downgrade(&client)));
+        *lock(&client.router) = Some(tokio::spawn(route(
+            outgoing,
+            Arc::downgrade(&client),
+            written,
+        )));
         client
     }
 
@@ -252,8 +258,10 @@ impl Client {
     }
 
     /// Ends the client: its requests get `grace`, then they and its jobs are cancelled
-    /// with `why`; its streams close. Returns the task to await for the end.
-    pub fn end(&self, why: &str, grace: Duration) -> Option<JoinHandle<()>> {
+    /// with `why`. Without a grace its streams close now; with one they stay open for the
+    /// answers still to come and close when the router has routed the last of them.
+    /// Returns the server's and the router's tasks, to await for the end.
+    pub fn end(&self, why: &str, grace: Duration) -> [Option<JoinHandle<()>>; 2] {
         if let Some(end) = lock(&self.end).take() {
             tracing::info!(client = ?self.key, reason = why, "client ended");
             let _ = end.send(ClientEnd {
@@ -261,11 +269,14 @@ impl Client {
                 grace,
             });
         }
-        self.close_streams();
-        lock(&self.task).take()
+        if grace.is_zero() {
+            self.close_streams();
+        }
+        [lock(&self.task).take(), lock(&self.router).take()]
     }
 
-    fn close_streams(&self) {
+    /// Closes every stream of the client and releases its JSON waiters.
+    pub fn close_streams(&self) {
         let mut routes = lock(&self.routes);
         for stream in routes.by_request.values().chain(routes.standalone.iter()) {
             stream.close();
@@ -352,13 +363,21 @@ fn prune_finished(streams: &mut HashMap<u64, Arc<EventStream>>) {
     }
 }
 
-/// Reads the client's server stream and routes each message until the server is gone.
-async fn route(mut outgoing: mpsc::Receiver<Outgoing>, client: Weak<Client>) {
+/// Reads the client's server stream and routes each message until the server and every
+/// job of it are gone; then no answer can come any more, and the client's streams close.
+async fn route(
+    mut outgoing: mpsc::Receiver<Outgoing>,
+    client: Weak<Client>,
+    written: Arc<std::sync::atomic::AtomicU64>,
+) {
     while let Some(message) = outgoing.recv().await {
         let Some(client) = client.upgrade() else {
             return;
         };
-        client.server.count_written();
+        written.fetch_add(1, Ordering::Relaxed);
         client.dispatch(message);
+    }
+    if let Some(client) = client.upgrade() {
+        client.close_streams();
     }
 }

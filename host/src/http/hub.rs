@@ -59,6 +59,8 @@ pub struct Hub {
     clients: Mutex<HashMap<ClientKey, Arc<Client>>>,
     /// The limits.
     pub limits: HttpLimits,
+    /// Set when the host stops: no new client is made.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -72,6 +74,7 @@ impl Hub {
             host,
             clients: Mutex::default(),
             limits,
+            closed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -107,7 +110,7 @@ impl Hub {
     /// [`TooManyClients`] at the limit.
     pub fn new_session(&self, principal: &Arc<Principal>) -> Result<Arc<Client>, TooManyClients> {
         let mut clients = lock(&self.clients);
-        if clients.len() >= self.limits.max_clients {
+        if clients.len() >= self.limits.max_clients || self.is_closed() {
             return Err(TooManyClients {
                 max: self.limits.max_clients,
             });
@@ -136,7 +139,7 @@ impl Hub {
         if let Some(client) = clients.get(&key) {
             return Ok(Arc::clone(client));
         }
-        if clients.len() >= self.limits.max_clients {
+        if clients.len() >= self.limits.max_clients || self.is_closed() {
             return Err(TooManyClients {
                 max: self.limits.max_clients,
             });
@@ -144,6 +147,10 @@ impl Hub {
         let client = self.start(key.clone(), Arc::clone(principal));
         clients.insert(key, Arc::clone(&client));
         Ok(client)
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The stateless client of `principal`, if it has made one request already.
@@ -204,10 +211,21 @@ impl Hub {
     /// Ends every client (the host stops): requests get `grace`, then are cancelled with
     /// their jobs. Returns when all have ended.
     pub async fn end_all(&self, why: &str, grace: Duration) {
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let clients: Vec<Arc<Client>> = lock(&self.clients).drain().map(|(_, c)| c).collect();
-        let tasks: Vec<_> = clients.iter().filter_map(|c| c.end(why, grace)).collect();
-        for task in tasks {
-            let _ = task.await;
+        let tasks: Vec<_> = clients.iter().map(|c| c.end(why, grace)).collect();
+        // Each client's requests answer on their open streams within the grace; its
+        // router closes the streams once the last answer is routed (bounded: a job that
+        // keeps a sender alive must not hold the exit).
+        for (client, [server, router]) in clients.iter().zip(tasks) {
+            if let Some(server) = server {
+                let _ = server.await;
+            }
+            if let Some(router) = router {
+                let _ = tokio::time::timeout(Duration::from_secs(1), router).await;
+            }
+            client.close_streams();
         }
     }
 }

@@ -247,8 +247,9 @@ async fn run(
         "stopping; ending every client"
     );
     sweeper.abort();
-    // Clients first (their streams close, so the graceful shutdown has no open body to
-    // wait for), then the listener.
+    // No new connections and no new clients from now on; then every client ends (its
+    // streams close, so the graceful shutdown has no open body left to wait for).
+    let _ = signal_tx.send(Some(which));
     endpoint
         .hub
         .end_all(
@@ -256,7 +257,6 @@ async fn run(
             options.policy.drain,
         )
         .await;
-    let _ = signal_tx.send(Some(which));
     if tokio::time::timeout(Duration::from_secs(2), serving)
         .await
         .is_err()

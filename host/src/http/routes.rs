@@ -167,7 +167,8 @@ fn too_many(max: usize) -> Response {
         &Value::Null,
         INVALID_REQUEST,
         &format!(
-            "Service Unavailable: {max} client sessions are open, the limit (RETICLE_HTTP_MAX_SESSIONS)"
+            "Service Unavailable: the server is at its limit of {max} client sessions \
+             (RETICLE_HTTP_MAX_SESSIONS) or is stopping; retry later"
         ),
     )
 }

@@ -189,9 +189,9 @@ impl Server {
         }
     }
 
-    /// Counts one message of this server's stream as written (an HTTP router read it).
-    pub fn count_written(&self) {
-        self.shared.out.count_written();
+    /// The counter of messages written on this server's stream (an HTTP router bumps it).
+    pub fn written_counter(&self) -> Arc<std::sync::atomic::AtomicU64> {
+        self.shared.out.written_counter()
     }
 
     /// What this server's client sees (roots, layout sessions, violation cache).

@@ -110,9 +110,10 @@ impl Outbound {
             .is_ok()
     }
 
-    /// Counts one message written (by whoever reads the channel).
-    pub fn count_written(&self) {
-        self.written.fetch_add(1, Ordering::Relaxed);
+    /// The counter of messages written, for whoever reads the channel to bump (an HTTP
+    /// router holds it instead of a sender, so the channel closes with the server).
+    pub fn written_counter(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.written)
     }
 
     /// Messages written to the stream so far.
