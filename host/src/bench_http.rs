@@ -6,7 +6,8 @@
 //! client alone (the reference, in the same run) and then for all of them, with the
 //! ratio of the loaded to the unloaded p99.
 
-use std::io::Read;
+use std::fmt::Write as _;
+use std::io::{Read, Write as _};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -421,13 +422,15 @@ pub fn http(args: &[String]) -> ExitCode {
     let report = json!({"clients": options.clients, "interval_ms": options.interval.as_millis(),
                         "reference_one_client": reference,
                         "loaded": loaded, "errors": errors});
-    if options.json {
-        #[allow(clippy::print_stdout)]
-        {
-            println!("{report}");
-        }
+    let text = if options.json {
+        report.to_string()
     } else {
-        print_table(&report);
+        table(&report)
+    };
+    // stdout-ok: the report is this CLI command's output (like `reticle bench chip`).
+    let mut stdout = std::io::stdout().lock();
+    if writeln!(stdout, "{}", text.trim_end()).is_err() {
+        return ExitCode::FAILURE;
     }
     if errors == 0 {
         ExitCode::SUCCESS
@@ -436,9 +439,11 @@ pub fn http(args: &[String]) -> ExitCode {
     }
 }
 
-#[allow(clippy::print_stdout)]
-fn print_table(report: &Value) {
-    println!(
+/// The report as a table: a row per method (loaded), then the unloaded reference.
+fn table(report: &Value) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
         "{:<8} {:>9} {:>8} {:>9} {:>9} {:>9} {:>12}",
         "method", "calls", "errors", "p50 ms", "p99 ms", "max ms", "p99 / alone"
     );
@@ -447,7 +452,8 @@ fn print_table(report: &Value) {
         let alone = &report["reference_one_client"]["methods"][method];
         let ratio = loaded["p99_ms"].as_f64().unwrap_or(f64::NAN)
             / alone["p99_ms"].as_f64().unwrap_or(f64::NAN);
-        println!(
+        let _ = writeln!(
+            out,
             "{:<8} {:>9} {:>8} {:>9.3} {:>9.3} {:>9.3} {:>11.1}x",
             method,
             loaded["calls"],
@@ -458,10 +464,11 @@ fn print_table(report: &Value) {
             ratio
         );
         if let Some(e) = loaded["first_error"].as_str() {
-            println!("  first error: {e}");
+            let _ = writeln!(out, "  first error: {e}");
         }
     }
-    println!(
+    let _ = writeln!(
+        out,
         "{} clients, one call each every {} ms, {:.0} calls/s; one client alone: ping p99 {:.3} ms, health p99 {:.3} ms, poll p99 {:.3} ms",
         report["clients"],
         report["interval_ms"],
@@ -476,4 +483,5 @@ fn print_table(report: &Value) {
             .as_f64()
             .unwrap_or(f64::NAN),
     );
+    out
 }
