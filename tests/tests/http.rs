@@ -430,7 +430,7 @@ fn a_dropped_stream_resumes_with_last_event_id() {
     let priming = priming.expect("the priming event has an id");
     drop(first);
     let auth = format!("Bearer {ALICE}");
-    let mut resumed = host.send(
+    let resumed = host.send(
         "GET",
         "/mcp",
         &[
@@ -443,13 +443,7 @@ fn a_dropped_stream_resumes_with_last_event_id() {
         b"",
     );
     assert_eq!(resumed.status, 200);
-    let mut answer = None;
-    while let Some((_, data)) = resumed.next_event() {
-        if !data.is_empty() {
-            answer = Some(serde_json::from_str::<Value>(&data).unwrap());
-        }
-    }
-    let answer = answer.expect("the response after resuming");
+    let answer = resumed.last_message();
     assert_eq!(answer["id"], 1);
     assert_eq!(
         answer["result"]["structuredContent"]["status"], "completed",
@@ -652,13 +646,7 @@ fn sigterm_answers_the_call_in_flight_then_exits_0() {
     assert_eq!(priming, "");
     let pid = nix::unistd::Pid::from_raw(i32::try_from(host.child.id()).unwrap());
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-    let mut answer = None;
-    while let Some((_, data)) = call.next_event() {
-        if !data.is_empty() {
-            answer = Some(serde_json::from_str::<Value>(&data).unwrap());
-        }
-    }
-    let answer = answer.expect("the answer of the call in flight");
+    let answer = call.last_message();
     assert_eq!(
         answer["result"]["structuredContent"]["status"], "completed",
         "{answer}"
