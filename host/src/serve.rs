@@ -22,7 +22,7 @@ use crate::state::HostState;
 use crate::tools::ToolRegistry;
 use crate::transport::stdin::StdinPump;
 use crate::transport::writer::{self, Writer};
-use crate::workers::{ReleaseChoice, WorkerPool};
+use crate::workers::ReleaseChoice;
 
 /// Frames read ahead of the dispatcher (each at most 1 MiB).
 const READ_AHEAD: usize = 8;
@@ -111,7 +111,6 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
         .enable_all()
         .thread_name("reticle-host")
         .build()?;
-    let hook_state = Arc::clone(&state);
     let release = ReleaseChoice {
         current: restored.as_ref().and_then(|r| r.worker_exe.clone()),
         previous: restored
@@ -124,10 +123,7 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
     let end = runtime.block_on(async move {
         let host_exe = loop_exe;
         let state = loop_state;
-        let workers = WorkerPool::with_hook(
-            crate::supervisor::EventHook::new(move |event| hook_state.on_pool_event(event)),
-            release,
-        );
+        let workers = state.worker_pool(release);
         let server = Server::new(out, Arc::clone(&state), Arc::clone(&loop_scope), ToolRegistry::standard(), options.job_ttl, Arc::clone(&workers));
         let pending = match &restored {
             Some(snapshot) => {

@@ -357,6 +357,19 @@ impl HostState {
         })
     }
 
+    /// The host's worker pool, its events reported to this state ([`Self::on_pool_event`]),
+    /// starting with the worker binaries `release` names.
+    pub fn worker_pool(
+        self: &Arc<Self>,
+        release: crate::workers::ReleaseChoice,
+    ) -> Arc<WorkerPool> {
+        let state = Arc::clone(self);
+        WorkerPool::with_hook(
+            crate::supervisor::EventHook::new(move |event| state.on_pool_event(event)),
+            release,
+        )
+    }
+
     /// Records what the worker pool reported: in the event log, and faults, restarts
     /// and failed rollouts in the ledger (health's last fault, generation, restarts).
     pub fn on_pool_event(&self, event: &SupervisorEvent) {

@@ -36,7 +36,7 @@ use crate::serve::ServeOptions;
 use crate::state::HostState;
 use crate::tools::ToolRegistry;
 use crate::transport::writer::Outbound;
-use crate::workers::{ReleaseChoice, WorkerPool};
+use crate::workers::ReleaseChoice;
 
 pub use hub::HttpLimits;
 
@@ -119,11 +119,7 @@ async fn run(
     state: Arc<HostState>,
     host_exe: PathBuf,
 ) -> anyhow::Result<StopReason> {
-    let hook_state = Arc::clone(&state);
-    let workers = WorkerPool::with_hook(
-        crate::supervisor::EventHook::new(move |event| hook_state.on_pool_event(event)),
-        ReleaseChoice::default(),
-    );
+    let workers = state.worker_pool(ReleaseChoice::default());
     let dispatcher = configured_dispatcher(&workers, &state);
     let tools = Arc::new(ToolRegistry::standard());
     let listener = tokio::net::TcpListener::bind(http.addr)
