@@ -10,7 +10,8 @@
 //! - imaging: [`cpu`] (the band-limited backend, [`bandlimited`]), [`naive`] (the
 //!   full-FFT reference), [`tiling`] (canvases larger than one window);
 //! - after imaging: [`resist`], [`metrics`] (L2, PVB, EPE), [`contour`];
-//! - mask optimisation: [`ilt`] (pixel ILT with the analytic adjoint);
+//! - mask optimisation: [`ilt`] (pixel ILT with the analytic adjoint), [`mrc`] (mask-rule
+//!   legalization of its output);
 //! - layout to pixels: [`raster`]; benchmarks: [`bench`].
 
 pub mod bandlimited;
@@ -29,6 +30,7 @@ pub mod imaging;
 pub mod kernels;
 pub mod metrics;
 pub mod model;
+pub mod mrc;
 pub mod naive;
 pub mod npy;
 pub mod optics;

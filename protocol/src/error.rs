@@ -69,6 +69,9 @@ pub enum ErrorCode {
     /// The job went over a host-enforced limit (worker memory, job wall time) and was
     /// stopped; the same call would again.
     ResourceLimit,
+    /// `optimize` could not make its mask pass the deck's mask rules; `details` lists
+    /// the rules and where (the mask is not returned as a success).
+    MaskRulesUnmet,
 }
 
 impl ErrorCode {
@@ -102,11 +105,12 @@ impl ErrorCode {
             Self::Unsupported => "UNSUPPORTED",
             Self::PathNotAllowed => "PATH_NOT_ALLOWED",
             Self::ResourceLimit => "RESOURCE_LIMIT",
+            Self::MaskRulesUnmet => "MASK_RULES_UNMET",
         }
     }
 
     /// Every code, in declaration order (for documentation and tests).
-    pub const ALL: [Self; 26] = [
+    pub const ALL: [Self; 27] = [
         Self::FileNotFound,
         Self::UnsupportedFormat,
         Self::TopCellNotFound,
@@ -133,6 +137,7 @@ impl ErrorCode {
         Self::Unsupported,
         Self::PathNotAllowed,
         Self::ResourceLimit,
+        Self::MaskRulesUnmet,
     ];
 
     /// Whether an agent may plausibly recover by retrying or changing its call.

@@ -20,9 +20,9 @@ use reticle_kernel::bench::{
     tiling_bench,
 };
 use reticle_kernel::gpu::{AdapterPolicy, GpuBackend, GpuBenchReport, gpu_bench};
-use reticle_kernel::ilt::{IltParams, optimize_mask};
-use reticle_kernel::metrics::{self, EpeConfig};
-use reticle_kernel::{ImagingBackend, KeepImages, LithoJob, ModelKernels, Resist, iccad};
+use reticle_kernel::ilt::IltParams;
+use reticle_kernel::mrc::MaskStyle;
+use reticle_kernel::{ImagingBackend, KeepImages, LithoJob, Resist, iccad};
 use serde::Serialize;
 
 /// Engine benchmarks.
@@ -99,6 +99,14 @@ enum BenchCommand {
         /// Final mask steepness of the ramp (default: the engine's default).
         #[arg(long)]
         steepness_final: Option<f64>,
+        /// Mask styles: `both` (curvilinear and manhattan, legal by the deck's mask
+        /// rules), one of them, `unconstrained` (no mask rules: the optimiser alone), or
+        /// `all`.
+        #[arg(long, value_parser = ["both", "curvilinear", "manhattan", "unconstrained", "all"], default_value = "both")]
+        style: String,
+        /// Remove every assist feature (optimize's `assist_features: false`).
+        #[arg(long)]
+        no_assist_features: bool,
         /// CPU threads (default: all cores).
         #[arg(long)]
         threads: Option<usize>,
@@ -204,6 +212,8 @@ pub fn main(args: &[String]) -> ExitCode {
             pvb_weight,
             band_weight,
             steepness_final,
+            style,
+            no_assist_features,
             threads,
             json,
         } => {
@@ -229,8 +239,24 @@ pub fn main(args: &[String]) -> ExitCode {
             if let Some(v) = steepness_final {
                 params.mask_steepness_final = v;
             }
-            match ilt(iccad_dir, clips as usize, &params, threads) {
-                Ok(report) => print_ilt(&report, json),
+            let (c, m) = (Some(MaskStyle::Curvilinear), Some(MaskStyle::Manhattan));
+            let styles = match style.as_str() {
+                "curvilinear" => vec![c],
+                "manhattan" => vec![m],
+                "unconstrained" => vec![None],
+                "all" => vec![None, c, m],
+                _ => vec![c, m],
+            };
+            let bench = crate::bench_ilt::IltBench {
+                iccad_dir,
+                clips: clips as usize,
+                params,
+                styles,
+                assist_features: !no_assist_features,
+                threads,
+            };
+            match crate::bench_ilt::run(&bench) {
+                Ok(report) => write_stdout(&crate::bench_ilt::render(&report, json)),
                 Err(message) => {
                     eprintln!("reticle bench ilt: {message}");
                     ExitCode::from(2)
@@ -348,240 +374,6 @@ fn gpu_batch_throughput(
         clips_per_s: clips.len() as f64 / seconds,
         l2,
     })
-}
-
-/// Published averages over the ten ICCAD-2013 clips: (name, L2, PVB).
-const ILT_REFERENCES: [(&str, f64, f64); 2] = [
-    ("OpenILT", 33_850.0, 44_713.0),
-    ("curvyILT", 26_017.0, 38_611.0),
-];
-
-/// Everything `bench ilt` measured.
-#[derive(Debug, Serialize)]
-struct IltReport {
-    threads: usize,
-    iterations: u32,
-    refine_iterations: u32,
-    step_size: f64,
-    downsample: u32,
-    weight_pvb: f64,
-    weight_band: f64,
-    mask_steepness: [f64; 2],
-    clips: Vec<IltClip>,
-    /// Averages of the optimised masks.
-    average: IltAverages,
-    /// Averages of the unoptimised masks (mask = target), the in-process reference.
-    target_average: IltAverages,
-    /// `average / reference` per published reference (< 1: better than it).
-    ratios: Vec<IltRatio>,
-}
-
-/// One clip of `bench ilt`.
-#[derive(Debug, Serialize)]
-struct IltClip {
-    clip: String,
-    /// Metrics of the target used as the mask.
-    before: ClipMetrics,
-    /// Metrics of the optimised, binarised mask.
-    after: ClipMetrics,
-    /// Wall time of the optimisation (seconds), including both full-resolution evaluations.
-    seconds: f64,
-    iterations: u32,
-}
-
-/// L2, PVB and ICCAD EPE violations (checkpoints on the clip's polygons), measured at full
-/// resolution with the simulate tool's definitions.
-#[derive(Debug, Serialize, Clone, Copy)]
-struct ClipMetrics {
-    l2: u64,
-    pvb: u64,
-    epe: u64,
-}
-
-#[derive(Debug, Serialize)]
-struct IltAverages {
-    l2: f64,
-    pvb: f64,
-    epe: f64,
-    seconds: f64,
-}
-
-#[derive(Debug, Serialize)]
-struct IltRatio {
-    reference: &'static str,
-    l2: f64,
-    pvb: f64,
-}
-
-fn clip_metrics(
-    mask: &reticle_kernel::Grid<u8>,
-    clip: &iccad::Clip,
-    corners: &[reticle_kernel::Corner],
-) -> Result<ClipMetrics, String> {
-    let mask = reticle_kernel::Grid {
-        width: mask.width,
-        height: mask.height,
-        data: mask.data.iter().map(|&v| f32::from(v)).collect(),
-    };
-    let job = LithoJob {
-        mask: &mask,
-        target: Some(&clip.target),
-        corners,
-        resist: Resist::ICCAD2013,
-        keep: KeepImages {
-            printed: true,
-            ..KeepImages::default()
-        },
-    };
-    let out = reticle_kernel::CpuBackend::new()
-        .litho(&job, &reticle_kernel::CancelToken::new(), &|_| {})
-        .map_err(|e| e.to_string())?;
-    let nominal = out
-        .corners
-        .first()
-        .and_then(|c| c.printed.as_ref())
-        .ok_or("no nominal print")?;
-    let epe = metrics::epe_violations(&clip.polygons, nominal, &clip.frame, &EpeConfig::ICCAD2013);
-    Ok(ClipMetrics {
-        l2: out.l2.unwrap_or(0),
-        pvb: out.pvb.unwrap_or(0),
-        epe: epe as u64,
-    })
-}
-
-fn averages(m: &[ClipMetrics], seconds: &[f64]) -> IltAverages {
-    let k = m.len().max(1) as f64;
-    IltAverages {
-        l2: m.iter().map(|c| c.l2 as f64).sum::<f64>() / k,
-        pvb: m.iter().map(|c| c.pvb as f64).sum::<f64>() / k,
-        epe: m.iter().map(|c| c.epe as f64).sum::<f64>() / k,
-        seconds: seconds.iter().sum::<f64>() / k,
-    }
-}
-
-fn ilt(
-    iccad_dir: Option<PathBuf>,
-    clips: usize,
-    params: &IltParams,
-    threads: Option<usize>,
-) -> Result<IltReport, String> {
-    let dir = iccad_dir.or_else(reticle_kernel::data::iccad13_dir).ok_or(
-        "the ICCAD-2013 data was not found: pass --iccad-dir or set RETICLE_DATA_DIR \
-         to the folder that holds iccad13/",
-    )?;
-    let (focus, defocus, corners) = iccad::corners(&dir).map_err(|e| e.to_string())?;
-    let model = ModelKernels {
-        focus,
-        defocus: Some(defocus),
-    };
-    let backend = match threads {
-        Some(t) => reticle_kernel::CpuBackend::with_threads(t).map_err(|e| e.to_string())?,
-        None => reticle_kernel::CpuBackend::new(),
-    };
-    let mut rows = Vec::new();
-    for path in iccad::clip_paths(&dir).iter().take(clips) {
-        let clip = iccad::load_clip(path).map_err(|e| e.to_string())?;
-        eprintln!("bench ilt: {}…", clip.name);
-        let start = std::time::Instant::now();
-        let outcome = backend
-            .install(|| {
-                optimize_mask(
-                    &clip.target,
-                    &model,
-                    params,
-                    &reticle_kernel::CancelToken::new(),
-                    &mut |_| {},
-                )
-            })
-            .map_err(|e| e.to_string())?;
-        let seconds = start.elapsed().as_secs_f64();
-        let before = backend.install(|| clip_metrics(&clip.target, &clip, &corners))?;
-        let after = backend.install(|| clip_metrics(&outcome.mask, &clip, &corners))?;
-        if (after.l2, after.pvb) != (outcome.after.l2, outcome.after.pvb) {
-            return Err(format!(
-                "{}: the engine reported L2 {} PVB {}, the re-simulation {} and {}",
-                clip.name, outcome.after.l2, outcome.after.pvb, after.l2, after.pvb
-            ));
-        }
-        rows.push(IltClip {
-            clip: clip.name,
-            before,
-            after,
-            seconds,
-            iterations: outcome.iterations_run,
-        });
-    }
-    let secs: Vec<f64> = rows.iter().map(|r| r.seconds).collect();
-    let after: Vec<ClipMetrics> = rows.iter().map(|r| r.after).collect();
-    let before: Vec<ClipMetrics> = rows.iter().map(|r| r.before).collect();
-    let average = averages(&after, &secs);
-    let ratios = ILT_REFERENCES
-        .iter()
-        .map(|&(reference, l2, pvb)| IltRatio {
-            reference,
-            l2: average.l2 / l2,
-            pvb: average.pvb / pvb,
-        })
-        .collect();
-    Ok(IltReport {
-        threads: backend.threads(),
-        iterations: params.iterations,
-        refine_iterations: params.refine_iterations,
-        step_size: params.step_size,
-        downsample: params.downsample,
-        weight_pvb: params.weight_pvb,
-        weight_band: params.weight_band,
-        mask_steepness: [params.mask_steepness, params.mask_steepness_final],
-        clips: rows,
-        average,
-        target_average: averages(&before, &[]),
-        ratios,
-    })
-}
-
-fn print_ilt(report: &IltReport, json: bool) -> ExitCode {
-    let text = if json {
-        serde_json::to_string_pretty(report).unwrap_or_default()
-    } else {
-        let mut text = format!(
-            "ilt: {} clips, {}+{} iterations, step {}, downsample {}, PVB weight {}, band weight {}, {} threads\n\
-             clip        L2 target →  ILT   PVB target →  ILT   EPE target → ILT   runtime",
-            report.clips.len(),
-            report.iterations,
-            report.refine_iterations,
-            report.step_size,
-            report.downsample,
-            report.weight_pvb,
-            report.weight_band,
-            report.threads,
-        );
-        for c in &report.clips {
-            text.push_str(&format!(
-                "\n{:<10} {:>9} → {:>6}  {:>10} → {:>6}  {:>10} → {:>3}  {:>6.2} s",
-                c.clip,
-                c.before.l2,
-                c.after.l2,
-                c.before.pvb,
-                c.after.pvb,
-                c.before.epe,
-                c.after.epe,
-                c.seconds,
-            ));
-        }
-        let (a, t) = (&report.average, &report.target_average);
-        text.push_str(&format!(
-            "\naverage    {:>9.0} → {:>6.0}  {:>10.0} → {:>6.0}  {:>10.1} → {:>3.1}  {:>6.2} s",
-            t.l2, a.l2, t.pvb, a.pvb, t.epe, a.epe, a.seconds,
-        ));
-        for r in &report.ratios {
-            text.push_str(&format!(
-                "\nvs {}: L2 {:.3}×, PVB {:.3}× (< 1: better)",
-                r.reference, r.l2, r.pvb
-            ));
-        }
-        text
-    };
-    write_stdout(&text)
 }
 
 /// Everything `bench tiling` measured: the window sweep's fields at the top level (as

@@ -11,6 +11,7 @@
 mod backend;
 mod batch;
 mod bench;
+mod bench_ilt;
 mod cache;
 mod job;
 mod ops;

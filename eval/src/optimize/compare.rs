@@ -38,6 +38,20 @@ fn inside(p: (f64, f64), b: [f64; 4]) -> bool {
     p.0 >= b[0] && p.0 <= b[2] && p.1 >= b[1] && p.1 <= b[3]
 }
 
+/// The records of `rule_ids` located inside `window_nm` (left, bottom, right, top).
+#[must_use]
+pub fn records_in_window<'a>(
+    records: &'a [Value],
+    rule_ids: &[String],
+    window_nm: [f64; 4],
+) -> Vec<&'a Value> {
+    records
+        .iter()
+        .filter(|r| r["rule_id"].as_str().is_some_and(|id| rule_ids.iter().any(|i| i == id)))
+        .filter(|r| inside(loc(r), window_nm))
+        .collect()
+}
+
 /// How far from a record a violation of the same rule counts as the same one:
 /// `max(dedup_radius_nm, 2 · pixel_nm)`.
 fn match_radius(record: &Value, pixel_nm: f64) -> f64 {

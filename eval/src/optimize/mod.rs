@@ -18,8 +18,9 @@ pub mod target;
 
 use std::sync::Arc;
 
-use reticle_kernel::ilt::{IltOutcome, IltParams, optimize_window};
-use reticle_kernel::rules::LayerRef;
+use reticle_kernel::ilt::{IltParams, LegalOutcome, MaskPlan, optimize_legal};
+use reticle_kernel::mrc::MaskStyle;
+use reticle_kernel::rules::{LayerRef, Rule};
 use reticle_kernel::{
     CancelToken, Grid, ImagingBackend, KeepImages, LithoJob, LithoOutput, ModelKernels, Progress,
 };
@@ -30,24 +31,40 @@ use crate::error::EvalError;
 use crate::r3;
 use crate::window::ImagedWindow;
 use compare::{Comparison, metrics_of};
-use mask::{MaskPolygons, PixelWindow, window_grid};
+use mask::{MaskPolygons, PixelWindow};
 use target::Target;
 
+/// How the optimized mask is drawn (`optimize`'s `mask_style` and `assist_features`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaskOptions {
+    /// Curvilinear or Manhattan.
+    pub style: MaskStyle,
+    /// Whether assist features may be kept.
+    pub assist_features: bool,
+}
+
+/// The Manhattan grid (nm): the shortest segment and jog of a Manhattan mask.
+pub const MANHATTAN_GRID_NM: f64 = 4.0;
+
 /// Optimizes the pixels `px` of `imaged`'s target with the window's own kernels (focus
-/// from the nominal corner, defocus from the min corner) and resist; `progress` gets the
+/// from the nominal corner, defocus from the min corner) and resist, and legalizes the
+/// result by `rules` (the deck's rules on the optimized layer; its mask rules shape the
+/// mask) with the drawn polygons outside the window as context; `progress` gets the
 /// ILT's iterations.
 ///
 /// # Errors
 /// [`EvalError::Cancelled`], or the engine's error as a tool error.
+#[allow(clippy::too_many_arguments)]
 pub fn run_ilt(
     imaged: &ImagedWindow,
     px: PixelWindow,
     iterations: u32,
     refine_iterations: u32,
+    rules: &[Rule],
+    options: MaskOptions,
     cancel: &CancelToken,
     progress: &mut dyn FnMut(Progress),
-) -> Result<IltOutcome, EvalError> {
-    let window = window_grid(imaged.target.width, imaged.target.height, px);
+) -> Result<LegalOutcome, EvalError> {
     let model = ModelKernels {
         focus: Arc::clone(&imaged.corners[0].kernels),
         defocus: Some(Arc::clone(&imaged.corners[2].kernels)),
@@ -59,11 +76,24 @@ pub fn run_ilt(
         resist: imaged.resist,
         ..IltParams::default()
     };
-    Ok(optimize_window(
+    let context = mask::context_pieces(imaged, px);
+    let frame = &imaged.frame;
+    let plan = MaskPlan {
+        rules,
+        style: options.style,
+        grid_px: (MANHATTAN_GRID_NM / imaged.pixel_nm).round().max(1.0) as usize,
+        assist_features: options.assist_features,
+        context: &context,
+        origin_dbu: (frame.left_nm, frame.bottom_nm),
+        pixel_dbu: frame.pixel_nm,
+        dbu_nm: imaged.layout.dbu_nm,
+    };
+    Ok(optimize_legal(
         &imaged.target,
-        Some(&window),
+        Some(px),
         &model,
         &params,
+        &plan,
         cancel,
         progress,
     )?)
@@ -115,6 +145,32 @@ pub fn polygon_summary(mask: &MaskPolygons, layer: LayerRef, cell: &str, dbu_nm:
     polygons
 }
 
+/// The `counts.by_rule` entries of a report's mask rules (`applies_to: mask`).
+fn mask_rule_entries(report: &Value) -> impl Iterator<Item = &Value> {
+    report["counts"]["by_rule"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["applies_to"] == "mask")
+}
+
+/// Mask-rule records of an evaluation payload (from `counts.by_rule`, so a truncated
+/// record list still counts).
+#[must_use]
+pub fn mask_rule_records(report: &Value) -> u64 {
+    mask_rule_entries(report)
+        .map(|r| r["records"].as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// The ids of an evaluation payload's mask rules.
+#[must_use]
+pub fn mask_rule_ids(report: &Value) -> Vec<String> {
+    mask_rule_entries(report)
+        .filter_map(|r| r["rule_id"].as_str().map(str::to_owned))
+        .collect()
+}
+
 /// Pixels where `after` differs from `before`.
 #[must_use]
 pub fn changed_pixels(before: &Grid<u8>, after: &Grid<u8>) -> usize {
@@ -139,8 +195,10 @@ pub struct Outcome<'a> {
     pub halo_nm: f64,
     /// ILT iterations asked for (main stage, refinement).
     pub iterations: (u32, u32),
-    /// What the ILT did.
-    pub ilt: &'a IltOutcome,
+    /// What the ILT did, and the legal mask.
+    pub ilt: &'a LegalOutcome,
+    /// How the mask was drawn.
+    pub options: MaskOptions,
     /// The evaluation of the drawn clip.
     pub before: &'a Value,
     /// The evaluation of the optimized mask.
@@ -159,9 +217,10 @@ pub fn payload(outcome: &Outcome<'_>, state_after: Value) -> Value {
         before,
         after,
         comparison,
-        ilt,
+        ilt: legal,
         ..
     } = *outcome;
+    let ilt = &legal.ilt;
     let clip = imaged.layout.window;
     let dbu_nm = imaged.layout.dbu_nm;
     let to_nm = |v: i64| r3(v as f64 * dbu_nm);
@@ -189,8 +248,26 @@ pub fn payload(outcome: &Outcome<'_>, state_after: Value) -> Value {
             "before": ilt.before,
             "after": ilt.after,
             "final_loss": ilt.loss.last(),
+            "mask_measured": "written_polygons",
         },
-        "metrics": {"before": metrics_of(before), "after": metrics_of(after)},
+        "mask_style": outcome.options.style,
+        "assist_features": {
+            "enabled": outcome.options.assist_features,
+            "polygons": legal.assists.polygons,
+            "area_nm2": r3(legal.assists.area_px as f64 * imaged.pixel_nm * imaged.pixel_nm),
+            "removed_printing": legal.assists.removed_printing,
+            "removed_unhelpful": legal.assists.removed_unhelpful,
+        },
+        "mask_rules": {
+            "rules": mask_rule_ids(after),
+            "records": mask_rule_records(after),
+            "repair_rounds": legal.legal.repair_rounds,
+        },
+        "metrics": {
+            "before": metrics_of(before),
+            "after": metrics_of(after),
+            "after_mask": "the written polygons (state_after.mask_gds), rasterised with exact area coverage and imaged at the three corners",
+        },
         "groups_in_window": comparison.groups_in_window,
         "violations_resolved": comparison.resolved,
         "group_members": comparison.group_members,

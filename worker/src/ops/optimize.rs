@@ -19,18 +19,19 @@
 //! This module is the adapter (arguments, files, backend, progress, artifacts); the logic
 //! of each step is [`reticle_eval::optimize`].
 
-use reticle_eval::optimize::compare::{compare, records_of};
-use reticle_eval::optimize::mask::{
-    PixelWindow, composed_binary, composed_mask, mask_polygons, pixel_window,
-};
+use reticle_eval::optimize::compare::{compare, records_in_window, records_of};
+use reticle_eval::optimize::mask::{PixelWindow, context_pieces, mask_polygons, pixel_window};
 use reticle_eval::optimize::target::{
     self, Scope, TargetRequest, check_deck_pin, check_layout_pin,
 };
-use reticle_eval::optimize::{Outcome, changed_pixels, payload, polygon_summary, reimage, run_ilt};
+use reticle_eval::optimize::{
+    MaskOptions, Outcome, changed_pixels, mask_rule_ids, payload, polygon_summary, reimage, run_ilt,
+};
 use reticle_eval::report::{Limits, ReportLevel, report};
 use reticle_eval::{EvalError, MaskOverride};
 use reticle_kernel::Grid;
 use reticle_kernel::ilt::IltParams;
+use reticle_kernel::mrc::MaskStyle;
 use reticle_layout::{Cell, LayerKey, Library, Shape, write_gds};
 use reticle_protocol::error::{ErrorCode, ToolError};
 use serde::Deserialize;
@@ -53,6 +54,8 @@ struct Own {
     iterations: Option<u32>,
     refine_iterations: Option<u32>,
     layout_artifact_id: Option<String>,
+    mask_style: MaskStyle,
+    assist_features: Option<bool>,
     /// Set by the host: `session_cache` when the arguments came from its cache.
     resolved_from: Option<String>,
 }
@@ -99,6 +102,34 @@ fn mask_png(target: &Grid<u8>, after: &Grid<u8>, px: PixelWindow) -> Result<Vec<
         }
     });
     artifacts::png_rgba(after.width, after.height, &rgba)
+}
+
+/// `MASK_RULES_UNMET`: which mask rules fail inside the window and where (at most 50
+/// records), with what to try instead.
+fn mask_rules_unmet(unmet: &[&Value], window_nm: [f64; 4]) -> ToolError {
+    let mut by_rule: std::collections::BTreeMap<&str, usize> = Default::default();
+    for r in unmet {
+        *by_rule.entry(r["rule_id"].as_str().unwrap_or("")).or_default() += 1;
+    }
+    let records: Vec<Value> = unmet
+        .iter()
+        .take(50)
+        .map(|v| json!({"rule_id": v["rule_id"], "location_nm": v["location_nm"], "measured": v["measured"]}))
+        .collect();
+    ToolError::new(
+        ErrorCode::MaskRulesUnmet,
+        format!(
+            "the optimized mask breaks {} mask-rule record(s) inside the window; no mask is returned",
+            unmet.len()
+        ),
+    )
+    .with_details(json!({
+        "by_rule": by_rule,
+        "records": records,
+        "window_nm": window_nm,
+        "hint": "try mask_style \"manhattan\", assist_features false, or another window (box_um or halo_nm)",
+    }))
+    .recoverable(true)
 }
 
 impl Op for Optimize {
@@ -157,12 +188,19 @@ impl Op for Optimize {
         let target = target::resolve(all, &request, clip_nm)?;
         let px = pixel_window(&imaged.frame, dbu_nm, target.window_nm);
 
-        // ILT.
+        // ILT, legalized by the deck's mask rules.
+        let options = MaskOptions {
+            style: own.mask_style,
+            assist_features: own.assist_features.unwrap_or(true),
+        };
+        let rules: Vec<_> = setup.rules().into_iter().cloned().collect();
         let ilt = run_ilt(
             &imaged,
             px,
             iterations,
             refine_iterations,
+            &rules,
+            options,
             ctx.cancel,
             &mut |p| {
                 ctx.progress.report(
@@ -178,16 +216,12 @@ impl Op for Optimize {
         let base = 8 + ilt_steps;
         ctx.progress
             .report(base, total, "imaging the optimized mask");
-        let after_binary = composed_binary(&imaged, &ilt.mask, px);
+        // The mask imaged is the written polygons' exact coverage (what a re-read of the
+        // GDSII rasterises to), not the optimizer's pixels.
+        let after_binary = ilt.ilt.mask.clone();
         let backend = ctx.state.backend.engine()?;
-        let after_out = reimage(
-            backend,
-            &imaged,
-            &composed_mask(&imaged, &ilt.mask, px),
-            ctx.cancel,
-        )
-        .map_err(fail)?;
-        let polygons = mask_polygons(&imaged, &ilt.mask, px);
+        let after_out = reimage(backend, &imaged, &ilt.coverage, ctx.cancel).map_err(fail)?;
+        let polygons = mask_polygons(context_pieces(&imaged, px), &ilt.legal.polygons);
         let after = report(
             &setup,
             &imaged,
@@ -206,6 +240,14 @@ impl Op for Optimize {
             return Err(cancelled(ctx.job_id));
         }
         let comparison = compare(all, records_of(&after), &target, own.scope, imaged.pixel_nm);
+        // The final check is the evaluation's own: a mask that breaks a mask rule where
+        // it was optimized is never returned as a success (records outside the window
+        // are the drawn layout's, reported in `violations_after` as before).
+        let mask_rules = mask_rule_ids(&after);
+        let unmet = records_in_window(records_of(&after), &mask_rules, target.window_nm);
+        if !unmet.is_empty() {
+            return Err(mask_rules_unmet(&unmet, target.window_nm));
+        }
 
         // state_after: GDSII polygons and a PNG in the job's artifact directory.
         ctx.progress.report(total - 1, total, "writing artifacts");
@@ -238,6 +280,7 @@ impl Op for Optimize {
             halo_nm: request.halo_nm,
             iterations: (iterations, refine_iterations),
             ilt: &ilt,
+            options,
             before: &before,
             after: &after,
             comparison: &comparison,

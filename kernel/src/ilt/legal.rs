@@ -1,0 +1,263 @@
+//! ILT whose output passes the deck's mask rules: the optimisation of [`super`], then
+//! the projection and repair of [`crate::mrc`], then assist features that earn their
+//! place, then the metrics of the polygons as written (rasterised with exact area
+//! coverage, the mask that a re-read of the written file images).
+
+use reticle_layout::Polygon;
+
+use crate::imaging::{ImagingBackend, ImagingError, KeepImages, LithoJob};
+use crate::mrc::{self, LegalMask, LegalizeRequest, MaskStyle, PixelBox, morph};
+use crate::raster::{PixelFrame, rasterize_in};
+use crate::rules::Rule;
+use crate::{CancelToken, CpuBackend, Grid, ModelKernels, Progress};
+
+use super::{IltMetrics, IltOutcome, IltParams, corners, evaluate_with, grid_f32, optimize_latent};
+
+/// How the optimized mask must be drawn and checked.
+#[derive(Debug, Clone, Copy)]
+pub struct MaskPlan<'a> {
+    /// The deck's rules (only `applies_to: mask` rules on the optimized layer are used).
+    pub rules: &'a [Rule],
+    /// Curvilinear or Manhattan.
+    pub style: MaskStyle,
+    /// Manhattan grid in pixels (shortest segment and jog).
+    pub grid_px: usize,
+    /// Whether separate assist features may be kept.
+    pub assist_features: bool,
+    /// Drawn polygons outside the window (dbu), part of the checked mask.
+    pub context: &'a [Polygon],
+    /// Left and bottom edge of pixel `(0, 0)` (dbu).
+    pub origin_dbu: (f64, f64),
+    /// Pixel side (dbu).
+    pub pixel_dbu: f64,
+    /// One dbu (nm).
+    pub dbu_nm: f64,
+}
+
+/// The assist features of a mask: polygons that touch no drawn shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct AssistSummary {
+    /// Assist polygons kept.
+    pub polygons: usize,
+    /// Their area in pixels.
+    pub area_px: usize,
+    /// Removed because they printed at a corner.
+    pub removed_printing: usize,
+    /// Removed because the mask without them had a better L2 + PVB.
+    pub removed_unhelpful: usize,
+}
+
+/// What [`optimize_legal`] returns.
+#[derive(Debug, Clone)]
+pub struct LegalOutcome {
+    /// The optimisation: `mask` is the written polygons' coverage thresholded at ½,
+    /// `after` the metrics of the coverage itself.
+    pub ilt: IltOutcome,
+    /// The legal mask: pixels, polygons (dbu) and remaining violations.
+    pub legal: LegalMask,
+    /// Exact area coverage of the written polygons and the context: the mask imaged.
+    pub coverage: Grid<f32>,
+    /// Assist features.
+    pub assists: AssistSummary,
+}
+
+fn window_grid(n: usize, b: PixelBox) -> Grid<u8> {
+    let mut g = Grid::filled(n, n, 0u8);
+    for y in b.1..b.3 {
+        for x in b.0..b.2 {
+            *g.at_mut(x, y) = 1;
+        }
+    }
+    g
+}
+
+/// Labels of the components of `mask` in the window that overlap no pixel of `target`.
+fn assist_labels(mask: &Grid<u8>, target: &Grid<u8>, labels: &[u32], count: usize) -> Vec<bool> {
+    let mut touches = vec![false; count];
+    for (i, &l) in labels.iter().enumerate() {
+        if l != 0 && target.data[i] != 0 {
+            touches[l as usize] = true;
+        }
+    }
+    let _ = mask;
+    touches.iter().map(|t| !t).collect()
+}
+
+/// Whole-clip or windowed ILT with a legal result (see the module docs). `window` is the
+/// box of pixels that may change (`None`: all). With `assist_features: false` the
+/// optimiser may only change pixels within two blocks of the target, and every separate
+/// polygon is removed.
+///
+/// # Errors
+/// [`ImagingError`] (its `Cancelled` variant on cancel).
+pub fn optimize_legal(
+    target: &Grid<u8>,
+    window: Option<PixelBox>,
+    model: &ModelKernels,
+    params: &IltParams,
+    plan: &MaskPlan<'_>,
+    cancel: &CancelToken,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<LegalOutcome, ImagingError> {
+    let n = target.width;
+    let bx = window.unwrap_or((0, 0, n, n));
+    let mut allowed = window_grid(n, bx);
+    if !plan.assist_features {
+        let near = morph::dilate_disk(target, 2.0 * f64::from(params.downsample.max(1)));
+        for (a, b) in allowed.data.iter_mut().zip(&near.data) {
+            *a &= *b;
+        }
+    }
+    let corners = corners(model, params);
+    let before = evaluate_with(&grid_f32(target), target, &corners, params, cancel)?;
+    let run = optimize_latent(target, Some(&allowed), model, params, cancel, progress)?;
+    cancel.check()?;
+    let proposal = match plan.style {
+        MaskStyle::Curvilinear => run.problem.binarised_smooth(&run.latent, target),
+        MaskStyle::Manhattan => run.problem.binarised(&run.latent, target),
+    };
+    let req = LegalizeRequest {
+        proposal: &proposal,
+        target,
+        window: bx,
+        context: plan.context,
+        origin_dbu: plan.origin_dbu,
+        pixel_dbu: plan.pixel_dbu,
+        dbu_nm: plan.dbu_nm,
+        rules: plan.rules,
+        style: plan.style,
+        grid_px: plan.grid_px,
+    };
+    let mut legal = mrc::legalize(&req, cancel)?;
+    let frame = PixelFrame {
+        left_nm: plan.origin_dbu.0,
+        bottom_nm: plan.origin_dbu.1,
+        pixel_nm: plan.pixel_dbu,
+        width: n,
+        height: n,
+    };
+    let coverage_of = |l: &LegalMask| {
+        let mut all = plan.context.to_vec();
+        all.extend_from_slice(&l.polygons);
+        rasterize_in(&all, &frame)
+    };
+
+    // Assist features: those that print at any corner go; then all of them go unless
+    // the mask scores better (L2 + PVB) with them.
+    let (labels, sizes) = morph::components(&legal.pixels);
+    let is_assist = assist_labels(&legal.pixels, target, &labels, sizes.len());
+    let mut assists = AssistSummary::default();
+    let mut drop = vec![false; sizes.len()];
+    if (1..sizes.len()).any(|l| is_assist[l]) {
+        if plan.assist_features {
+            let coverage = coverage_of(&legal);
+            let printed = prints(&coverage, target, &corners, params, cancel)?;
+            for (i, &l) in labels.iter().enumerate() {
+                if l != 0 && is_assist[l as usize] && printed[i] && !drop[l as usize] {
+                    drop[l as usize] = true;
+                    assists.removed_printing += 1;
+                }
+            }
+        } else {
+            for l in 1..sizes.len() {
+                drop[l] = is_assist[l];
+            }
+        }
+    }
+    let legal_pixels = legal.pixels.clone();
+    let without = |drop: &[bool]| {
+        let mut m = legal_pixels.clone();
+        for (v, &l) in m.data.iter_mut().zip(&labels) {
+            if l != 0 && drop[l as usize] {
+                *v = 0;
+            }
+        }
+        m
+    };
+    if drop.iter().any(|&d| d) {
+        legal = mrc::rebuild(&req, without(&drop), legal.repair_rounds);
+    }
+    let mut coverage = coverage_of(&legal);
+    let mut after = evaluate_with(&coverage, target, &corners, params, cancel)?;
+    let kept: Vec<usize> = (1..sizes.len()).filter(|&l| is_assist[l] && !drop[l]).collect();
+    if !kept.is_empty() {
+        let mut all = drop.clone();
+        for &l in &kept {
+            all[l] = true;
+        }
+        let bare = mrc::rebuild(&req, without(&all), legal.repair_rounds);
+        let bare_cov = coverage_of(&bare);
+        let bare_after = evaluate_with(&bare_cov, target, &corners, params, cancel)?;
+        if bare_after.l2 + bare_after.pvb <= after.l2 + after.pvb {
+            assists.removed_unhelpful = kept.len();
+            legal = bare;
+            coverage = bare_cov;
+            after = bare_after;
+        } else {
+            assists.polygons = kept.len();
+            assists.area_px = kept.iter().map(|&l| sizes[l]).sum();
+        }
+    }
+    let mask = Grid {
+        width: n,
+        height: n,
+        data: coverage.data.iter().map(|&v| u8::from(v >= 0.5)).collect(),
+    };
+    Ok(LegalOutcome {
+        ilt: IltOutcome {
+            mask,
+            before,
+            after,
+            iterations_run: run.iterations_run,
+            downsample: run.problem.ds as u32,
+            loss: run.loss,
+        },
+        legal,
+        coverage,
+        assists,
+    })
+}
+
+/// Pixels printed at any corner outside the target (where an assist would show).
+fn prints(
+    mask: &Grid<f32>,
+    target: &Grid<u8>,
+    corners: &[crate::imaging::Corner],
+    params: &IltParams,
+    cancel: &CancelToken,
+) -> Result<Vec<bool>, ImagingError> {
+    let job = LithoJob {
+        mask,
+        target: Some(target),
+        corners,
+        resist: params.resist,
+        keep: KeepImages {
+            printed: true,
+            ..KeepImages::default()
+        },
+    };
+    let out = CpuBackend::new().litho(&job, cancel, &|_| {})?;
+    let mut any = vec![false; mask.data.len()];
+    for c in &out.corners {
+        if let Some(p) = &c.printed {
+            for (a, &v) in any.iter_mut().zip(&p.data) {
+                *a |= v != 0;
+            }
+        }
+    }
+    Ok(any)
+}
+
+/// Metrics of a 0/1 or coverage mask (for callers that re-measure a written mask).
+///
+/// # Errors
+/// [`ImagingError`].
+pub fn evaluate_coverage(
+    coverage: &Grid<f32>,
+    target: &Grid<u8>,
+    model: &ModelKernels,
+    params: &IltParams,
+    cancel: &CancelToken,
+) -> Result<IltMetrics, ImagingError> {
+    evaluate_with(coverage, target, &corners(model, params), params, cancel)
+}

@@ -1,0 +1,532 @@
+//! Mask-rule legalization (MRC): turns an optimizer's binary mask into polygons that pass
+//! the deck's mask rules, checked with the same rules engine as `evaluate`
+//! ([`crate::rules::check_rule`] on the merged region).
+//!
+//! 1. **Projection.** Morphology at the pixel level sized from the rules: an opening
+//!    removes what is narrower than the width rule, a closing fills what is narrower
+//!    than the space and notch rules. For the Euclidean metric a rounded end of width
+//!    `w` is a width violation unless its radius is at least `d/√2` (two edges of a
+//!    cap that turn by more than 90° face each other across a chord of `√2·r`), so the
+//!    disks have that radius (docs/DECISIONS.md D85). Manhattan masks are snapped to a
+//!    grid of `grid_px` pixels first (so every edge, jog and segment is a multiple of
+//!    it) and use squares, whose corners the Euclidean check ignores (edges meeting at
+//!    90° are not compared).
+//! 2. **Small parts.** Islands below the area rule (or below one width square) are
+//!    removed, holes below it filled.
+//! 3. **Polygons.** Pixel boundaries traced per 4-connected component; curvilinear
+//!    loops simplified within one pixel (vertices stay on the pixel grid, so the
+//!    polygons are exact in dbu); holes joined by cut lines.
+//! 4. **The real check, then local repair.** Every mask rule runs on the polygons
+//!    (with the drawn context outside the window). Each remaining violation's
+//!    neighbourhood is opened or closed again with a larger element, up to
+//!    [`REPAIR_ROUNDS`] times; what still fails reverts to the drawn target there.
+//!    Whatever remains is returned in [`LegalMask::violations`]: the caller reports it,
+//!    it never passes as legal.
+//!
+//! Only pixels inside the window change.
+
+pub mod morph;
+mod polygonize;
+
+use reticle_layout::Polygon;
+
+use crate::rules::{AppliesTo, Metric, Region, Rule, RuleKind, Violation, check_rule};
+use crate::{CancelToken, Cancelled, Grid};
+
+pub use polygonize::PixelBox;
+
+/// Radius of the disks for a Euclidean rule of `d`, in units of `d`. Two edges of a
+/// rounded end whose directions differ by more than 90° are compared; on an arc of
+/// radius `r` drawn with edges that each turn by `α`, the nearest such pair is
+/// `2r·sin((90° − α)/2)` apart. With the half-pixel simplification `α` is about 25° at
+/// these radii, so `r ≥ 0.92·d`.
+const CAP_RADIUS: f64 = 0.92;
+
+/// Curvilinear simplification tolerance (pixels).
+const SIMPLIFY_PX: f64 = 1.0;
+
+/// Rounds of local repair by a stronger projection after the first check.
+pub const REPAIR_ROUNDS: u32 = 2;
+
+/// Rounds of repair by whole components after those.
+pub const COMPONENT_ROUNDS: u32 = 6;
+
+/// How the mask is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MaskStyle {
+    /// Smooth polygons of any angle (vertices on the pixel grid, within a pixel of the
+    /// legal pixel boundary).
+    #[default]
+    Curvilinear,
+    /// Axis-parallel polygons on a grid of [`LegalizeRequest::grid_px`] pixels: every
+    /// segment and jog at least that long (for variable-shaped-beam writers).
+    Manhattan,
+}
+
+/// The mask rules that shape the projection, in nm (from the deck's `applies_to: mask`
+/// rules on the optimized layer).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct MrcLimits {
+    /// Largest width rule (nm) and whether any width rule is Euclidean.
+    pub width_nm: f64,
+    /// Largest space rule (nm).
+    pub space_nm: f64,
+    /// Largest notch rule (nm).
+    pub notch_nm: f64,
+    /// Largest area rule (nm²).
+    pub area_nm2: f64,
+    /// Whether a width rule uses the Euclidean metric (rounded ends must be wider).
+    pub width_euclidean: bool,
+    /// Whether a space or notch rule uses the Euclidean metric.
+    pub space_euclidean: bool,
+}
+
+impl MrcLimits {
+    /// The limits of `rules` (only `applies_to: mask` width, space, notch and area
+    /// rules count; enclosure is checked but does not shape the projection).
+    #[must_use]
+    pub fn of(rules: &[Rule]) -> Self {
+        let mut l = Self::default();
+        for r in rules.iter().filter(|r| r.applies_to == AppliesTo::Mask) {
+            let euclid = r.metric == Metric::Euclidean;
+            match r.kind {
+                RuleKind::Width => {
+                    l.width_nm = l.width_nm.max(r.value);
+                    l.width_euclidean |= euclid;
+                }
+                RuleKind::Space => {
+                    l.space_nm = l.space_nm.max(r.value);
+                    l.space_euclidean |= euclid;
+                }
+                RuleKind::Notch => {
+                    l.notch_nm = l.notch_nm.max(r.value);
+                    l.space_euclidean |= euclid;
+                }
+                RuleKind::Area => l.area_nm2 = l.area_nm2.max(r.value),
+                _ => {}
+            }
+        }
+        l
+    }
+
+    /// Whether there is anything to legalize.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.width_nm <= 0.0 && self.space_nm <= 0.0 && self.notch_nm <= 0.0 && self.area_nm2 <= 0.0
+    }
+}
+
+/// What to legalize.
+#[derive(Debug, Clone, Copy)]
+pub struct LegalizeRequest<'a> {
+    /// The optimizer's binary mask on the whole frame.
+    pub proposal: &'a Grid<u8>,
+    /// The drawn target on the same frame (the mask outside the window, and the
+    /// fallback where repair fails).
+    pub target: &'a Grid<u8>,
+    /// The pixels that may change.
+    pub window: PixelBox,
+    /// The drawn polygons outside the window (dbu), exactly as drawn.
+    pub context: &'a [Polygon],
+    /// Left and bottom edge of pixel `(0, 0)` (dbu) and the pixel side (dbu).
+    pub origin_dbu: (f64, f64),
+    /// Pixel side in dbu.
+    pub pixel_dbu: f64,
+    /// Size of one dbu (nm).
+    pub dbu_nm: f64,
+    /// The mask rules of the optimized layer (`applies_to: mask`); others are ignored.
+    pub rules: &'a [Rule],
+    /// Mask style.
+    pub style: MaskStyle,
+    /// Manhattan grid (pixels): the shortest segment and jog.
+    pub grid_px: usize,
+}
+
+/// A legalized mask.
+#[derive(Debug, Clone)]
+pub struct LegalMask {
+    /// The mask as pixels (the drawn target outside the window).
+    pub pixels: Grid<u8>,
+    /// The window's polygons (dbu), one per component, holes joined by cut lines.
+    pub polygons: Vec<Polygon>,
+    /// Mask-rule violations left on `polygons ∪ context` (empty: legal).
+    pub violations: Vec<Violation>,
+    /// Repair rounds that ran.
+    pub repair_rounds: u32,
+    /// Holes that could not be joined to their hull (written as they are; 0 in practice).
+    pub unjoined_holes: usize,
+}
+
+impl LegalizeRequest<'_> {
+    fn px(&self, nm: f64) -> f64 {
+        nm / (self.pixel_dbu * self.dbu_nm)
+    }
+
+    fn mask_rules(&self) -> Vec<&Rule> {
+        self.rules
+            .iter()
+            .filter(|r| r.applies_to == AppliesTo::Mask && !matches!(r.kind, RuleKind::Epe | RuleKind::Pvband))
+            .collect()
+    }
+}
+
+/// Copies `from` into `into` inside `bx` (clamped to `window`).
+fn paste(into: &mut Grid<u8>, from: &Grid<u8>, bx: PixelBox, window: PixelBox) {
+    let (x0, y0) = (bx.0.max(window.0), bx.1.max(window.1));
+    let (x1, y1) = (bx.2.min(window.2), bx.3.min(window.3));
+    for y in y0..y1.max(y0) {
+        for x in x0..x1.max(x0) {
+            *into.at_mut(x, y) = *from.at(x, y);
+        }
+    }
+}
+
+/// `a` inside the window, `b` outside.
+fn inside_window(a: &Grid<u8>, b: &Grid<u8>, w: PixelBox) -> Grid<u8> {
+    let mut out = b.clone();
+    paste(&mut out, a, (0, 0, a.width, a.height), w);
+    out
+}
+
+/// Block majority on a grid of `g` pixels anchored at the window's corner.
+fn snap_to_grid(mask: &Grid<u8>, window: PixelBox, g: usize) -> Grid<u8> {
+    if g <= 1 {
+        return mask.clone();
+    }
+    let mut out = mask.clone();
+    let (x0, y0, x1, y1) = window;
+    let mut by = y0;
+    while by < y1 {
+        let ey = (by + g).min(y1);
+        let mut bx = x0;
+        while bx < x1 {
+            let ex = (bx + g).min(x1);
+            let mut set = 0usize;
+            for y in by..ey {
+                for x in bx..ex {
+                    set += usize::from(*mask.at(x, y) != 0);
+                }
+            }
+            let v = u8::from(2 * set >= (ex - bx) * (ey - by));
+            for y in by..ey {
+                for x in bx..ex {
+                    *out.at_mut(x, y) = v;
+                }
+            }
+            bx = ex;
+        }
+        by = ey;
+    }
+    out
+}
+
+/// Radius of the opening (width) and closing (space) disks, pixels.
+fn radii(req: &LegalizeRequest<'_>, limits: &MrcLimits, extra: f64) -> (f64, f64) {
+    let r = |d_nm: f64, euclid: bool| {
+        if d_nm <= 0.0 {
+            return 0.0;
+        }
+        let d = req.px(d_nm);
+        (if euclid { CAP_RADIUS * d } else { d / 2.0 }) + 1.0 + extra
+    };
+    (
+        r(limits.width_nm, limits.width_euclidean),
+        r(limits.space_nm.max(limits.notch_nm), limits.space_euclidean),
+    )
+}
+
+/// Opening then closing sized by the rules (plus `extra` pixels), Manhattan on squares.
+fn project(req: &LegalizeRequest<'_>, mask: &Grid<u8>, limits: &MrcLimits, extra: f64) -> Grid<u8> {
+    match req.style {
+        MaskStyle::Curvilinear => {
+            let (rw, rs) = radii(req, limits, extra);
+            let mut m = mask.clone();
+            if rw > 0.0 {
+                m = morph::open_disk(&m, rw);
+            }
+            if rs > 0.0 {
+                m = morph::close_disk(&m, rs);
+            }
+            // The closing bridges gaps just under its diameter with thin necks; a second
+            // opening cuts those (the gap they spanned is wide enough) and keeps the
+            // thick bridges over narrow gaps.
+            if rw > 0.0 && rs > 0.0 {
+                m = morph::open_disk(&m, rw);
+            }
+            m
+        }
+        MaskStyle::Manhattan => {
+            // Squares of a whole number of grid cells, one cell more than the rule.
+            let g = req.grid_px.max(1);
+            let cells = |d_nm: f64| -> usize {
+                if d_nm <= 0.0 {
+                    0
+                } else {
+                    (req.px(d_nm) / g as f64).floor() as usize + 1 + extra as usize
+                }
+            };
+            let mut m = snap_to_grid(mask, req.window, g);
+            let (cw, cs) = (cells(limits.width_nm), cells(limits.space_nm.max(limits.notch_nm)));
+            if cw > 0 {
+                m = morph::open_square(&m, cw * g);
+            }
+            if cs > 0 {
+                m = morph::close_square(&m, cs * g);
+            }
+            if cw > 0 && cs > 0 {
+                m = morph::open_square(&m, cw * g);
+            }
+            snap_to_grid(&m, req.window, g)
+        }
+    }
+}
+
+/// Removes islands and fills holes smaller than `min_px` pixels that lie inside the
+/// window (not touching its border).
+fn drop_small(mask: &mut Grid<u8>, window: PixelBox, min_px: usize) {
+    for fill in [false, true] {
+        let probe = Grid {
+            width: mask.width,
+            height: mask.height,
+            data: mask.data.iter().map(|&v| u8::from((v != 0) != fill)).collect(),
+        };
+        let (labels, sizes) = morph::components(&probe);
+        let mut touches = vec![false; sizes.len()];
+        let (x0, y0, x1, y1) = window;
+        for y in 0..mask.height {
+            for x in 0..mask.width {
+                let inside = x > x0 && y > y0 && x + 1 < x1 && y + 1 < y1;
+                if !inside {
+                    touches[labels[y * mask.width + x] as usize] = true;
+                }
+            }
+        }
+        for (i, v) in mask.data.iter_mut().enumerate() {
+            let l = labels[i] as usize;
+            if l != 0 && !touches[l] && sizes[l] < min_px {
+                *v = u8::from(fill);
+            }
+        }
+    }
+}
+
+/// Traces, simplifies and keyholes the window's pixels into polygons (dbu).
+fn polygons_of(req: &LegalizeRequest<'_>, mask: &Grid<u8>) -> (Vec<Polygon>, usize) {
+    let (labels, _) = morph::components(mask);
+    let loops = polygonize::trace(mask, req.window, &labels);
+    let (x0, y0, x1, y1) = req.window;
+    let on_border = |p: (i64, i64)| {
+        p.0 == x0 as i64 || p.0 == x1 as i64 || p.1 == y0 as i64 || p.1 == y1 as i64
+    };
+    let mut out = Vec::new();
+    let mut unjoined = 0;
+    for (hull, holes) in polygonize::group(loops) {
+        let simplify = |l: Vec<(i64, i64)>| match req.style {
+            MaskStyle::Curvilinear => polygonize::simplify(&l, SIMPLIFY_PX, on_border),
+            MaskStyle::Manhattan => l,
+        };
+        let hull = simplify(hull);
+        let holes: Vec<_> = holes.into_iter().map(simplify).collect();
+        let (poly, failed) = polygonize::keyhole(hull, holes);
+        let (ox, oy) = req.origin_dbu;
+        out.push(polygonize::to_dbu(&poly, ox, oy, req.pixel_dbu));
+        for h in failed {
+            unjoined += 1;
+            out.push(polygonize::to_dbu(&h, ox, oy, req.pixel_dbu));
+        }
+    }
+    (out, unjoined)
+}
+
+/// The union of `polygons` as whole polygons: one per merged polygon, its holes joined to
+/// its hull by cut lines (the GDSII convention; a reader that merges restores the
+/// holes). Returns the polygons, the number of holes and how many of them could not be
+/// joined (written as separate polygons then, which overstates the mask; 0 in practice).
+#[must_use]
+pub fn whole_polygons(polygons: &[Polygon]) -> (Vec<Polygon>, usize, usize) {
+    let region = Region::from_polygons(polygons);
+    let as_pairs = |pts: &[reticle_layout::Point]| -> Vec<(i64, i64)> {
+        pts.iter().map(|p| (p.x, p.y)).collect()
+    };
+    let to_poly = |pts: &[(i64, i64)]| {
+        Polygon::new(
+            pts.iter()
+                .map(|&(x, y)| reticle_layout::Point::new(x, y))
+                .collect(),
+        )
+    };
+    let (mut out, mut holes, mut unjoined) = (Vec::new(), 0, 0);
+    for m in region.polygons() {
+        holes += m.holes.len();
+        let (joined, failed) =
+            polygonize::keyhole(as_pairs(&m.hull), m.holes.iter().map(|h| as_pairs(h)).collect());
+        out.push(to_poly(&joined));
+        unjoined += failed.len();
+        out.extend(failed.iter().map(|h| to_poly(h)));
+    }
+    (out, holes, unjoined)
+}
+
+/// Runs every mask rule of `req` on `polygons ∪ context`.
+///
+/// # Panics
+/// Never: rules that cannot be checked geometrically are filtered out first.
+#[must_use]
+pub fn check(req: &LegalizeRequest<'_>, polygons: &[Polygon]) -> Vec<Violation> {
+    let mut all: Vec<Polygon> = req.context.to_vec();
+    all.extend_from_slice(polygons);
+    let region = Region::from_polygons(&all);
+    req.mask_rules()
+        .into_iter()
+        .filter(|r| r.kind != RuleKind::Enclosure)
+        .flat_map(|r| check_rule(r, &region, None, req.dbu_nm).unwrap_or_default())
+        .collect()
+}
+
+/// The pixel box of a violation, grown by `grow` pixels.
+fn violation_box(req: &LegalizeRequest<'_>, v: &Violation, grow: f64, w: usize, h: usize) -> PixelBox {
+    let (ox, oy) = req.origin_dbu;
+    let p = req.pixel_dbu;
+    let cl = |v: f64, n: usize| v.clamp(0.0, n as f64) as usize;
+    (
+        cl(((v.bbox.left as f64 - ox) / p - grow).floor(), w),
+        cl(((v.bbox.bottom as f64 - oy) / p - grow).floor(), h),
+        cl(((v.bbox.right as f64 - ox) / p + grow).ceil(), w),
+        cl(((v.bbox.top as f64 - oy) / p + grow).ceil(), h),
+    )
+}
+
+/// The polygons and the remaining violations of `mask` as it is (no projection, no
+/// repair): for a caller that removed whole components of a legal mask (assist
+/// features), which cannot create a violation, and checks anyway.
+#[must_use]
+pub fn rebuild(req: &LegalizeRequest<'_>, mask: Grid<u8>, repair_rounds: u32) -> LegalMask {
+    let (polygons, unjoined_holes) = polygons_of(req, &mask);
+    let violations = check(req, &polygons);
+    LegalMask {
+        pixels: mask,
+        polygons,
+        violations,
+        repair_rounds,
+        unjoined_holes,
+    }
+}
+
+/// Removes the assist components (touching no target pixel) that meet a violation's
+/// box, and puts the main components that do back to the drawn target.
+fn revert_components<'v>(
+    req: &LegalizeRequest<'_>,
+    mask: &mut Grid<u8>,
+    violations: impl Iterator<Item = &'v Violation>,
+    w: usize,
+    h: usize,
+) {
+    let (labels, sizes) = morph::components(mask);
+    let mut hit = vec![false; sizes.len()];
+    for v in violations {
+        let b = violation_box(req, v, 1.0, w, h);
+        for y in b.1..b.3 {
+            for x in b.0..b.2 {
+                hit[labels[y * w + x] as usize] = true;
+            }
+        }
+    }
+    hit[0] = false;
+    let mut main = vec![false; sizes.len()];
+    let mut bbox = vec![(usize::MAX, usize::MAX, 0usize, 0usize); sizes.len()];
+    for (i, &l) in labels.iter().enumerate() {
+        let l = l as usize;
+        if l == 0 || !hit[l] {
+            continue;
+        }
+        main[l] |= req.target.data[i] != 0;
+        let (x, y) = (i % w, i / w);
+        let b = &mut bbox[l];
+        *b = (b.0.min(x), b.1.min(y), b.2.max(x + 1), b.3.max(y + 1));
+    }
+    let (x0, y0, x1, y1) = req.window;
+    for (i, &l) in labels.iter().enumerate() {
+        let (x, y) = (i % w, i / w);
+        if hit[l as usize] && x >= x0 && x < x1 && y >= y0 && y < y1 {
+            mask.data[i] = 0;
+        }
+    }
+    for l in 1..sizes.len() {
+        if hit[l] && main[l] {
+            let b = bbox[l];
+            paste_or(mask, req.target, b, req.window);
+        }
+    }
+}
+
+/// Sets the target's pixels of `bx` (clamped to `window`) in `mask`.
+fn paste_or(mask: &mut Grid<u8>, target: &Grid<u8>, bx: PixelBox, window: PixelBox) {
+    for y in bx.1.max(window.1)..bx.3.min(window.3) {
+        for x in bx.0.max(window.0)..bx.2.min(window.2) {
+            if *target.at(x, y) != 0 {
+                *mask.at_mut(x, y) = 1;
+            }
+        }
+    }
+}
+
+/// Legalizes `req.proposal` (see the module docs).
+///
+/// # Errors
+/// [`Cancelled`].
+pub fn legalize(req: &LegalizeRequest<'_>, cancel: &CancelToken) -> Result<LegalMask, Cancelled> {
+    let limits = MrcLimits::of(req.rules);
+    let (w, h) = (req.proposal.width, req.proposal.height);
+    let mut mask = inside_window(req.proposal, req.target, req.window);
+    if req.style == MaskStyle::Manhattan {
+        mask = inside_window(&snap_to_grid(&mask, req.window, req.grid_px), req.target, req.window);
+    }
+    let min_island = {
+        let wpx = req.px(limits.width_nm).max(1.0);
+        let area_px = req.px(req.px(limits.area_nm2));
+        (wpx * wpx).max(area_px).ceil() as usize
+    };
+    if !limits.is_empty() {
+        mask = inside_window(&project(req, &mask, &limits, 0.0), req.target, req.window);
+        drop_small(&mut mask, req.window, min_island);
+    }
+    cancel.check()?;
+    let (mut polygons, mut unjoined) = polygons_of(req, &mask);
+    let mut violations = check(req, &polygons);
+    let mut rounds = 0;
+    let debug = std::env::var_os("RETICLE_DEBUG_MRC").is_some();
+    if debug { eprintln!("round 0: {}", violations.len()); for v in violations.iter().take(6) { eprintln!("   {} {:.1} {:?}", v.rule_id, v.measured, v.bbox); } }
+    let fixable = |v: &Violation, req: &LegalizeRequest<'_>| {
+        let b = violation_box(req, v, 0.0, w, h);
+        b.0 < req.window.2 && b.2 > req.window.0 && b.1 < req.window.3 && b.3 > req.window.1
+    };
+    while violations.iter().any(|v| fixable(v, req)) && rounds < REPAIR_ROUNDS + COMPONENT_ROUNDS {
+        cancel.check()?;
+        rounds += 1;
+        let grow = req.px(limits.width_nm.max(limits.space_nm).max(limits.notch_nm)).max(2.0);
+        if rounds <= REPAIR_ROUNDS {
+            // A stronger projection around what is wrong.
+            let stronger = project(req, &mask, &limits, f64::from(rounds));
+            for v in violations.iter().filter(|v| fixable(v, req)) {
+                paste(&mut mask, &stronger, violation_box(req, v, grow, w, h), req.window);
+            }
+            drop_small(&mut mask, req.window, min_island);
+        } else {
+            // Whole components: an assist feature involved goes, a main feature involved
+            // goes back to the drawn target (legal by itself); repeated, this ends with
+            // every conflict resolved.
+            revert_components(req, &mut mask, violations.iter().filter(|v| fixable(v, req)), w, h);
+        }
+        (polygons, unjoined) = polygons_of(req, &mask);
+        violations = check(req, &polygons);
+        if debug { eprintln!("round {rounds}: {}", violations.len()); }
+    }
+    Ok(LegalMask {
+        pixels: mask,
+        polygons,
+        violations,
+        repair_rounds: rounds,
+        unjoined_holes: unjoined,
+    })
+}
