@@ -231,12 +231,6 @@ pub fn run(bench: &IltBench) -> Result<IltReport, String> {
                         };
                         let o = optimize_legal(&clip.target, None, &model, params, &plan, &cancel, &mut |_| {})
                             .map_err(|e| e.to_string())?;
-                        if std::env::var_os("RETICLE_DEBUG_MRC").is_some() {
-                            eprintln!("rounds {} unjoined {}", o.legal.repair_rounds, o.legal.unjoined_holes);
-                            for v in o.legal.violations.iter().take(12) {
-                                eprintln!("  {} {:.1} {:?}", v.rule_id, v.measured, v.bbox);
-                            }
-                        }
                         Ok((
                             o.ilt.after,
                             o.legal.polygons,
