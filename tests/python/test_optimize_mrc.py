@@ -70,8 +70,8 @@ async def optimize_clips(release_bin, env, clips, style):
                 "render": "json",
             }
             result = await client.call_tool("optimize", args)
-            assert not result.isError, result.structuredContent
-            results[clip.stem] = result.structuredContent
+            assert not result.is_error, result.structured_content
+            results[clip.stem] = result.structured_content
     return results
 
 
@@ -143,14 +143,14 @@ async def test_optimize_of_a_violation_creates_no_mask_rule_record(release_bin, 
                 "model": {"kind": "kernels", "dir": str(clip.parent.parent / "kernels")},
             }
             report = await client.call_tool("evaluate", {**common, "report_level": "detailed", "wait": True, "render": "json"})
-            assert not report.isError, report.structuredContent
-            records = report.structuredContent["violations"]
+            assert not report.is_error, report.structured_content
+            records = report.structured_content["violations"]
             before_mask = [r for r in records if r["rule_id"] in MRC]
             assert before_mask == [], "the drawn clip passes the mask rules"
             target = next(r for r in records if r["rule_id"] == "M1.EPE.1")
             result = await client.call_tool("optimize", {"violation_id": target["violation_id"], "wait": True, "render": "json"})
-            assert not result.isError, result.structuredContent
-            out = result.structuredContent
+            assert not result.is_error, result.structured_content
+            out = result.structured_content
             assert out["target"]["resolved_from"] == "session_cache"
             assert out["mask_rules"]["records"] == 0, out["mask_rules"]
             new = [g for g in out["violations_after"]["by_rule"] if g["rule_id"] in MRC and g["records"]]

@@ -46,7 +46,7 @@ fn reported_metrics_equal_a_naive_resimulation_of_the_written_gdsii() {
         assert_eq!(out["mask_rules"]["records"], 0, "{out}");
 
         let gds = std::fs::read(out["state_after"]["mask_gds"]["path"].as_str().unwrap()).unwrap();
-        let lib = read_gds(&gds).unwrap();
+        let lib = read_gds(&gds, &reticle_layout::Limits::default()).unwrap();
         let polygons: Vec<Polygon> = lib.cells[0]
             .shapes
             .get(&LayerKey::new(1, 0))
@@ -59,7 +59,9 @@ fn reported_metrics_equal_a_naive_resimulation_of_the_written_gdsii() {
             .collect();
         assert_eq!(
             polygons.len() as u64,
-            out["state_after"]["polygons"]["gds_polygons"].as_u64().unwrap()
+            out["state_after"]["polygons"]["gds_polygons"]
+                .as_u64()
+                .unwrap()
         );
         let clip = iccad::load_clip(&clip_path).unwrap();
         let mask = rasterize_in(&polygons, &clip.frame);
@@ -76,8 +78,16 @@ fn reported_metrics_equal_a_naive_resimulation_of_the_written_gdsii() {
         };
         let again = naive::litho(&job, &CancelToken::new()).unwrap();
         let after = &out["metrics"]["after"];
-        assert_eq!(again.l2, after["l2_px"].as_u64(), "{style}: L2 of the re-read mask");
-        assert_eq!(again.pvb, after["pvb_px"].as_u64(), "{style}: PVB of the re-read mask");
+        assert_eq!(
+            again.l2,
+            after["l2_px"].as_u64(),
+            "{style}: L2 of the re-read mask"
+        );
+        assert_eq!(
+            again.pvb,
+            after["pvb_px"].as_u64(),
+            "{style}: PVB of the re-read mask"
+        );
         assert!(again.l2.unwrap() < out["metrics"]["before"]["l2_px"].as_u64().unwrap());
     }
 }

@@ -15,7 +15,9 @@ use reticle_kernel::metrics::{self, EpeConfig};
 use reticle_kernel::mrc::{self, LegalizeRequest, MaskStyle};
 use reticle_kernel::raster::rasterize_in;
 use reticle_kernel::rules::{Region, Rule, check_rule};
-use reticle_kernel::{CancelToken, Grid, ImagingBackend, KeepImages, LithoJob, ModelKernels, Resist, iccad};
+use reticle_kernel::{
+    CancelToken, Grid, ImagingBackend, KeepImages, LithoJob, ModelKernels, Resist, iccad,
+};
 use reticle_layout::Polygon;
 use serde::Serialize;
 
@@ -229,8 +231,16 @@ pub fn run(bench: &IltBench) -> Result<IltReport, String> {
                             pixel_dbu: clip.frame.pixel_nm,
                             dbu_nm: 1.0,
                         };
-                        let o = optimize_legal(&clip.target, None, &model, params, &plan, &cancel, &mut |_| {})
-                            .map_err(|e| e.to_string())?;
+                        let o = optimize_legal(
+                            &clip.target,
+                            None,
+                            &model,
+                            params,
+                            &plan,
+                            &cancel,
+                            &mut |_| {},
+                        )
+                        .map_err(|e| e.to_string())?;
                         Ok((
                             o.ilt.after,
                             o.legal.polygons,
@@ -276,7 +286,12 @@ pub fn run(bench: &IltBench) -> Result<IltReport, String> {
     let averages = bench
         .styles
         .iter()
-        .map(|&s| averages(style_name(s), rows.iter().filter(|r| r.style == style_name(s))))
+        .map(|&s| {
+            averages(
+                style_name(s),
+                rows.iter().filter(|r| r.style == style_name(s)),
+            )
+        })
         .collect();
     let k = before_rows.len().max(1) as f64;
     let target_average = IltAverages {

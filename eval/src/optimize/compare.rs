@@ -47,7 +47,11 @@ pub fn records_in_window<'a>(
 ) -> Vec<&'a Value> {
     records
         .iter()
-        .filter(|r| r["rule_id"].as_str().is_some_and(|id| rule_ids.iter().any(|i| i == id)))
+        .filter(|r| {
+            r["rule_id"]
+                .as_str()
+                .is_some_and(|id| rule_ids.iter().any(|i| i == id))
+        })
         .filter(|r| inside(loc(r), window_nm))
         .collect()
 }

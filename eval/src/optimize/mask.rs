@@ -2,8 +2,8 @@
 //! polygons of the ILT inside (`reticle_kernel::ilt::optimize_legal`), as the pieces the
 //! mask rules check and as the whole polygons GDSII gets.
 
-use reticle_kernel::raster::PixelFrame;
 use reticle_kernel::mrc::whole_polygons;
+use reticle_kernel::raster::PixelFrame;
 use reticle_kernel::rules::Region;
 use reticle_layout::clip::clip_polygon;
 use reticle_layout::{BBox, Point, Polygon};

@@ -111,4 +111,3 @@ pub(super) fn epe_violations_px(cps: &[Checkpoint], printed: &Grid<u8>, toleranc
         })
         .count() as u64
 }
-

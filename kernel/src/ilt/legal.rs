@@ -159,9 +159,7 @@ pub fn optimize_legal(
                 }
             }
         } else {
-            for l in 1..sizes.len() {
-                drop[l] = is_assist[l];
-            }
+            drop[1..].copy_from_slice(&is_assist[1..]);
         }
     }
     let legal_pixels = legal.pixels.clone();
@@ -179,7 +177,9 @@ pub fn optimize_legal(
     }
     let mut coverage = coverage_of(&legal);
     let mut after = evaluate_with(&coverage, target, &corners, params, cancel)?;
-    let kept: Vec<usize> = (1..sizes.len()).filter(|&l| is_assist[l] && !drop[l]).collect();
+    let kept: Vec<usize> = (1..sizes.len())
+        .filter(|&l| is_assist[l] && !drop[l])
+        .collect();
     if !kept.is_empty() {
         let mut all = drop.clone();
         for &l in &kept {

@@ -38,8 +38,8 @@ use crate::imaging::{Corner, ImagingBackend, ImagingError, KeepImages, LithoJob,
 use crate::metrics::EpeConfig;
 use crate::{CancelToken, CpuBackend, Grid, ModelKernels, Progress};
 
-pub use checkpoints::raster_checkpoints;
 use checkpoints::epe_violations_px;
+pub use checkpoints::raster_checkpoints;
 use problem::{Adam, Problem};
 
 pub use legal::{AssistSummary, LegalOutcome, MaskPlan, evaluate_coverage, optimize_legal};
@@ -352,4 +352,3 @@ pub(crate) fn evaluate_with(
         epe_violations: epe_violations_px(&cps, nominal, params.epe.tolerance_nm / px),
     })
 }
-

@@ -245,9 +245,16 @@ impl Problem {
     pub(super) fn binarised_smooth(&self, p: &[f64], target: &Grid<u8>) -> Grid<u8> {
         let (n, ds, nc) = (self.n, self.ds, self.nc);
         let value = |bx: isize, by: isize| -> f64 {
-            let (bx, by) = (bx.clamp(0, nc as isize - 1) as usize, by.clamp(0, nc as isize - 1) as usize);
+            let (bx, by) = (
+                bx.clamp(0, nc as isize - 1) as usize,
+                by.clamp(0, nc as isize - 1) as usize,
+            );
             let b = by * nc + bx;
-            if self.active[b] { p[b] } else { 2.0 * self.target[b] - 1.0 }
+            if self.active[b] {
+                p[b]
+            } else {
+                2.0 * self.target[b] - 1.0
+            }
         };
         let data = (0..n * n)
             .into_par_iter()
@@ -284,7 +291,11 @@ impl Problem {
     }
 
     /// The mask band (half `c`) of a coarse mask, frozen part included.
-    pub(super) fn band(&self, mc: &[f64], cancel: &CancelToken) -> Result<Vec<Complex64>, Cancelled> {
+    pub(super) fn band(
+        &self,
+        mc: &[f64],
+        cancel: &CancelToken,
+    ) -> Result<Vec<Complex64>, Cancelled> {
         let c = self.c;
         let side = 2 * c + 1;
         let mut b = real_band(mc, self.nc, c, cancel)?;
@@ -533,4 +544,3 @@ fn real_from_band(b: &[Complex64], half: usize, n: usize) -> Vec<f64> {
         });
     out
 }
-

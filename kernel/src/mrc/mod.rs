@@ -168,7 +168,10 @@ impl LegalizeRequest<'_> {
     fn mask_rules(&self) -> Vec<&Rule> {
         self.rules
             .iter()
-            .filter(|r| r.applies_to == AppliesTo::Mask && !matches!(r.kind, RuleKind::Epe | RuleKind::Pvband))
+            .filter(|r| {
+                r.applies_to == AppliesTo::Mask
+                    && !matches!(r.kind, RuleKind::Epe | RuleKind::Pvband)
+            })
             .collect()
     }
 }
@@ -269,7 +272,10 @@ fn project(req: &LegalizeRequest<'_>, mask: &Grid<u8>, limits: &MrcLimits, extra
                 }
             };
             let mut m = snap_to_grid(mask, req.window, g);
-            let (cw, cs) = (cells(limits.width_nm), cells(limits.space_nm.max(limits.notch_nm)));
+            let (cw, cs) = (
+                cells(limits.width_nm),
+                cells(limits.space_nm.max(limits.notch_nm)),
+            );
             if cw > 0 {
                 m = morph::open_square(&m, cw * g);
             }
@@ -291,7 +297,11 @@ fn drop_small(mask: &mut Grid<u8>, window: PixelBox, min_px: usize) {
         let probe = Grid {
             width: mask.width,
             height: mask.height,
-            data: mask.data.iter().map(|&v| u8::from((v != 0) != fill)).collect(),
+            data: mask
+                .data
+                .iter()
+                .map(|&v| u8::from((v != 0) != fill))
+                .collect(),
         };
         let (labels, sizes) = morph::components(&probe);
         let mut touches = vec![false; sizes.len()];
@@ -361,8 +371,10 @@ pub fn whole_polygons(polygons: &[Polygon]) -> (Vec<Polygon>, usize, usize) {
     let (mut out, mut holes, mut unjoined) = (Vec::new(), 0, 0);
     for m in region.polygons() {
         holes += m.holes.len();
-        let (joined, failed) =
-            polygonize::keyhole(as_pairs(&m.hull), m.holes.iter().map(|h| as_pairs(h)).collect());
+        let (joined, failed) = polygonize::keyhole(
+            as_pairs(&m.hull),
+            m.holes.iter().map(|h| as_pairs(h)).collect(),
+        );
         out.push(to_poly(&joined));
         unjoined += failed.len();
         out.extend(failed.iter().map(|h| to_poly(h)));
@@ -387,7 +399,13 @@ pub fn check(req: &LegalizeRequest<'_>, polygons: &[Polygon]) -> Vec<Violation> 
 }
 
 /// The pixel box of a violation, grown by `grow` pixels.
-fn violation_box(req: &LegalizeRequest<'_>, v: &Violation, grow: f64, w: usize, h: usize) -> PixelBox {
+fn violation_box(
+    req: &LegalizeRequest<'_>,
+    v: &Violation,
+    grow: f64,
+    w: usize,
+    h: usize,
+) -> PixelBox {
     let (ox, oy) = req.origin_dbu;
     let p = req.pixel_dbu;
     let cl = |v: f64, n: usize| v.clamp(0.0, n as f64) as usize;
@@ -483,7 +501,11 @@ pub fn legalize(req: &LegalizeRequest<'_>, cancel: &CancelToken) -> Result<Legal
     let (w, h) = (req.proposal.width, req.proposal.height);
     let mut mask = inside_window(req.proposal, req.target, req.window);
     if req.style == MaskStyle::Manhattan {
-        mask = inside_window(&snap_to_grid(&mask, req.window, req.grid_px), req.target, req.window);
+        mask = inside_window(
+            &snap_to_grid(&mask, req.window, req.grid_px),
+            req.target,
+            req.window,
+        );
     }
     let min_island = {
         let wpx = req.px(limits.width_nm).max(1.0);
@@ -505,12 +527,19 @@ pub fn legalize(req: &LegalizeRequest<'_>, cancel: &CancelToken) -> Result<Legal
     while violations.iter().any(|v| fixable(v, req)) && rounds < REPAIR_ROUNDS + COMPONENT_ROUNDS {
         cancel.check()?;
         rounds += 1;
-        let grow = req.px(limits.width_nm.max(limits.space_nm).max(limits.notch_nm)).max(2.0);
+        let grow = req
+            .px(limits.width_nm.max(limits.space_nm).max(limits.notch_nm))
+            .max(2.0);
         if rounds <= REPAIR_ROUNDS {
             // A stronger projection around what is wrong.
             let stronger = project(req, &mask, &limits, f64::from(rounds));
             for v in violations.iter().filter(|v| fixable(v, req)) {
-                paste(&mut mask, &stronger, violation_box(req, v, grow, w, h), req.window);
+                paste(
+                    &mut mask,
+                    &stronger,
+                    violation_box(req, v, grow, w, h),
+                    req.window,
+                );
             }
             drop_small(&mut mask, req.window, min_island);
         } else {
@@ -529,7 +558,14 @@ pub fn legalize(req: &LegalizeRequest<'_>, cancel: &CancelToken) -> Result<Legal
             } else {
                 req.target.clone()
             };
-            revert_components(req, &mut mask, &substitute, violations.iter().filter(|v| fixable(v, req)), w, h);
+            revert_components(
+                req,
+                &mut mask,
+                &substitute,
+                violations.iter().filter(|v| fixable(v, req)),
+                w,
+                h,
+            );
         }
         (polygons, unjoined) = polygons_of(req, &mask);
         violations = check(req, &polygons);
@@ -566,7 +602,7 @@ mod tests {
     fn proposal(n: usize) -> (Grid<u8>, Grid<u8>) {
         let mut p = Grid::filled(n, n, 0u8);
         let mut t = Grid::filled(n, n, 0u8);
-        let mut fill = |g: &mut Grid<u8>, x0: usize, y0: usize, x1: usize, y1: usize| {
+        let fill = |g: &mut Grid<u8>, x0: usize, y0: usize, x1: usize, y1: usize| {
             for y in y0..y1 {
                 for x in x0..x1 {
                     *g.at_mut(x, y) = 1;
@@ -587,7 +623,12 @@ mod tests {
         (p, t)
     }
 
-    fn request<'a>(p: &'a Grid<u8>, t: &'a Grid<u8>, rules: &'a [Rule], style: MaskStyle) -> LegalizeRequest<'a> {
+    fn request<'a>(
+        p: &'a Grid<u8>,
+        t: &'a Grid<u8>,
+        rules: &'a [Rule],
+        style: MaskStyle,
+    ) -> LegalizeRequest<'a> {
         LegalizeRequest {
             proposal: p,
             target: t,
@@ -607,15 +648,28 @@ mod tests {
         let rules = rules();
         let (p, t) = proposal(256);
         let req = request(&p, &t, &rules, MaskStyle::Curvilinear);
-        assert!(!check(&req, &rebuild(&req, p.clone(), 0).polygons).is_empty(), "the proposal breaks the rules");
+        assert!(
+            !check(&req, &rebuild(&req, p.clone(), 0).polygons).is_empty(),
+            "the proposal breaks the rules"
+        );
         for style in [MaskStyle::Curvilinear, MaskStyle::Manhattan] {
             let req = request(&p, &t, &rules, style);
             let legal = legalize(&req, &CancelToken::new()).expect("not cancelled");
-            assert!(legal.violations.is_empty(), "{style:?}: {:?}", legal.violations);
+            assert!(
+                legal.violations.is_empty(),
+                "{style:?}: {:?}",
+                legal.violations
+            );
             // The independent check of the returned polygons agrees.
             let region = Region::from_polygons(&legal.polygons);
             for r in &rules {
-                assert!(check_rule(r, &region, None, 1.0).expect("geometric").is_empty(), "{style:?} {}", r.id);
+                assert!(
+                    check_rule(r, &region, None, 1.0)
+                        .expect("geometric")
+                        .is_empty(),
+                    "{style:?} {}",
+                    r.id
+                );
             }
             // The wide bars are still there; the speck and the sliver are gone.
             assert_eq!(*legal.pixels.at(50, 100), 1);
@@ -652,14 +706,30 @@ mod tests {
             ..request(&p, &t, &rules, MaskStyle::Curvilinear)
         };
         let legal = legalize(&req, &CancelToken::new()).expect("not cancelled");
-        assert!(legal.violations.iter().any(|v| v.rule_id == "W"), "{:?}", legal.violations);
+        assert!(
+            legal.violations.iter().any(|v| v.rule_id == "W"),
+            "{:?}",
+            legal.violations
+        );
     }
 
     #[test]
     fn whole_polygons_join_holes_by_cut_lines() {
         // A square ring as four rectangles.
-        let r = |l, b, rr, t| Polygon::new(vec![Point::new(l, b), Point::new(rr, b), Point::new(rr, t), Point::new(l, t)]);
-        let pieces = vec![r(0, 0, 100, 30), r(0, 70, 100, 100), r(0, 30, 30, 70), r(70, 30, 100, 70)];
+        let r = |l, b, rr, t| {
+            Polygon::new(vec![
+                Point::new(l, b),
+                Point::new(rr, b),
+                Point::new(rr, t),
+                Point::new(l, t),
+            ])
+        };
+        let pieces = vec![
+            r(0, 0, 100, 30),
+            r(0, 70, 100, 100),
+            r(0, 30, 30, 70),
+            r(70, 30, 100, 70),
+        ];
         let (whole, holes, unjoined) = whole_polygons(&pieces);
         assert_eq!((whole.len(), holes, unjoined), (1, 1, 0));
         assert_eq!(whole[0].signed_area2().abs(), 2 * (100 * 100 - 40 * 40));

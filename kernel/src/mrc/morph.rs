@@ -324,7 +324,11 @@ mod tests {
     fn components_are_four_connected() {
         let g = grid(&["#..#", "#.#.", "##.."]);
         let (_, sizes) = components(&g);
-        assert_eq!(sizes.len() - 1, 3, "two diagonal pixels are separate components");
+        assert_eq!(
+            sizes.len() - 1,
+            3,
+            "two diagonal pixels are separate components"
+        );
         assert_eq!(sizes[1..].iter().sum::<usize>(), 6);
     }
 }

@@ -13,6 +13,15 @@ use crate::Grid;
 /// Pixels `[x0, x1) × [y0, y1)`.
 pub type PixelBox = (usize, usize, usize, usize);
 
+/// A vertex in pixel-corner coordinates.
+type Vertex = (i64, i64);
+
+/// A closed loop of vertices.
+type Ring = Vec<Vertex>;
+
+/// A component's hull and holes.
+pub(super) type HullAndHoles = (Ring, Vec<Ring>);
+
 /// One traced loop in pixel-corner coordinates, with its component label.
 #[derive(Debug, Clone)]
 pub(super) struct Loop {
@@ -44,8 +53,8 @@ pub(super) fn trace(mask: &Grid<u8>, window: PixelBox, labels: &[u32]) -> Vec<Lo
             && y < y1 as i64
             && *mask.at(x as usize, y as usize) != 0
     };
-    // Outgoing unit edges per vertex: (dx, dy, component).
-    let mut out: HashMap<(i64, i64), Vec<(i64, i64, u32)>> = HashMap::new();
+    // Outgoing unit steps (dx, dy) and the component on their left, per vertex.
+    let mut out: HashMap<Vertex, Vec<(i64, i64, u32)>> = HashMap::new();
     let label = |x: i64, y: i64| labels[y as usize * w + x as usize];
     for y in y0 as i64..=y1 as i64 {
         for x in x0 as i64..x1 as i64 {
@@ -53,7 +62,9 @@ pub(super) fn trace(mask: &Grid<u8>, window: PixelBox, labels: &[u32]) -> Vec<Lo
             if above && !below {
                 out.entry((x, y)).or_default().push((1, 0, label(x, y)));
             } else if below && !above {
-                out.entry((x + 1, y)).or_default().push((-1, 0, label(x, y - 1)));
+                out.entry((x + 1, y))
+                    .or_default()
+                    .push((-1, 0, label(x, y - 1)));
             }
         }
     }
@@ -63,7 +74,9 @@ pub(super) fn trace(mask: &Grid<u8>, window: PixelBox, labels: &[u32]) -> Vec<Lo
             if left && !right {
                 out.entry((x, y)).or_default().push((0, 1, label(x - 1, y)));
             } else if right && !left {
-                out.entry((x, y + 1)).or_default().push((0, -1, label(x, y)));
+                out.entry((x, y + 1))
+                    .or_default()
+                    .push((0, -1, label(x, y)));
             }
         }
     }
@@ -150,7 +163,11 @@ fn dp(pts: &[(i64, i64)], a: usize, b: usize, tol2: f64, keep: &mut [bool]) {
 /// Simplifies a closed loop: vertices where `anchor` holds are kept, and so is every
 /// vertex needed to stay within `tolerance` of the staircase. A loop with no anchor is
 /// anchored at its first vertex and the vertex farthest from it.
-pub(super) fn simplify(points: &[(i64, i64)], tolerance: f64, anchor: impl Fn((i64, i64)) -> bool) -> Vec<(i64, i64)> {
+pub(super) fn simplify(
+    points: &[(i64, i64)],
+    tolerance: f64,
+    anchor: impl Fn((i64, i64)) -> bool,
+) -> Vec<(i64, i64)> {
     let n = points.len();
     if n <= 4 {
         return points.to_vec();
@@ -264,7 +281,7 @@ fn inside2(loop_: &[(i64, i64)], p2: (i64, i64)) -> bool {
 /// Joins each hole to the outer loop by a cut line between two vertices that see each
 /// other, so that the component is one polygon. Holes that cannot be joined are
 /// returned as they are (the caller counts them).
-pub(super) fn keyhole(hull: Vec<(i64, i64)>, holes: Vec<Vec<(i64, i64)>>) -> (Vec<(i64, i64)>, Vec<Vec<(i64, i64)>>) {
+pub(super) fn keyhole(hull: Vec<(i64, i64)>, holes: Vec<Vec<(i64, i64)>>) -> HullAndHoles {
     let mut outer = hull;
     let mut pending = holes;
     // Holes with the largest x first (any order works; this one keeps cuts short).
@@ -273,7 +290,9 @@ pub(super) fn keyhole(hull: Vec<(i64, i64)>, holes: Vec<Vec<(i64, i64)>>) -> (Ve
     let mut remaining: Vec<Vec<(i64, i64)>> = pending.clone();
     for hole in pending {
         remaining.remove(0);
-        let hi = (0..hole.len()).max_by_key(|&i| (hole[i].0, hole[i].1)).unwrap_or(0);
+        let hi = (0..hole.len())
+            .max_by_key(|&i| (hole[i].0, hole[i].1))
+            .unwrap_or(0);
         let h = hole[hi];
         let mut cands: Vec<usize> = (0..outer.len()).collect();
         cands.sort_by_key(|&i| {
@@ -315,8 +334,8 @@ pub(super) fn keyhole(hull: Vec<(i64, i64)>, holes: Vec<Vec<(i64, i64)>>) -> (Ve
 }
 
 /// The traced loops of one component: its hull (counter-clockwise, the largest) and holes.
-pub(super) fn group(loops: Vec<Loop>) -> Vec<(Vec<(i64, i64)>, Vec<Vec<(i64, i64)>>)> {
-    let mut by: std::collections::BTreeMap<u32, (Option<Vec<(i64, i64)>>, Vec<Vec<(i64, i64)>>)> =
+pub(super) fn group(loops: Vec<Loop>) -> Vec<HullAndHoles> {
+    let mut by: std::collections::BTreeMap<u32, (Option<Ring>, Vec<Ring>)> =
         std::collections::BTreeMap::new();
     for l in loops {
         let e = by.entry(l.component).or_default();

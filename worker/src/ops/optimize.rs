@@ -109,7 +109,9 @@ fn mask_png(target: &Grid<u8>, after: &Grid<u8>, px: PixelWindow) -> Result<Vec<
 fn mask_rules_unmet(unmet: &[&Value], window_nm: [f64; 4]) -> ToolError {
     let mut by_rule: std::collections::BTreeMap<&str, usize> = Default::default();
     for r in unmet {
-        *by_rule.entry(r["rule_id"].as_str().unwrap_or("")).or_default() += 1;
+        *by_rule
+            .entry(r["rule_id"].as_str().unwrap_or(""))
+            .or_default() += 1;
     }
     let records: Vec<Value> = unmet
         .iter()
