@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
+use reticle_protocol::paths::{Refusal, resolve_under};
 use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::json;
 
@@ -168,23 +169,19 @@ impl AllowedRoots {
             .with_details(json!({"path": raw}))
         })?;
         let (roots, source) = self.snapshot();
-        let resolved = path.canonicalize().map_err(|e| {
-            ToolError::new(
+        resolve_under(&path, &roots).map_err(|refusal| match refusal {
+            Refusal::Unresolved { source: e, .. } => ToolError::new(
                 ErrorCode::FileNotFound,
                 format!("cannot open {}: {e}", path.display()),
             )
-            .with_details(json!({"path": path}))
-        })?;
-        if roots.iter().any(|root| resolved.starts_with(root)) {
-            Ok(resolved)
-        } else {
-            Err(ToolError::new(
+            .with_details(json!({"path": path})),
+            Refusal::Outside { resolved, .. } => ToolError::new(
                 ErrorCode::PathNotAllowed,
                 format!("{} is outside the allowed roots", path.display()),
             )
             .with_details(json!({"path": path, "resolved": resolved, "allowed_roots": roots, "roots_source": source}))
-            .recoverable(false))
-        }
+            .recoverable(false),
+        })
     }
 }
 

@@ -20,7 +20,8 @@ use crate::dispatch::{
     Dispatcher, Executor, FanOut, LocalPool, Scope, SlurmExecutor, SlurmSettings, Unit,
 };
 use crate::supervisor::{Supervisor, SupervisorConfig, WorkerStderr};
-use crate::tools::evaluate::{Imaging, OP, deck_is_path, imaging, table};
+use crate::tools::evaluate::{OP, deck_is_path, table};
+use crate::tools::imaging::{Imaging, take_imaging};
 use crate::tools::schema_errors;
 
 /// Output format of `reticle eval`.
@@ -221,11 +222,10 @@ pub fn eval(opts: &EvalArgs) -> ExitCode {
         Err(code) => return code,
     };
     let format = opts.format;
-    let tiled = imaging(args.as_object().unwrap_or(&Map::new())) == Imaging::Tiles;
     let mut args = args;
-    if let Some(m) = args.as_object_mut() {
-        m.remove("tiling");
-    }
+    let tiled = args
+        .as_object_mut()
+        .is_some_and(|m| take_imaging(m) == Imaging::Tiles);
     let job_dir = if tiled {
         match prepare_out(&opts.out) {
             Ok(dir) => Some(dir),
@@ -273,10 +273,12 @@ pub fn eval(opts: &EvalArgs) -> ExitCode {
         let local: Arc<dyn Executor> =
             Arc::new(LocalPool::with_supervisor(Arc::clone(&supervisor)));
         let dispatcher = if slurm {
+            // The command line never reexecs: its handover flag is never set.
             Dispatcher::new(Arc::new(SlurmExecutor::new(
                 local,
                 SlurmSettings::configured(),
                 None,
+                crate::handover::Handover::new(),
             )))
         } else {
             Dispatcher::new(local)

@@ -20,6 +20,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use reticle_protocol::sync::lock;
 use serde_json::{Map, Value, json};
 
 /// File name of the live event log inside the log directory.
@@ -181,10 +182,7 @@ impl EventLog {
     /// Appends one record of kind `event` with `fields` (an object; other values are
     /// stored under `"data"`). Returns the record's `seq`.
     pub fn record(&self, event: &str, fields: Value) -> u64 {
-        let mut sink = self
-            .sink
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut sink = lock(&self.sink);
         // Numbered under the lock: seq order is file order.
         let seq = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
         let mut record = Map::new();
@@ -230,10 +228,7 @@ impl EventLog {
 
     /// Forces written records to the disk (before a reexec or exit).
     pub fn sync(&self) {
-        let sink = self
-            .sink
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let sink = lock(&self.sink);
         if let Some(s) = sink.as_ref() {
             let _ = s.file.sync_data();
         }

@@ -14,18 +14,15 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use reticle_protocol::sync::lock;
 use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::json;
 
 /// The directories of running jobs.
 type InUse = Arc<Mutex<HashSet<PathBuf>>>;
-
-fn lock(in_use: &InUse) -> std::sync::MutexGuard<'_, HashSet<PathBuf>> {
-    in_use.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// A job's artifact directory, in use (never swept) while this guard lives; the job
 /// holds it to its end, however the job ends.
@@ -86,10 +83,7 @@ impl JobDirs {
     /// `TOOL_LIMIT_EXCEEDED` when running jobs' directories alone fill the quota;
     /// `INTERNAL_ERROR` when the directory cannot be made.
     pub fn create(&self, jobs: &Path, prefix: &str) -> Result<JobDir, ToolError> {
-        let _admission = self
-            .admission
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _admission = lock(&self.admission);
         let used = self.sweep(jobs);
         if used >= self.max_bytes {
             return Err(ToolError::new(

@@ -22,12 +22,13 @@
 //! counters, so the journal's memory is bounded by the work in flight.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use libmcp::{
     ExecutionKnowledge, ProbeResolution, ReplayAllowance, ReplayContract, RequestDisposition,
     request_disposition,
 };
+use reticle_protocol::sync::lock;
 use serde_json::{Value, json};
 
 /// What the host knows about one run of work: the request itself (host-side
@@ -159,7 +160,7 @@ impl Journal {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.inner)
     }
 
     /// Opens an entry for a request under `contract` (not dispatched yet). The

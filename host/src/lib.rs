@@ -16,6 +16,7 @@ pub mod demo_cli;
 pub mod dispatch;
 pub mod eval_cli;
 pub mod events;
+pub mod handover;
 pub mod http;
 pub mod job_dirs;
 pub mod jobs;

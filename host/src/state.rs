@@ -5,18 +5,20 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use libmcp::{
     Fault, FaultClass, FaultCode, Generation, HealthSnapshot, LifecycleState, OperationalLedger,
     RecoveryHint, RolloutState, RpcMethod, TelemetrySnapshot, WorkerHandshakePhase,
 };
+use reticle_protocol::sync::lock;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::assets::SchemaCatalog;
 use crate::events::{EventLog, iso_now, unix_ms};
+use crate::handover::Handover;
 use crate::supervisor::{SlotState, SupervisorEvent};
 use crate::workers::WorkerPool;
 
@@ -107,9 +109,9 @@ pub struct HostState {
     reexecs: AtomicU64,
     ledger: Mutex<OperationalLedger>,
     history: Mutex<History>,
-    /// Set when the session is being handed to the next image: requests stopped from
-    /// then on are not finished here (the next image finishes their records).
-    handing_over: std::sync::atomic::AtomicBool,
+    /// The host's handover flag: requests stopped once it is set are not finished
+    /// here (the next image finishes their records).
+    handover: Handover,
     /// Transport counters.
     pub frames: FrameCounters,
     in_flight: AtomicU64,
@@ -119,10 +121,6 @@ pub struct HostState {
     pub events: Arc<EventLog>,
     /// Published schemas (read once at start).
     pub schemas: SchemaCatalog,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl HostState {
@@ -135,7 +133,7 @@ impl HostState {
             reexecs: AtomicU64::new(0),
             ledger: Mutex::new(OperationalLedger::new(Generation::genesis())),
             history: Mutex::new(History::default()),
-            handing_over: std::sync::atomic::AtomicBool::new(false),
+            handover: Handover::new(),
             frames: FrameCounters::default(),
             in_flight: AtomicU64::new(0),
             log_file,
@@ -257,7 +255,14 @@ impl HostState {
     /// From now on, requests that stop unfinished are being handed to the next image
     /// (reexec): their records stay open in the ledger the snapshot carries.
     pub fn begin_handover(&self) {
-        self.handing_over.store(true, Ordering::SeqCst);
+        self.handover.begin();
+    }
+
+    /// The host's one handover flag, for what else must know of it (the job table, a
+    /// Slurm executor).
+    #[must_use]
+    pub fn handover(&self) -> &Handover {
+        &self.handover
     }
 
     /// Requests being processed now.
@@ -596,7 +601,7 @@ impl RequestRecord<'_> {
 
 impl Drop for RequestRecord<'_> {
     fn drop(&mut self) {
-        if !self.finished && self.state.handing_over.load(Ordering::SeqCst) {
+        if !self.finished && self.state.handover.started() {
             // Handed to the next image, which records the outcome (`resume`).
             self.finished = true;
             self.state.in_flight.fetch_sub(1, Ordering::Relaxed);

@@ -4,8 +4,9 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
+use reticle_protocol::sync::lock;
 use reticle_protocol::{ErrorCode, ToolError};
 use tokio::sync::OnceCell;
 
@@ -86,11 +87,7 @@ impl WorkerPool {
             .get_or_init(|| async {
                 let mut config = SupervisorConfig::configured().map_err(|e| e.to_string())?;
                 config.events = self.hook.clone();
-                let release = self
-                    .release
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .clone();
+                let release = lock(&self.release).clone();
                 if let Some(current) = release.current {
                     config.worker_exe = current;
                 }
@@ -133,11 +130,7 @@ impl WorkerPool {
                     previous: r.previous_exe.map(PathBuf::from),
                 }
             }
-            _ => self
-                .release
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone(),
+            _ => lock(&self.release).clone(),
         }
     }
 

@@ -42,7 +42,7 @@ pub use fanout::FanOut;
 pub use local::LocalPool;
 pub use replay::{Probe, ProbeOutcome};
 pub use scope::{Scope, ScopeKind};
-pub use slurm::{SlurmExecutor, SlurmSettings, hand_over};
+pub use slurm::{SlurmExecutor, SlurmSettings};
 
 use replay::AfterLoss;
 
@@ -215,6 +215,7 @@ impl Dispatcher {
                 limits: crate::limits::job_limits(),
             },
             total,
+            journal: scope.journal().clone(),
         };
         let running = self.executor.run_tiles(batch, done)?;
         if let Err(e) = self.executor.ready().await {
@@ -222,13 +223,14 @@ impl Dispatcher {
         }
         scope.running();
         self.counters.units.fetch_add(total, Ordering::Relaxed);
-        let result = running.await;
-        Some(result.map(|stats| {
-            let c = &self.counters;
-            c.attempts.fetch_add(stats.attempts, Ordering::Relaxed);
-            c.replays.fetch_add(stats.replays, Ordering::Relaxed);
-            c.worker_losses.fetch_add(stats.losses, Ordering::Relaxed);
-        }))
+        let (stats, result) = running.await;
+        let c = &self.counters;
+        c.attempts.fetch_add(stats.attempts, Ordering::Relaxed);
+        c.replays.fetch_add(stats.replays, Ordering::Relaxed);
+        c.worker_losses.fetch_add(stats.losses, Ordering::Relaxed);
+        c.stopped_over_limit
+            .fetch_add(stats.stopped_over_limit, Ordering::Relaxed);
+        Some(result)
     }
 
     /// Runs `unit` under `scope` to its end and returns the worker's payload.
@@ -294,21 +296,17 @@ impl Dispatcher {
                 Err(ExecutorError::Lost(loss)) => *loss,
             };
             self.counters.worker_losses.fetch_add(1, Ordering::Relaxed);
-            if !loss.cause.replayable() {
-                // The host stopped the run over a limit (D26): its outcome is known (it
-                // did not finish) and a replay would go over the limit again.
-                self.counters
-                    .stopped_over_limit
-                    .fetch_add(1, Ordering::Relaxed);
-                journal.dispatched();
-                journal.completed();
-                return Err(loss.error);
-            }
             match replay::after_loss(&journal, &loss, unit.probe.as_ref(), unit.max_attempts, run)
                 .await
             {
                 AfterLoss::Replay => {
                     self.counters.replays.fetch_add(1, Ordering::Relaxed);
+                }
+                AfterLoss::OverLimit(error) => {
+                    self.counters
+                        .stopped_over_limit
+                        .fetch_add(1, Ordering::Relaxed);
+                    return Err(error);
                 }
                 AfterLoss::Done(result) => return result,
             }

@@ -3,8 +3,10 @@
 //! when the host stops.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use reticle_protocol::sync::lock;
 
 use super::auth::Principal;
 use super::client::{Client, ClientKey};
@@ -61,10 +63,6 @@ pub struct Hub {
     pub limits: HttpLimits,
     /// Set when the host stops: no new client is made.
     closed: std::sync::atomic::AtomicBool,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Hub {

@@ -8,13 +8,14 @@ use std::time::{Duration, Instant};
 
 use libmcp::{ProbeResolution, ReplayContract, RequestDisposition};
 use reticle_protocol::ToolError;
+use reticle_protocol::sync::lock;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::era::{self, LogLevel, RequestMeta, request_meta};
 use super::requests::{InFlight, InFlightRequest, ledger_key_of};
-use super::server::{RunEnd, Server, StopReason, lock, log_join};
+use super::server::{RunEnd, Server, StopReason, log_join};
 use crate::dispatch::ProbeOutcome;
 use crate::jobs::{JobOptions, JobRecord, JobStatus, RestoredJob};
 use crate::reexec::{PendingRequest, ServerSnapshot, SessionSnapshot, TaskWatch};

@@ -4,10 +4,11 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use reticle_protocol::sync::lock;
 use serde_json::{Map, Value, json};
 
 use super::era::{self, LogLevel, META_SERVER_INFO, RequestMeta, RpcError, negotiate_legacy};
-use super::server::{Server, lock};
+use super::server::Server;
 use super::tasks::{self, TASKS_EXTENSION};
 use crate::journal::JournalHandle;
 use crate::tools::{TaskRequest, TaskSupport};

@@ -6,11 +6,12 @@ use std::future::Future;
 use std::sync::{Arc, OnceLock};
 
 use libmcp::ReplayContract;
+use reticle_protocol::sync::lock;
 use serde_json::{Map, Value, json};
 use tokio::task::{AbortHandle, JoinSet};
 
 use super::era::{RequestMeta, RpcError, request_meta};
-use super::server::{Server, lock};
+use super::server::Server;
 use crate::state::FrameCounters;
 use crate::transport::jsonrpc::{self, INVALID_REQUEST, METHOD_NOT_FOUND};
 

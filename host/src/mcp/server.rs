@@ -11,9 +11,10 @@
 //! reexec handover ([`super::handover`]).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use reticle_protocol::sync::lock;
 use serde_json::{Map, Value, json};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
@@ -129,10 +130,6 @@ pub struct Server {
     pub(super) task_watches: Arc<Mutex<HashMap<String, Option<Value>>>>,
 }
 
-pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl Server {
     /// A server writing to `out`, for the client that sees `scope`, with the dispatcher
     /// the configuration names (the stdio host: one client, one server).
@@ -174,7 +171,7 @@ impl Server {
         journal.on_replay(move |method| replays.record_replay(method));
         Self {
             shared: ToolShared {
-                jobs: Jobs::with_events(job_ttl, events),
+                jobs: Jobs::with_events(job_ttl, events, state.handover().clone()),
                 state,
                 scope,
                 out,
@@ -258,8 +255,6 @@ impl Server {
             }
         };
         if reason == StopReason::Reexec {
-            // Cluster arrays outlive this image: the next one follows them (D63).
-            crate::dispatch::hand_over();
             let mut end = self.hand_over(frames, pump, tasks).await;
             end.reexec_bin = reexec_bin;
             return Ok(end);
@@ -524,10 +519,12 @@ pub fn configured_dispatcher(workers: &Arc<WorkerPool>, state: &HostState) -> Ar
     let local: Arc<dyn Executor> = Arc::new(LocalPool::new(Arc::clone(workers)));
     match crate::config::current().executor.kind {
         crate::config::ExecutorKind::Local => Dispatcher::new(local),
+        // Cluster arrays outlive this image at a reexec: the next one follows them (D63).
         crate::config::ExecutorKind::Slurm => Dispatcher::new(Arc::new(SlurmExecutor::new(
             local,
             SlurmSettings::configured(),
             Some(Arc::clone(&state.events)),
+            state.handover().clone(),
         ))),
     }
 }

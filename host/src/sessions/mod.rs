@@ -15,9 +15,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use reticle_protocol::sync::lock;
 use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::{Value, json};
 
@@ -222,7 +223,7 @@ impl Sessions {
     }
 
     fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.inner)
     }
 
     /// The artifact root, created (0700) and canonical.

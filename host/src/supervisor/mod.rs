@@ -68,9 +68,10 @@ mod wire;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use reticle_protocol::sync::lock;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
@@ -78,7 +79,7 @@ pub use config::{
     JOB_TIMEOUT_ENV, MAX_WORKERS, SupervisorConfig, WORKER_ALLOCATOR, WORKER_BIN_ENV,
     WORKER_MEMORY_ENV, WORKERS_ENV, WorkerStderr, default_worker_exe,
 };
-pub use error::{CancelKind, DeathCause, ResourceLimit, SupervisorError};
+pub use error::{CancelKind, DeathCause, ResourceLimit, SupervisorError, lost_run_error};
 pub use notify::{EventHook, SupervisorEvent};
 pub use process::worker_environment;
 pub use reticle_protocol::wire::{JobContext, JobLimits, JobOutcome, RunRequest};
@@ -194,11 +195,11 @@ impl Inner {
     }
 
     fn jobs(&self) -> std::sync::MutexGuard<'_, HashMap<String, AttemptEntry>> {
-        self.jobs.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.jobs)
     }
 
     fn slots(&self) -> std::sync::MutexGuard<'_, Vec<Arc<SlotShared>>> {
-        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.slots)
     }
 
     fn slot(&self, id: usize) -> Option<Arc<SlotShared>> {
@@ -206,7 +207,7 @@ impl Inner {
     }
 
     fn release(&self) -> std::sync::MutexGuard<'_, Release> {
-        self.release.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.release)
     }
 
     /// Reports `event` to the configured hook.
@@ -244,10 +245,7 @@ impl Inner {
             mode_rx,
         );
         let task = tokio::spawn(slot.run(ready_tx));
-        self.tasks
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(id, task);
+        lock(&self.tasks).insert(id, task);
         (id, ready_rx)
     }
 }
@@ -441,15 +439,8 @@ impl Supervisor {
         let workers = slots
             .iter()
             .map(|slot| {
-                let mut s = slot
-                    .status
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .clone();
-                let heard = *slot
-                    .last_heard
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
+                let mut s = lock(&slot.status).clone();
+                let heard = *lock(&slot.last_heard);
                 s.last_heartbeat_age_ms = heard
                     .filter(|_| s.pid.is_some())
                     .map(|t| u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX));
@@ -479,13 +470,7 @@ impl Supervisor {
     /// the runtime directories are removed. Queued jobs fail with `ShuttingDown`.
     pub async fn shutdown(&self) {
         self.inner.shutdown.send_replace(true);
-        let tasks = std::mem::take(
-            &mut *self
-                .inner
-                .tasks
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
+        let tasks = std::mem::take(&mut *lock(&self.inner.tasks));
         for (_, task) in tasks {
             let _ = task.await;
         }
@@ -504,13 +489,7 @@ impl Drop for Supervisor {
     fn drop(&mut self) {
         self.inner.shutdown.send_replace(true);
         process::kill_all(&self.inner.live_groups);
-        for (_, task) in self
-            .inner
-            .tasks
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .drain()
-        {
+        for (_, task) in lock(&self.inner.tasks).drain() {
             task.abort();
         }
     }

@@ -229,7 +229,10 @@ impl Tool {
     }
 
     /// The `tools/list` entry; `with_task_support` adds 2025-11-25's
-    /// `execution.taskSupport` to tools that may run as tasks.
+    /// `execution.taskSupport` to tools that may run as tasks. `_meta.replay_contract`
+    /// publishes the tool's libmcp replay contract (`convergent`, `probe_required`,
+    /// `never_replay`: what the host does with a call whose worker died, D85), next to
+    /// the tool's own `_meta` (`evaluate`'s capabilities).
     pub fn listing(&self, with_task_support: bool) -> Value {
         let mut entry = json!({
             "name": self.name,
@@ -247,9 +250,13 @@ impl Tool {
         if with_task_support && self.task_support == TaskSupport::Optional {
             entry["execution"] = json!({"taskSupport": "optional"});
         }
-        if let Some(meta) = &self.meta {
-            entry["_meta"] = meta.clone();
+        let mut meta = json!({"replay_contract": self.replay});
+        if let Some(Value::Object(own)) = &self.meta {
+            for (key, value) in own {
+                meta[key] = value.clone();
+            }
         }
+        entry["_meta"] = meta;
         entry
     }
 }
@@ -350,6 +357,7 @@ impl ToolRegistry {
         ctx.arguments = arguments.clone();
         ctx.tool = tool.name;
         ctx.output = Some(Arc::clone(&tool.output));
+        ctx.probe = tool.probe;
         // Presentation is the registry's business: handlers (and the workers they call)
         // never see `render`/`detail`.
         ctx.presentation = PRESENTATION
@@ -456,5 +464,30 @@ mod tests {
                 "{name}"
             );
         }
+    }
+    #[test]
+    fn every_listing_publishes_its_replay_contract() {
+        let listing = ToolRegistry::standard().listing(true);
+        let contract = |name: &str| {
+            let entry = listing.iter().find(|e| e["name"] == name).unwrap();
+            entry["_meta"]["replay_contract"].clone()
+        };
+        for entry in &listing {
+            let name = entry["name"].as_str().unwrap();
+            assert!(
+                ["convergent", "probe_required", "never_replay"]
+                    .contains(&entry["_meta"]["replay_contract"].as_str().unwrap_or("")),
+                "{name}: {}",
+                entry["_meta"]
+            );
+        }
+        assert_eq!(contract("evaluate"), "convergent");
+        assert_eq!(contract("close_session"), "probe_required");
+        assert_eq!(contract("populate_backend"), "never_replay");
+        let evaluate = listing.iter().find(|e| e["name"] == "evaluate").unwrap();
+        assert!(
+            evaluate["_meta"]["capabilities"].is_object(),
+            "the tool's own _meta is kept next to the contract"
+        );
     }
 }
