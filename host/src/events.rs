@@ -25,14 +25,6 @@ use serde_json::{Map, Value, json};
 
 /// File name of the live event log inside the log directory.
 pub const EVENTS_FILE: &str = "events.jsonl";
-/// Environment variable: size cap of one event file, bytes.
-pub const EVENTS_MAX_BYTES_ENV: &str = "RETICLE_EVENTS_MAX_BYTES";
-/// Environment variable: rotated files kept besides the live one.
-pub const EVENTS_KEEP_ENV: &str = "RETICLE_EVENTS_KEEP";
-/// Default size cap of one event file (16 MiB).
-pub const DEFAULT_MAX_BYTES: u64 = 16 << 20;
-/// Default number of rotated files kept (so at most 5 × 16 MiB on disk).
-pub const DEFAULT_KEEP: u32 = 4;
 
 /// Every `event` value the host writes.
 pub const EVENT_KINDS: [&str; 14] = [

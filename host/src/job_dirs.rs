@@ -97,15 +97,15 @@ impl JobDirs {
                 "limit": "max_job_artifact_bytes",
                 "max": self.max_bytes,
                 "used": used,
-                "setting": crate::limits::MAX_JOB_ARTIFACT_BYTES_ENV,
+                "setting": crate::config::limits::MAX_JOB_ARTIFACT_BYTES_ENV,
             }))
             .recoverable(true)
             .with_hint(
                 "wait for running simulate/optimize jobs to end (or cancel one), then call again",
             ));
         }
-        let path = jobs.join(format!("{prefix}_{}", crate::sessions::random_hex(16)));
-        crate::sessions::create_private_dir(&path).map_err(|e| {
+        let path = jobs.join(format!("{prefix}_{}", random_hex(16)));
+        create_private_dir(&path).map_err(|e| {
             ToolError::new(
                 ErrorCode::InternalError,
                 format!("cannot create {}: {e}", path.display()),
@@ -194,6 +194,25 @@ fn tree_bytes(dir: &Path, modified: Option<SystemTime>) -> (u64, Option<SystemTi
     let mut newest = modified;
     walk(dir, 3, &mut bytes, &mut newest);
     (bytes, newest)
+}
+
+/// Random lower-case hex digits (artifact and session names).
+pub(crate) fn random_hex(n: usize) -> String {
+    let mut s = String::new();
+    while s.len() < n {
+        s.push_str(&uuid::Uuid::new_v4().simple().to_string());
+    }
+    s.truncate(n);
+    s
+}
+
+/// Creates `dir` (and parents) private to the user (0700).
+pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
 }
 
 #[cfg(test)]

@@ -21,7 +21,6 @@ pub mod http;
 pub mod job_dirs;
 pub mod jobs;
 pub mod journal;
-pub mod limits;
 pub mod logging;
 pub mod mcp;
 pub mod readiness;

@@ -15,6 +15,8 @@
 //! setting also records where its value came from, for `reticle config` and `reticle ctl
 //! config` ([`Config::settings`]).
 
+pub mod limits;
+pub mod names;
 mod settings;
 
 use std::ffi::OsString;
@@ -22,7 +24,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::limits::HostLimits;
+use limits::HostLimits;
 
 pub use settings::{
     DEBUG_TOOLS_ENV, DEFAULT_ASSETS_PATH, DRC_TIMEOUT_ENV, DRC_TIMEOUT_OLD_ENV, Setting, Source,
@@ -286,8 +288,7 @@ impl Config {
     #[must_use]
     pub fn workers_explicit(&self) -> Option<usize> {
         let set = self.settings.iter().any(|s| {
-            s.name == crate::supervisor::WORKERS_ENV
-                && matches!(s.source, Source::Env | Source::OldName(_))
+            s.name == names::WORKERS_ENV && matches!(s.source, Source::Env | Source::OldName(_))
         });
         set.then_some(self.workers.workers)
     }

@@ -212,7 +212,7 @@ impl Dispatcher {
             context: JobContext {
                 artifact_dir,
                 allowed_roots: scope.allowed_roots().to_vec(),
-                limits: crate::limits::job_limits(),
+                limits: crate::config::limits::job_limits(),
             },
             total,
             journal: scope.journal().clone(),
@@ -262,7 +262,7 @@ impl Dispatcher {
                 context: JobContext {
                     artifact_dir: unit.artifact_dir.clone(),
                     allowed_roots: scope.allowed_roots().to_vec(),
-                    limits: crate::limits::job_limits(),
+                    limits: crate::config::limits::job_limits(),
                 },
             };
             let (tx, mut rx) = mpsc::channel::<Progress>(PROGRESS_BUFFER);

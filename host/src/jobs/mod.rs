@@ -189,9 +189,9 @@ impl std::fmt::Debug for Jobs {
 
 impl Jobs {
     /// A table keeping finished jobs for `ttl`, with the configured cap on unfinished
-    /// jobs ([`crate::limits::HostLimits::max_active_jobs`]).
+    /// jobs ([`crate::config::limits::HostLimits::max_active_jobs`]).
     pub fn new(ttl: Duration) -> Arc<Self> {
-        Self::with_max_active(ttl, crate::limits::current().max_active_jobs)
+        Self::with_max_active(ttl, crate::config::limits::current().max_active_jobs)
     }
 
     /// A table keeping finished jobs for `ttl` and refusing a job while `max_active`
@@ -214,7 +214,7 @@ impl Jobs {
         Arc::new(Self {
             entries: Mutex::new(HashMap::new()),
             ttl,
-            max_active: crate::limits::current().max_active_jobs,
+            max_active: crate::config::limits::current().max_active_jobs,
             admission: Mutex::new(()),
             stats: Arc::default(),
             events: Some(events),
@@ -255,7 +255,7 @@ impl Jobs {
                 "limit": "max_active_jobs",
                 "max": self.max_active,
                 "active": active,
-                "setting": crate::limits::MAX_ACTIVE_JOBS_ENV,
+                "setting": crate::config::limits::MAX_ACTIVE_JOBS_ENV,
             }))
             .recoverable(true)
             .with_fault(libmcp::FaultClass::Resource, Some(1000))

@@ -5,15 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{EventHook, SupervisorError};
+use crate::config::names::default_worker_exe;
 
-/// Environment variable: number of warm workers (default 1).
-pub const WORKERS_ENV: &str = "RETICLE_WORKERS";
-/// Environment variable: path of the worker binary (default: next to the current executable).
-pub const WORKER_BIN_ENV: &str = "RETICLE_WORKER_BIN";
-/// Environment variable: longest wall time of one job attempt, seconds (`0`: none).
-pub const JOB_TIMEOUT_ENV: &str = "RETICLE_JOB_TIMEOUT_S";
-/// Environment variable: most resident memory of one worker, MiB (`0`: none).
-pub const WORKER_MEMORY_ENV: &str = "RETICLE_WORKER_MEMORY_MB";
 /// Most workers one supervisor runs.
 pub const MAX_WORKERS: usize = 64;
 
@@ -190,17 +183,6 @@ impl SupervisorConfig {
             .saturating_mul(factor)
             .min(self.backoff_max)
     }
-}
-
-/// `reticle-worker` in the directory of the current executable, where cargo and the
-/// installers put both binaries.
-#[must_use]
-pub fn default_worker_exe() -> PathBuf {
-    let name = "reticle-worker";
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.parent().map(|dir| dir.join(name)))
-        .unwrap_or_else(|| PathBuf::from(name))
 }
 
 #[cfg(test)]

@@ -75,10 +75,7 @@ use reticle_protocol::sync::lock;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-pub use config::{
-    JOB_TIMEOUT_ENV, MAX_WORKERS, SupervisorConfig, WORKER_ALLOCATOR, WORKER_BIN_ENV,
-    WORKER_MEMORY_ENV, WORKERS_ENV, WorkerStderr, default_worker_exe,
-};
+pub use config::{MAX_WORKERS, SupervisorConfig, WORKER_ALLOCATOR, WorkerStderr};
 pub use error::{CancelKind, DeathCause, ResourceLimit, SupervisorError, lost_run_error};
 pub use notify::{EventHook, SupervisorEvent};
 pub use process::worker_environment;

@@ -107,7 +107,7 @@ impl SlurmSettings {
             .workers
             .worker_bin
             .clone()
-            .unwrap_or_else(crate::supervisor::default_worker_exe);
+            .unwrap_or_else(crate::config::names::default_worker_exe);
         Self {
             partition: e.partition.clone(),
             account: e.account.clone(),

@@ -13,11 +13,10 @@ use reticle_protocol::{ErrorCode, SCHEMA_VERSION, ToolError};
 use serde_json::{Map, Value, json};
 
 use super::{decode_png, run_op, session, str_arg};
+use crate::config::names::KLAYOUT_BIN_ENV;
 use crate::sessions::write_artifact;
 use crate::tools::{PayloadResult, Tool, ToolContext, ToolDef};
 
-/// Environment variable naming the KLayout binary (default `klayout`, looked up on `PATH`).
-pub const KLAYOUT_BIN_ENV: &str = "KLAYOUT_BIN";
 /// Most markers `extract_markers` lists by default.
 const DEFAULT_MAX_MARKERS: u64 = 1000;
 /// Most crops one `extract_markers` call renders.
