@@ -1,7 +1,7 @@
 //! The reticle host: a long-lived MCP server on stdio that keeps sessions,
 //! jobs and telemetry, and sends heavy work to disposable worker processes.
 //!
-//! Start at [`serve::serve`]; the data path is `transport` (bounded frames in,
+//! Start at [`serve::serve`]; the data path is `reticle_transport` (bounded frames in,
 //! one writer out) → `mcp::server` (eras, dispatch) → `tools` (schemas, handlers).
 
 pub mod assets;
@@ -31,6 +31,5 @@ pub mod sessions;
 pub mod state;
 pub mod supervisor;
 pub mod tools;
-pub mod transport;
 pub mod violation_cache;
 pub mod workers;

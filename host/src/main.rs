@@ -221,7 +221,7 @@ fn main() -> ExitCode {
             allowed_origins: args.allowed_origins,
             authorization_servers: args.authorization_servers,
             limits: reticle_host::http::HttpLimits {
-                max_body: reticle_host::transport::frame::MAX_FRAME_BYTES,
+                max_body: reticle_transport::frame::MAX_FRAME_BYTES,
                 max_clients: args.max_sessions.unwrap_or(set.max_sessions).max(1),
                 idle: args
                     .idle_seconds

@@ -31,8 +31,8 @@ use crate::config::names::SNAPSHOT_ENV;
 use crate::confine::RootsSource;
 use crate::jobs::JobRecord;
 use crate::state::StateSnapshot;
-use crate::transport::frame::Frame;
-use crate::transport::stdin::PumpState;
+use reticle_transport::frame::Frame;
+use reticle_transport::stdin::PumpState;
 
 /// Largest snapshot a new image accepts (results of finished jobs make up most of it).
 pub const MAX_SNAPSHOT_BYTES: usize = 512 << 20;

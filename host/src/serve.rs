@@ -20,9 +20,9 @@ use crate::reexec::{self, ReexecSnapshot};
 use crate::scope::ClientScope;
 use crate::state::HostState;
 use crate::tools::ToolRegistry;
-use crate::transport::stdin::StdinPump;
-use crate::transport::writer::{self, Writer};
 use crate::workers::ReleaseChoice;
+use reticle_transport::stdin::StdinPump;
+use reticle_transport::writer::{self, Writer};
 
 /// Frames read ahead of the dispatcher (each at most 1 MiB).
 const READ_AHEAD: usize = 8;

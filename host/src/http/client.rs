@@ -24,8 +24,8 @@ use tokio::task::JoinHandle;
 use super::auth::Principal;
 use super::stream::{DetachListener, EventStream};
 use crate::mcp::server::{ClientEnd, Server};
-use crate::transport::frame::Frame;
-use crate::transport::writer::Outgoing;
+use reticle_transport::frame::Frame;
+use reticle_transport::writer::Outgoing;
 
 /// Messages a client may have queued for its server before a POST waits.
 const FRAME_QUEUE: usize = 64;

@@ -16,8 +16,8 @@ use crate::mcp::server::Server;
 use crate::scope::ClientScope;
 use crate::state::HostState;
 use crate::tools::ToolRegistry;
-use crate::transport::writer::Outbound;
 use crate::workers::WorkerPool;
+use reticle_transport::writer::Outbound;
 
 /// Bounds on the clients of one host.
 #[derive(Debug, Clone, Copy)]

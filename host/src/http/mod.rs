@@ -35,8 +35,8 @@ use crate::scope::ClientScope;
 use crate::serve::ServeOptions;
 use crate::state::HostState;
 use crate::tools::ToolRegistry;
-use crate::transport::writer::Outbound;
 use crate::workers::ReleaseChoice;
+use reticle_transport::writer::Outbound;
 
 pub use hub::HttpLimits;
 

@@ -12,7 +12,7 @@ use super::server::Server;
 use super::tasks::{self, TASKS_EXTENSION};
 use crate::journal::JournalHandle;
 use crate::tools::{TaskRequest, TaskSupport};
-use crate::transport::jsonrpc::{self, METHOD_NOT_FOUND};
+use reticle_transport::jsonrpc::{self, METHOD_NOT_FOUND};
 
 /// How long the lists we serve stay fresh for a caching client (MCP caching).
 const LIST_TTL_MS: u64 = 300_000;

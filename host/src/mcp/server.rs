@@ -29,10 +29,10 @@ use crate::reexec::{PendingRequest, ServerSnapshot};
 use crate::scope::ClientScope;
 use crate::state::{FrameCounters, HostState};
 use crate::tools::{ToolRegistry, ToolShared};
-use crate::transport::frame::{Frame, MAX_FRAME_BYTES};
-use crate::transport::jsonrpc::{self, Incoming, PARSE_ERROR};
-use crate::transport::writer::Outbound;
 use crate::workers::WorkerPool;
+use reticle_transport::frame::{Frame, MAX_FRAME_BYTES};
+use reticle_transport::jsonrpc::{self, Incoming, PARSE_ERROR};
+use reticle_transport::writer::Outbound;
 
 /// Why the loop ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,7 +64,7 @@ pub struct RunEnd {
     pub snapshot: Option<ServerSnapshot>,
     /// For a reexec: frames read but not dispatched, and what the stdin pump had
     /// read but not framed.
-    pub input: Option<(Vec<Frame>, crate::transport::stdin::PumpState)>,
+    pub input: Option<(Vec<Frame>, reticle_transport::stdin::PumpState)>,
     /// For a reexec: the binary to exec.
     pub reexec_bin: Option<std::path::PathBuf>,
 }
@@ -229,7 +229,7 @@ impl Server {
         mut frames: mpsc::Receiver<Frame>,
         policy: ShutdownPolicy,
         mut commands: mpsc::Receiver<LoopCommand>,
-        pump: Option<crate::transport::stdin::StdinPump>,
+        pump: Option<reticle_transport::stdin::StdinPump>,
         pending: Vec<PendingRequest>,
     ) -> std::io::Result<RunEnd> {
         let mut sigterm = signal(SignalKind::terminate())?;

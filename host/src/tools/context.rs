@@ -18,8 +18,8 @@ use crate::journal::JournalHandle;
 use crate::mcp::era::RequestMeta;
 use crate::scope::ClientScope;
 use crate::state::HostState;
-use crate::transport::writer::Outbound;
 use crate::workers::WorkerPool;
+use reticle_transport::writer::Outbound;
 
 /// What every call of one server shares.
 #[derive(Clone)]
