@@ -59,8 +59,7 @@ impl EventLogConfig {
     /// `dir` with the caps `RETICLE_EVENTS_MAX_BYTES` / `RETICLE_EVENTS_KEEP` set
     /// ([`crate::config::ServeSettings`]: a value that does not parse is ignored with a
     /// warning).
-    pub fn configured(dir: PathBuf) -> Self {
-        let serve = &crate::config::current().serve;
+    pub fn configured(dir: PathBuf, serve: &crate::config::ServeSettings) -> Self {
         Self {
             dir,
             max_bytes: serve.events_max_bytes,

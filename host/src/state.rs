@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::assets::SchemaCatalog;
+use crate::config::Config;
 use crate::events::{EventLog, iso_now, unix_ms};
 use crate::handover::Handover;
 use crate::supervisor::{SlotState, SupervisorEvent};
@@ -121,13 +122,21 @@ pub struct HostState {
     pub events: Arc<EventLog>,
     /// Published schemas (read once at start).
     pub schemas: SchemaCatalog,
+    /// The host's settings, read once at start by the composition root.
+    config: Arc<Config>,
 }
 
 impl HostState {
     /// Fresh state.
-    pub fn new(log_file: Option<PathBuf>, events: Arc<EventLog>, schemas: SchemaCatalog) -> Self {
+    pub fn new(
+        config: Arc<Config>,
+        log_file: Option<PathBuf>,
+        events: Arc<EventLog>,
+        schemas: SchemaCatalog,
+    ) -> Self {
         Self {
             schemas,
+            config,
             started: Instant::now(),
             started_unix_ms: unix_ms(),
             reexecs: AtomicU64::new(0),
@@ -144,11 +153,12 @@ impl HostState {
     /// State continued from a reexec snapshot: uptime counts from the first start.
     pub fn restored(
         snapshot: StateSnapshot,
+        config: Arc<Config>,
         log_file: Option<PathBuf>,
         events: Arc<EventLog>,
         schemas: SchemaCatalog,
     ) -> Self {
-        let mut state = Self::new(log_file, events, schemas);
+        let mut state = Self::new(config, log_file, events, schemas);
         let age = Duration::from_millis(unix_ms().saturating_sub(snapshot.started_unix_ms));
         state.started = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
         state.started_unix_ms = snapshot.started_unix_ms;
@@ -256,6 +266,12 @@ impl HostState {
     /// (reexec): their records stay open in the ledger the snapshot carries.
     pub fn begin_handover(&self) {
         self.handover.begin();
+    }
+
+    /// The host's settings: what every part of the server is configured with.
+    #[must_use]
+    pub fn config(&self) -> &Config {
+        &self.config
     }
 
     /// The host's one handover flag, for what else must know of it (the job table, a
@@ -370,6 +386,7 @@ impl HostState {
     ) -> Arc<WorkerPool> {
         let state = Arc::clone(self);
         WorkerPool::with_hook(
+            &self.config,
             crate::supervisor::EventHook::new(move |event| state.on_pool_event(event)),
             release,
         )
@@ -635,7 +652,9 @@ mod tests {
             },
             0,
         ));
+        let config = Arc::new(crate::config::Config::from_lookup(|_| None));
         let state = HostState::new(
+            Arc::clone(&config),
             None,
             Arc::clone(&events),
             SchemaCatalog::load_with_examples(None, None),
@@ -660,6 +679,7 @@ mod tests {
         );
         let again = HostState::restored(
             state.snapshot(),
+            config,
             None,
             events,
             SchemaCatalog::load_with_examples(None, None),

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use libmcp::FaultClass;
-use reticle_protocol::wire::{JobContext, JobOutcome};
+use reticle_protocol::wire::{JobContext, JobLimits, JobOutcome};
 use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -145,6 +145,8 @@ struct Counters {
 /// Runs units on an [`Executor`] under the replay rules. Shared by every caller.
 pub struct Dispatcher {
     executor: Arc<dyn Executor>,
+    /// The limits every attempt's context carries (the host's settings).
+    job_limits: JobLimits,
     counters: Counters,
 }
 
@@ -157,11 +159,12 @@ impl std::fmt::Debug for Dispatcher {
 }
 
 impl Dispatcher {
-    /// A dispatcher sending attempts to `executor`.
+    /// A dispatcher sending attempts to `executor`, each with `job_limits`.
     #[must_use]
-    pub fn new(executor: Arc<dyn Executor>) -> Arc<Self> {
+    pub fn new(executor: Arc<dyn Executor>, job_limits: JobLimits) -> Arc<Self> {
         Arc::new(Self {
             executor,
+            job_limits,
             counters: Counters::default(),
         })
     }
@@ -212,7 +215,7 @@ impl Dispatcher {
             context: JobContext {
                 artifact_dir,
                 allowed_roots: scope.allowed_roots().to_vec(),
-                limits: crate::config::limits::job_limits(),
+                limits: self.job_limits.clone(),
             },
             total,
             journal: scope.journal().clone(),
@@ -262,7 +265,7 @@ impl Dispatcher {
                 context: JobContext {
                     artifact_dir: unit.artifact_dir.clone(),
                     allowed_roots: scope.allowed_roots().to_vec(),
-                    limits: crate::config::limits::job_limits(),
+                    limits: self.job_limits.clone(),
                 },
             };
             let (tx, mut rx) = mpsc::channel::<Progress>(PROGRESS_BUFFER);

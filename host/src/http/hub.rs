@@ -83,9 +83,11 @@ impl Hub {
 
     fn start(&self, key: ClientKey, principal: Arc<Principal>) -> Arc<Client> {
         let (out, outgoing) = Outbound::channel();
-        let scope = Arc::new(ClientScope::new(AllowedRoots::for_token(
-            principal.roots.as_deref(),
-        )));
+        let config = self.host.state.config();
+        let scope = Arc::new(ClientScope::new(
+            AllowedRoots::for_token(principal.roots.as_deref(), config),
+            config,
+        ));
         let server = Server::with_dispatcher(
             out,
             Arc::clone(&self.host.state),

@@ -188,10 +188,10 @@ impl std::fmt::Debug for Jobs {
 }
 
 impl Jobs {
-    /// A table keeping finished jobs for `ttl`, with the configured cap on unfinished
-    /// jobs ([`crate::config::limits::HostLimits::max_active_jobs`]).
+    /// A table keeping finished jobs for `ttl`, with the default cap on unfinished jobs
+    /// ([`crate::config::limits::DEFAULT_MAX_ACTIVE_JOBS`]).
     pub fn new(ttl: Duration) -> Arc<Self> {
-        Self::with_max_active(ttl, crate::config::limits::current().max_active_jobs)
+        Self::with_max_active(ttl, crate::config::limits::DEFAULT_MAX_ACTIVE_JOBS)
     }
 
     /// A table keeping finished jobs for `ttl` and refusing a job while `max_active`
@@ -208,13 +208,18 @@ impl Jobs {
         })
     }
 
-    /// A table with the configured cap that also records every job transition in
-    /// `events` and shares the host's `handover` flag.
-    pub fn with_events(ttl: Duration, events: Arc<EventLog>, handover: Handover) -> Arc<Self> {
+    /// A table refusing a job while `max_active` are unfinished that also records every
+    /// job transition in `events` and shares the host's `handover` flag.
+    pub fn with_events(
+        ttl: Duration,
+        max_active: usize,
+        events: Arc<EventLog>,
+        handover: Handover,
+    ) -> Arc<Self> {
         Arc::new(Self {
             entries: Mutex::new(HashMap::new()),
             ttl,
-            max_active: crate::config::limits::current().max_active_jobs,
+            max_active,
             admission: Mutex::new(()),
             stats: Arc::default(),
             events: Some(events),

@@ -171,7 +171,12 @@ impl Server {
         journal.on_replay(move |method| replays.record_replay(method));
         Self {
             shared: ToolShared {
-                jobs: Jobs::with_events(job_ttl, events, state.handover().clone()),
+                jobs: Jobs::with_events(
+                    job_ttl,
+                    state.config().limits.max_active_jobs,
+                    events,
+                    state.handover().clone(),
+                ),
                 state,
                 scope,
                 out,
@@ -517,15 +522,20 @@ impl Server {
 /// The dispatcher the configuration names: the local pool, or Slurm in front of it.
 pub fn configured_dispatcher(workers: &Arc<WorkerPool>, state: &HostState) -> Arc<Dispatcher> {
     let local: Arc<dyn Executor> = Arc::new(LocalPool::new(Arc::clone(workers)));
-    match crate::config::current().executor.kind {
-        crate::config::ExecutorKind::Local => Dispatcher::new(local),
+    let config = state.config();
+    let limits = config.limits.job.clone();
+    match config.executor.kind {
+        crate::config::ExecutorKind::Local => Dispatcher::new(local, limits),
         // Cluster arrays outlive this image at a reexec: the next one follows them (D63).
-        crate::config::ExecutorKind::Slurm => Dispatcher::new(Arc::new(SlurmExecutor::new(
-            local,
-            SlurmSettings::configured(),
-            Some(Arc::clone(&state.events)),
-            state.handover().clone(),
-        ))),
+        crate::config::ExecutorKind::Slurm => Dispatcher::new(
+            Arc::new(SlurmExecutor::new(
+                local,
+                SlurmSettings::from_config(config),
+                Some(Arc::clone(&state.events)),
+                state.handover().clone(),
+            )),
+            limits,
+        ),
     }
 }
 

@@ -136,24 +136,36 @@ pub fn write_artifact(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf, T
 
 impl Sessions {
     /// Sessions under `KLAYOUT_MCP_ARTIFACT_ROOT` with `KLAYOUT_MCP_SESSION_TTL_SECONDS`
-    /// ([`crate::config::ToolSettings`]).
-    pub fn configured() -> Self {
-        let tools = &crate::config::current().tools;
-        Self::new(tools.artifact_root.clone(), tools.session_ttl)
+    /// ([`crate::config::ToolSettings`]), within the configured session and artifact
+    /// limits.
+    pub fn configured(config: &crate::config::Config) -> Self {
+        let tools = &config.tools;
+        Self::with_limits(
+            tools.artifact_root.clone(),
+            tools.session_ttl,
+            &config.limits,
+        )
     }
 
-    /// Sessions under `root` (made absolute against the working directory) with `ttl`.
+    /// Sessions under `root` (made absolute against the working directory) with `ttl`,
+    /// within the default limits.
     pub fn new(root: PathBuf, ttl: Duration) -> Self {
+        Self::with_limits(root, ttl, &crate::config::limits::HostLimits::default())
+    }
+
+    /// Sessions under `root` with `ttl` within `limits` (live sessions, artifact bytes).
+    pub fn with_limits(
+        root: PathBuf,
+        ttl: Duration,
+        limits: &crate::config::limits::HostLimits,
+    ) -> Self {
         Self {
             inner: Mutex::new(Inner::default()),
             ttl,
             configured_root: root,
             root: OnceLock::new(),
-            max_live: crate::config::limits::current().max_sessions,
-            job_dirs: crate::job_dirs::JobDirs::new(
-                ttl,
-                crate::config::limits::current().max_job_artifact_bytes,
-            ),
+            max_live: limits.max_sessions,
+            job_dirs: crate::job_dirs::JobDirs::new(ttl, limits.max_job_artifact_bytes),
         }
     }
 

@@ -37,7 +37,8 @@ pub struct SupervisorConfig {
     pub worker_args: Vec<OsString>,
     /// Extra environment for the worker (the socket variables are always set).
     pub worker_env: Vec<(OsString, OsString)>,
-    /// Parent of the per-worker runtime directories; `None`: `$XDG_RUNTIME_DIR`, else `/tmp`.
+    /// Parent of the per-worker runtime directories; `None`: `/tmp` ([`Self::configured`]
+    /// sets `$XDG_RUNTIME_DIR` when it is a directory).
     pub runtime_dir_base: Option<PathBuf>,
     /// Longest time from spawn to a valid hello.
     pub handshake_timeout: Duration,
@@ -126,20 +127,24 @@ impl SupervisorConfig {
             .map(|bytes| bytes.saturating_mul(DATA_RLIMIT_FACTOR))
     }
 
-    /// Defaults overridden by the pool settings ([`crate::config::WorkerSettings`]:
+    /// Defaults overridden by the pool settings of `host` ([`crate::config::WorkerSettings`]:
     /// `RETICLE_WORKERS`, `RETICLE_WORKER_BIN`, `RETICLE_JOB_TIMEOUT_S`,
-    /// `RETICLE_WORKER_MEMORY_MB`).
+    /// `RETICLE_WORKER_MEMORY_MB`; runtime directories under `XDG_RUNTIME_DIR`).
     ///
     /// # Errors
     /// A setting that did not parse (named), or a pool size out of range.
-    pub fn configured() -> Result<Self, SupervisorError> {
-        let settings = crate::config::current()
-            .worker_settings()
-            .map_err(SupervisorError::Config)?;
+    pub fn configured(host: &crate::config::Config) -> Result<Self, SupervisorError> {
+        let settings = host.worker_settings().map_err(SupervisorError::Config)?;
         let mut config = Self {
             workers: settings.workers,
             job_timeout: settings.job_timeout,
             memory_limit_bytes: settings.memory_limit_bytes,
+            runtime_dir_base: host
+                .process
+                .xdg_runtime_dir
+                .as_ref()
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute() && p.is_dir()),
             ..Self::default()
         };
         if let Some(exe) = &settings.worker_bin {

@@ -34,8 +34,7 @@ pub(super) fn tool() -> Tool {
 
 /// Where to POST: `RETICLE_BACKEND_URL` + `RETICLE_BACKEND_ASSETS_PATH`
 /// ([`crate::config::ToolSettings`]).
-fn endpoint() -> Option<String> {
-    let tools = &crate::config::current().tools;
+fn endpoint(tools: &crate::config::ToolSettings) -> Option<String> {
     let base = tools.backend_url.as_deref()?;
     let path = &tools.backend_assets_path;
     Some(format!(
@@ -46,7 +45,7 @@ fn endpoint() -> Option<String> {
 }
 
 async fn run(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
-    let Some(url) = endpoint() else {
+    let Some(url) = endpoint(&ctx.state.config().tools) else {
         return Err(ToolError::new(
             ErrorCode::Unsupported,
             "no backend configured: set RETICLE_BACKEND_URL",

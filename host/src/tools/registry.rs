@@ -283,10 +283,19 @@ impl ToolRegistry {
         ];
         tools.extend(schema_tools::tools());
         tools.extend(layout::tools());
-        if crate::config::current().serve.debug_tools {
-            tools.extend(debug::tools());
-        }
         Self::from_tools(tools)
+    }
+
+    /// The public tools, plus the debug tools when `serve` lists them
+    /// (`RETICLE_DEBUG_TOOLS`, fault tests only).
+    pub fn for_settings(serve: &crate::config::ServeSettings) -> Self {
+        let mut registry = Self::standard();
+        if serve.debug_tools {
+            for tool in debug::tools() {
+                registry.tools.insert(tool.name, tool);
+            }
+        }
+        registry
     }
 
     /// A registry of the given tools.
@@ -337,7 +346,13 @@ impl ToolRegistry {
         mut arguments: Map<String, Value>,
     ) -> CallOutcome {
         // Unambiguous respellings first (aliases, "100", file:// and ~), then the schema.
-        if let Err(error) = normalize::normalize(tool.name, &tool.input_schema, &mut arguments) {
+        let home = ctx.state.config().process.home.clone();
+        if let Err(error) = normalize::normalize(
+            tool.name,
+            &tool.input_schema,
+            &mut arguments,
+            home.as_deref(),
+        ) {
             return CallOutcome::failed(error);
         }
         let args_value = Value::Object(arguments);
@@ -364,10 +379,11 @@ impl ToolRegistry {
             .into_iter()
             .filter_map(|k| arguments.remove(k).map(|v| (k.to_owned(), v)))
             .collect();
+        let state = Arc::clone(&ctx.state);
         let answer = (tool.handler)(ctx, arguments)
             .await
             .and_then(|output| tool.check_output(output));
-        debug_answer_delay(tool.name).await;
+        debug_answer_delay(&state.config().serve, tool.name).await;
         match answer {
             Ok(output) => {
                 let started = match &output {
@@ -388,8 +404,7 @@ impl ToolRegistry {
 /// Fault tests only (`RETICLE_DEBUG_TOOLS` and `RETICLE_DEBUG_ANSWER_DELAY=<tool>:<ms>`):
 /// holds `tool`'s answer after its effect, so a test can interrupt such a call (a reexec)
 /// and see the probe decide.
-async fn debug_answer_delay(tool: &str) {
-    let serve = &crate::config::current().serve;
+async fn debug_answer_delay(serve: &crate::config::ServeSettings, tool: &str) {
     if let (true, Some((name, delay))) = (serve.debug_tools, &serve.debug_answer_delay)
         && name == tool
     {

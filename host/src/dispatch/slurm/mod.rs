@@ -100,8 +100,7 @@ pub struct SlurmSettings {
 impl SlurmSettings {
     /// The settings from the host's configuration (`RETICLE_SLURM_*`, the worker binary).
     #[must_use]
-    pub fn configured() -> Self {
-        let config = crate::config::current();
+    pub fn from_config(config: &crate::config::Config) -> Self {
         let e = &config.executor;
         let worker_bin = config
             .workers
