@@ -44,7 +44,7 @@ type Current = Arc<Mutex<Option<(String, CancelToken)>>>;
 
 /// Connects to `socket`, says hello, and serves until the host closes the socket
 /// (`Ok`) or says `shutdown` (`Ok`, after the running job finished).
-pub fn run(socket: &Path) -> Result<(), ServerError> {
+pub fn run(socket: &Path, backend: reticle_kernel::gpu::BackendPref) -> Result<(), ServerError> {
     let connect_err = |source| ServerError::Connect {
         path: socket.display().to_string(),
         source,
@@ -54,7 +54,7 @@ pub fn run(socket: &Path) -> Result<(), ServerError> {
         .map_err(connect_err)?;
     let stream = Arc::new(Stream::connect(name).map_err(connect_err)?);
     let outbox = Outbox::new(Arc::clone(&stream));
-    let state = Arc::new(WorkerState::new(Backend::select()));
+    let state = Arc::new(WorkerState::new(Backend::select(backend)));
     outbox.send(&WorkerMessage::Hello(WorkerHello {
         wire_version: WIRE_VERSION,
         worker_version: env!("CARGO_PKG_VERSION").to_owned(),
