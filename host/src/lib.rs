@@ -20,7 +20,6 @@ pub mod handover;
 pub mod http;
 pub mod job_dirs;
 pub mod jobs;
-pub mod journal;
 pub mod logging;
 pub mod mcp;
 pub mod readiness;

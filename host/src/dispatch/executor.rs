@@ -15,7 +15,7 @@ use reticle_protocol::wire::{JobContext, JobOutcome};
 use serde::Serialize;
 use tokio::sync::mpsc;
 
-use crate::journal::{JournalHandle, UnitJournal};
+use reticle_journal::{JournalHandle, UnitJournal};
 
 pub use crate::supervisor::{DeathCause, Progress};
 

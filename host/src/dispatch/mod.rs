@@ -5,7 +5,7 @@
 //! under a [`Scope`] (a job, a synchronous call, or the command line). For each unit the
 //! dispatcher owns
 //! - the attempt ids (`<scope>.<run>`, or `<scope>.<unit>.<run>` for one of several),
-//! - the journal: the unit's own track in the request's entry ([`crate::journal`]),
+//! - the journal: the unit's own track in the request's entry ([`reticle_journal`]),
 //! - the replay decision after a lost worker (the request's libmcp contract, the unit's
 //!   attempts, [`DeathCause::replayable`]: a run the host stopped over a limit is never
 //!   replayed) — [`replay`],

@@ -22,7 +22,7 @@ use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::{Value, json};
 
 use super::executor::AttemptLoss;
-use crate::journal::UnitJournal;
+use reticle_journal::UnitJournal;
 
 /// What a probe learned about an attempt whose worker died.
 #[derive(Debug, Clone, PartialEq)]

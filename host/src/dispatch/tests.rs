@@ -10,8 +10,8 @@ use serde_json::json;
 
 use super::*;
 use crate::jobs::{JobStatus, Jobs, wait};
-use crate::journal::Journal;
 use crate::supervisor::ResourceLimit;
+use reticle_journal::Journal;
 
 type Script = Box<dyn Fn(&AttemptRequest) -> Result<JobOutcome, ExecutorError> + Send + Sync>;
 

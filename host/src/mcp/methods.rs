@@ -10,8 +10,8 @@ use serde_json::{Map, Value, json};
 use super::era::{self, LogLevel, META_SERVER_INFO, RequestMeta, RpcError, negotiate_legacy};
 use super::server::Server;
 use super::tasks::{self, TASKS_EXTENSION};
-use crate::journal::JournalHandle;
 use crate::tools::{TaskRequest, TaskSupport};
+use reticle_journal::JournalHandle;
 use reticle_transport::jsonrpc::{self, METHOD_NOT_FOUND};
 
 /// How long the lists we serve stay fresh for a caching client (MCP caching).

@@ -14,11 +14,11 @@ use crate::dispatch::{Dispatcher, Scope, Unit};
 use crate::jobs::{
     self as job_table, JobOptions, JobReporter, JobStatus, JobView, Jobs, RestoredJob,
 };
-use crate::journal::JournalHandle;
 use crate::mcp::era::RequestMeta;
 use crate::scope::ClientScope;
 use crate::state::HostState;
 use crate::workers::WorkerPool;
+use reticle_journal::JournalHandle;
 use reticle_transport::writer::Outbound;
 
 /// What every call of one server shares.

@@ -46,8 +46,8 @@ use super::executor::{
 use super::replay::{AfterLoss, after_loss};
 use crate::events::EventLog;
 use crate::handover::Handover;
-use crate::journal::UnitJournal;
 use crate::supervisor::{DeathCause, ResourceLimit, lost_run_error};
+use reticle_journal::UnitJournal;
 
 mod cli;
 mod job_dir;

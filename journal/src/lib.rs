@@ -9,7 +9,7 @@
 //! worker dies. What to do after a loss is libmcp's [`request_disposition`] of
 //! (knowledge, contract, probe evidence, attempts): Convergent replays within the
 //! attempt bound, ProbeRequired probes first, NeverReplay fails with a fault saying
-//! the outcome is unknown ([`crate::dispatch`] applies it).
+//! the outcome is unknown (the host's replay policy, `dispatch::replay`, applies it).
 //!
 //! Work on workers is tracked per *unit* ([`JournalHandle::unit`]): a request whose job
 //! runs several independent units (tiles of one layout) keeps one entry, and each unit
