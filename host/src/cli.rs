@@ -7,8 +7,8 @@ use std::process::ExitCode;
 
 use serde_json::{Value, json};
 
-use crate::assets::{self, SchemaCatalog};
 use crate::supervisor::SupervisorConfig;
+use reticle_assets::{self as assets, SchemaCatalog};
 
 /// `reticle bench ...`: `output-schema` ([`crate::bench`]) and `chip`
 /// ([`crate::bench_chip`]) run in the host; every other benchmark runs

@@ -4,7 +4,6 @@
 //! Start at [`serve::serve`]; the data path is `reticle_transport` (bounded frames in,
 //! one writer out) → `mcp::server` (eras, dispatch) → `tools` (schemas, handlers).
 
-pub mod assets;
 pub mod bench;
 pub mod bench_chip;
 pub mod bench_http;

@@ -9,7 +9,6 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use crate::assets::SchemaCatalog;
 use crate::config::Config;
 use crate::confine::AllowedRoots;
 use crate::control::ControlSocket;
@@ -22,6 +21,7 @@ use crate::scope::ClientScope;
 use crate::state::HostState;
 use crate::tools::ToolRegistry;
 use crate::workers::ReleaseChoice;
+use reticle_assets::SchemaCatalog;
 use reticle_transport::stdin::StdinPump;
 use reticle_transport::writer::{self, Writer};
 

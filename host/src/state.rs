@@ -16,12 +16,12 @@ use reticle_protocol::sync::lock;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::assets::SchemaCatalog;
 use crate::config::Config;
 use crate::events::{EventLog, iso_now, unix_ms};
 use crate::handover::Handover;
 use crate::supervisor::{SlotState, SupervisorEvent};
 use crate::workers::WorkerPool;
+use reticle_assets::SchemaCatalog;
 
 /// Latency samples kept per method for the percentiles (the most recent ones).
 pub const LATENCY_WINDOW: usize = 2048;

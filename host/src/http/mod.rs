@@ -24,7 +24,6 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::assets::SchemaCatalog;
 use crate::confine::AllowedRoots;
 use crate::control::ControlSocket;
 use crate::events::{EventLog, EventLogConfig};
@@ -36,6 +35,7 @@ use crate::serve::ServeOptions;
 use crate::state::HostState;
 use crate::tools::ToolRegistry;
 use crate::workers::ReleaseChoice;
+use reticle_assets::SchemaCatalog;
 use reticle_transport::writer::Outbound;
 
 pub use hub::HttpLimits;

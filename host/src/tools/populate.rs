@@ -10,7 +10,7 @@ use reticle_protocol::{ErrorCode, SCHEMA_VERSION, ToolError};
 use serde_json::{Map, Value, json};
 
 use super::{Detail, PayloadResult, Tool, ToolContext, ToolDef};
-use crate::assets;
+use reticle_assets as assets;
 
 /// Seed 001: HTTP client timeout 5 s.
 const TIMEOUT: Duration = Duration::from_secs(5);
