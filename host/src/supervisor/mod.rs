@@ -19,8 +19,10 @@
 //! use std::sync::Arc;
 //! use reticle_host::dispatch::{Dispatcher, LocalPool, Scope, Unit};
 //! use reticle_host::supervisor::{Supervisor, SupervisorConfig};
-//! let supervisor = Arc::new(Supervisor::start(SupervisorConfig::configured()?).await?);
-//! let dispatcher = Dispatcher::new(Arc::new(LocalPool::with_supervisor(Arc::clone(&supervisor))));
+//! let config = reticle_host::config::init()?; // in `main`: the one read of the settings
+//! let supervisor = Arc::new(Supervisor::start(SupervisorConfig::configured(&config)?).await?);
+//! let local = Arc::new(LocalPool::with_supervisor(Arc::clone(&supervisor)));
+//! let dispatcher = Dispatcher::new(local, config.limits.job.clone());
 //! let scope = Scope::cli("demo-1", vec![], |p| tracing::info!(done = p.done, total = p.total, "{}", p.message));
 //! // Attempt `demo-1.1` waits for a free worker; its progress goes to the callback.
 //! let payload = dispatcher.run(&scope, Unit::new("debug.sleep", &serde_json::json!({"ms": 100}))).await?;
