@@ -7,24 +7,24 @@ use std::process::ExitCode;
 
 use serde_json::{Value, json};
 
-use crate::assets::{self, SchemaCatalog};
 use crate::supervisor::SupervisorConfig;
+use reticle_assets::{self as assets, SchemaCatalog};
 
 /// `reticle bench ...`: `output-schema` ([`crate::bench`]) and `chip`
 /// ([`crate::bench_chip`]) run in the host; every other benchmark runs
 /// `reticle-worker bench ...` (the engine lives in the worker binary, never in the host)
 /// with this process's stdio, and returns its exit status.
-pub fn bench(args: &[String]) -> ExitCode {
+pub fn bench(args: &[String], config: &crate::config::Config) -> ExitCode {
     if args.first().map(String::as_str) == Some("output-schema") {
         return crate::bench::output_schema(&args[1..]);
     }
     if args.first().map(String::as_str) == Some("chip") {
-        return crate::bench_chip::chip(&args[1..]);
+        return crate::bench_chip::chip(&args[1..], config);
     }
     if args.first().map(String::as_str) == Some("http") {
         return crate::bench_http::http(&args[1..]);
     }
-    let worker = match SupervisorConfig::configured() {
+    let worker = match SupervisorConfig::configured(config) {
         Ok(config) => config.worker_exe,
         Err(e) => {
             eprintln!("reticle bench: {e}");

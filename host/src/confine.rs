@@ -6,11 +6,15 @@
 //! them, else `RETICLE_ALLOWED_ROOTS` (colon-separated), else the working
 //! directory.
 
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
+use reticle_protocol::paths::{Refusal, resolve_under};
 use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::json;
+
+use crate::config::Config;
 
 /// Where the current roots came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -35,6 +39,8 @@ pub struct AllowedRoots {
     /// cannot widen what its token allows); over stdio the client is the user, and its
     /// roots replace the configured ones.
     narrow_only: bool,
+    /// `HOME`, for `~` in a path argument.
+    home: Option<OsString>,
 }
 
 fn canonical_roots(paths: impl IntoIterator<Item = PathBuf>) -> Vec<PathBuf> {
@@ -55,9 +61,9 @@ fn canonical_roots(paths: impl IntoIterator<Item = PathBuf>) -> Vec<PathBuf> {
 
 impl AllowedRoots {
     /// Roots from `RETICLE_ALLOWED_ROOTS` ([`crate::config::ToolSettings`]), else the
-    /// working directory.
-    pub fn configured() -> Self {
-        let fallback = match &crate::config::current().tools.allowed_roots {
+    /// working directory; `~` is `HOME` of `config`.
+    pub fn configured(config: &Config) -> Self {
+        let fallback = match &config.tools.allowed_roots {
             Some(list) => (
                 canonical_roots(std::env::split_paths(list)),
                 RootsSource::Environment,
@@ -71,28 +77,31 @@ impl AllowedRoots {
             current: RwLock::new(fallback.clone()),
             fallback,
             narrow_only: false,
+            home: config.process.home.clone(),
         }
     }
 
-    /// Fixed roots (tests).
+    /// Fixed roots (tests); `~` is not expanded.
     pub fn fixed(roots: Vec<PathBuf>) -> Self {
         let fallback = (canonical_roots(roots), RootsSource::Environment);
         Self {
             current: RwLock::new(fallback.clone()),
             fallback,
             narrow_only: false,
+            home: None,
         }
     }
 
     /// The roots of one client of a shared host: its token's roots when the token names
     /// some, else the configured ones; the client's own `roots/list` can only narrow them.
-    pub fn for_token(token_roots: Option<&[PathBuf]>) -> Self {
+    pub fn for_token(token_roots: Option<&[PathBuf]>, config: &Config) -> Self {
         let mut roots = match token_roots {
             Some(list) => Self {
                 fallback: (canonical_roots(list.to_vec()), RootsSource::Token),
+                home: config.process.home.clone(),
                 ..Self::fixed(Vec::new())
             },
-            None => Self::configured(),
+            None => Self::configured(config),
         };
         roots.narrow_only = true;
         roots.current = RwLock::new(roots.fallback.clone());
@@ -158,7 +167,7 @@ impl AllowedRoots {
     /// `INVALID_INPUT` for an unusable path, `FILE_NOT_FOUND` when it does not
     /// exist, `PATH_NOT_ALLOWED` (naming the roots) when it resolves outside them.
     pub fn resolve_read(&self, raw: &str) -> Result<PathBuf, ToolError> {
-        let expanded = expand_home(raw);
+        let expanded = expand_home(raw, self.home.as_deref());
         let cwd = std::env::current_dir().ok();
         let path = libmcp::normalize_local_path(&expanded, cwd.as_deref()).map_err(|e| {
             ToolError::new(
@@ -168,28 +177,24 @@ impl AllowedRoots {
             .with_details(json!({"path": raw}))
         })?;
         let (roots, source) = self.snapshot();
-        let resolved = path.canonicalize().map_err(|e| {
-            ToolError::new(
+        resolve_under(&path, &roots).map_err(|refusal| match refusal {
+            Refusal::Unresolved { source: e, .. } => ToolError::new(
                 ErrorCode::FileNotFound,
                 format!("cannot open {}: {e}", path.display()),
             )
-            .with_details(json!({"path": path}))
-        })?;
-        if roots.iter().any(|root| resolved.starts_with(root)) {
-            Ok(resolved)
-        } else {
-            Err(ToolError::new(
+            .with_details(json!({"path": path})),
+            Refusal::Outside { resolved, .. } => ToolError::new(
                 ErrorCode::PathNotAllowed,
                 format!("{} is outside the allowed roots", path.display()),
             )
             .with_details(json!({"path": path, "resolved": resolved, "allowed_roots": roots, "roots_source": source}))
-            .recoverable(false))
-        }
+            .recoverable(false),
+        })
     }
 }
 
-pub(crate) fn expand_home(raw: &str) -> String {
-    let home = crate::config::current().process.home.as_ref();
+/// `raw` with a leading `~` (alone or `~/…`) replaced by `home`, when there is one.
+pub(crate) fn expand_home(raw: &str, home: Option<&OsStr>) -> String {
     match (raw.strip_prefix("~/"), home) {
         (Some(rest), Some(home)) => Path::new(home).join(rest).display().to_string(),
         (None, Some(home)) if raw == "~" => Path::new(home).display().to_string(),

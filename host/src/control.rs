@@ -44,11 +44,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 ///
 /// # Errors
 /// When it cannot be created or is not a private directory of ours.
-pub fn socket_dir() -> std::io::Result<PathBuf> {
-    let base = crate::config::current()
-        .process
-        .xdg_runtime_dir
-        .as_ref()
+pub fn socket_dir(runtime_dir: Option<&std::ffi::OsStr>) -> std::io::Result<PathBuf> {
+    let base = runtime_dir
         .map(PathBuf::from)
         .filter(|p| p.is_absolute() && p.is_dir());
     let uid = nix::unistd::geteuid().as_raw();
@@ -75,8 +72,8 @@ pub fn socket_dir() -> std::io::Result<PathBuf> {
 ///
 /// # Errors
 /// As [`socket_dir`].
-pub fn socket_path(pid: u32) -> std::io::Result<PathBuf> {
-    Ok(socket_dir()?.join(format!("host-{pid}.sock")))
+pub fn socket_path(pid: u32, runtime_dir: Option<&std::ffi::OsStr>) -> std::io::Result<PathBuf> {
+    Ok(socket_dir(runtime_dir)?.join(format!("host-{pid}.sock")))
 }
 
 /// The bound control socket; removes its file when dropped.
@@ -87,13 +84,13 @@ pub struct ControlSocket {
 }
 
 impl ControlSocket {
-    /// Binds `host-<own pid>.sock` (replacing a stale file of ours, e.g. the previous
-    /// image's after a reexec) with mode 0600.
+    /// Binds `host-<own pid>.sock` under `runtime_dir` (`XDG_RUNTIME_DIR`; replacing a
+    /// stale file of ours, e.g. the previous image's after a reexec) with mode 0600.
     ///
     /// # Errors
     /// When the directory is unsafe or the socket cannot be bound.
-    pub fn bind() -> std::io::Result<Self> {
-        let path = socket_path(std::process::id())?;
+    pub fn bind(runtime_dir: Option<&std::ffi::OsStr>) -> std::io::Result<Self> {
+        let path = socket_path(std::process::id(), runtime_dir)?;
         match std::fs::remove_file(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -231,7 +228,7 @@ async fn handle(
         }
         Some("config") => json!({
             "ok": true,
-            "settings": crate::config::current().settings_json(),
+            "settings": server.state().config().settings_json(),
         }),
         Some("events") => json!({
             "ok": true,
@@ -357,8 +354,8 @@ enum CtlVerb {
 /// Runs `reticle ctl`. Exit 0 done, 1 the host refused or the operation failed,
 /// 2 the host could not be reached or the arguments are wrong.
 #[must_use]
-pub fn ctl(args: &CtlArgs) -> ExitCode {
-    match run_ctl(args) {
+pub fn ctl(args: &CtlArgs, config: &crate::config::Config) -> ExitCode {
+    match run_ctl(args, config) {
         Ok(code) => code,
         Err(message) => {
             eprintln!("reticle ctl: {message}");
@@ -367,8 +364,7 @@ pub fn ctl(args: &CtlArgs) -> ExitCode {
     }
 }
 
-fn run_ctl(args: &CtlArgs) -> Result<ExitCode, String> {
-    let config = crate::config::current();
+fn run_ctl(args: &CtlArgs, config: &crate::config::Config) -> Result<ExitCode, String> {
     let ready_file = args
         .ready_file
         .clone()
@@ -388,7 +384,7 @@ fn run_ctl(args: &CtlArgs) -> Result<ExitCode, String> {
             .next()
             .and_then(|p| p.parse().ok())
             .ok_or_else(|| format!("{} does not start with a pid", ready_file.display()))?;
-        socket_path(pid).map_err(|e| e.to_string())
+        socket_path(pid, config.process.xdg_runtime_dir.as_deref()).map_err(|e| e.to_string())
     };
     let absolute = |p: &Path| -> Result<PathBuf, String> {
         std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()))

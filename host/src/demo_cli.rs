@@ -41,7 +41,7 @@ pub(crate) fn prepare(out: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
 
 /// Runs `reticle demo`. Exit 0 with the picture written, 1 on a tool error, 2 when the
 /// output directory or the worker cannot be set up.
-pub fn demo(opts: &DemoArgs) -> ExitCode {
+pub fn demo(opts: &DemoArgs, config: &crate::config::Config) -> ExitCode {
     let (dir, layout) = match prepare(&opts.out) {
         Ok(p) => p,
         Err(e) => {
@@ -61,7 +61,7 @@ pub fn demo(opts: &DemoArgs) -> ExitCode {
         Err(code) => return code,
     };
     runtime.block_on(async move {
-        let supervisor = match crate::eval_cli::one_worker("demo").await {
+        let supervisor = match crate::eval_cli::one_worker("demo", config).await {
             Ok(s) => s,
             Err(code) => return code,
         };
@@ -72,9 +72,12 @@ pub fn demo(opts: &DemoArgs) -> ExitCode {
         let scope = Scope::cli(format!("demo-{}", std::process::id()), roots, |p| {
             eprintln!("demo: {}/{} {}", p.done, p.total, p.message);
         });
-        let dispatcher = Dispatcher::new(std::sync::Arc::new(LocalPool::with_supervisor(
-            std::sync::Arc::clone(&supervisor),
-        )));
+        let dispatcher = Dispatcher::new(
+            std::sync::Arc::new(LocalPool::with_supervisor(std::sync::Arc::clone(
+                &supervisor,
+            ))),
+            config.limits.job.clone(),
+        );
         let unit = Unit::new("demo.render", &args).with_artifact_dir(Some(artifact_dir));
         let work = dispatcher.run(&scope, unit);
         let result = tokio::select! {

@@ -20,7 +20,8 @@ use crate::dispatch::{
     Dispatcher, Executor, FanOut, LocalPool, Scope, SlurmExecutor, SlurmSettings, Unit,
 };
 use crate::supervisor::{Supervisor, SupervisorConfig, WorkerStderr};
-use crate::tools::evaluate::{Imaging, OP, deck_is_path, imaging, table};
+use crate::tools::evaluate::{OP, deck_is_path, table};
+use crate::tools::imaging::{Imaging, take_imaging};
 use crate::tools::schema_errors;
 
 /// Output format of `reticle eval`.
@@ -204,8 +205,8 @@ fn emit(format: EvalFormat, result: &Result<Value, ToolError>) -> ExitCode {
 
 /// Runs `reticle eval`. Exit 0 with a report, 1 on a tool error, 2 when the worker
 /// cannot start, 130 after Ctrl-C.
-pub fn eval(opts: &EvalArgs) -> ExitCode {
-    let roots = AllowedRoots::configured();
+pub fn eval(opts: &EvalArgs, config: &crate::config::Config) -> ExitCode {
+    let roots = AllowedRoots::configured(config);
     let args = match prepare(opts.tool_arguments(), &roots) {
         Ok(a) => a,
         Err(error) => return emit(opts.format, &Err(error)),
@@ -221,11 +222,10 @@ pub fn eval(opts: &EvalArgs) -> ExitCode {
         Err(code) => return code,
     };
     let format = opts.format;
-    let tiled = imaging(args.as_object().unwrap_or(&Map::new())) == Imaging::Tiles;
     let mut args = args;
-    if let Some(m) = args.as_object_mut() {
-        m.remove("tiling");
-    }
+    let tiled = args
+        .as_object_mut()
+        .is_some_and(|m| take_imaging(m) == Imaging::Tiles);
     let job_dir = if tiled {
         match prepare_out(&opts.out) {
             Ok(dir) => Some(dir),
@@ -241,19 +241,19 @@ pub fn eval(opts: &EvalArgs) -> ExitCode {
         Some(raw) => {
             crate::config::ExecutorKind::parse(raw).unwrap_or(crate::config::ExecutorKind::Local)
         }
-        None => crate::config::current().executor.kind,
+        None => config.executor.kind,
     };
     let slurm = tiled && executor == crate::config::ExecutorKind::Slurm;
     let workers = if slurm {
         // Plan and merge only: the tiles run on the cluster.
         Some(1)
     } else if tiled {
-        opts.workers.or_else(default_workers)
+        opts.workers.or_else(|| default_workers(config))
     } else {
         Some(1)
     };
     runtime.block_on(async move {
-        let supervisor = match start_workers("eval", workers.unwrap_or(1)).await {
+        let supervisor = match start_workers("eval", workers.unwrap_or(1), config).await {
             Ok(s) => s,
             Err(code) => return code,
         };
@@ -273,13 +273,18 @@ pub fn eval(opts: &EvalArgs) -> ExitCode {
         let local: Arc<dyn Executor> =
             Arc::new(LocalPool::with_supervisor(Arc::clone(&supervisor)));
         let dispatcher = if slurm {
-            Dispatcher::new(Arc::new(SlurmExecutor::new(
-                local,
-                SlurmSettings::configured(),
-                None,
-            )))
+            // The command line never reexecs: its handover flag is never set.
+            Dispatcher::new(
+                Arc::new(SlurmExecutor::new(
+                    local,
+                    SlurmSettings::from_config(config),
+                    None,
+                    crate::handover::Handover::new(),
+                )),
+                config.limits.job.clone(),
+            )
         } else {
-            Dispatcher::new(local)
+            Dispatcher::new(local, config.limits.job.clone())
         };
         let work = async {
             match (&job_dir, args) {
@@ -326,8 +331,8 @@ fn prepare_out(out: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
 
 /// Workers of a tiled evaluation when `--workers` is not given: `RETICLE_WORKERS` when
 /// set, else one per core.
-fn default_workers() -> Option<usize> {
-    crate::config::current()
+fn default_workers(config: &crate::config::Config) -> Option<usize> {
+    config
         .workers_explicit()
         .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
 }
@@ -347,16 +352,20 @@ pub(crate) fn cli_runtime(command: &str) -> Result<tokio::runtime::Runtime, Exit
 
 /// A one-worker supervisor for a CLI command (configured from the environment, worker
 /// stderr discarded); a failure is reported on stderr and becomes exit code 2.
-pub(crate) async fn one_worker(command: &str) -> Result<Arc<Supervisor>, ExitCode> {
-    start_workers(command, 1).await
+pub(crate) async fn one_worker(
+    command: &str,
+    config: &crate::config::Config,
+) -> Result<Arc<Supervisor>, ExitCode> {
+    start_workers(command, 1, config).await
 }
 
 /// A supervisor of `workers` workers for a CLI command, as [`one_worker`].
 pub(crate) async fn start_workers(
     command: &str,
     workers: usize,
+    host: &crate::config::Config,
 ) -> Result<Arc<Supervisor>, ExitCode> {
-    let mut config = SupervisorConfig::configured().map_err(|e| {
+    let mut config = SupervisorConfig::configured(host).map_err(|e| {
         eprintln!("reticle {command}: {e}");
         ExitCode::from(2)
     })?;

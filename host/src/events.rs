@@ -20,18 +20,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use reticle_protocol::sync::lock;
 use serde_json::{Map, Value, json};
 
 /// File name of the live event log inside the log directory.
 pub const EVENTS_FILE: &str = "events.jsonl";
-/// Environment variable: size cap of one event file, bytes.
-pub const EVENTS_MAX_BYTES_ENV: &str = "RETICLE_EVENTS_MAX_BYTES";
-/// Environment variable: rotated files kept besides the live one.
-pub const EVENTS_KEEP_ENV: &str = "RETICLE_EVENTS_KEEP";
-/// Default size cap of one event file (16 MiB).
-pub const DEFAULT_MAX_BYTES: u64 = 16 << 20;
-/// Default number of rotated files kept (so at most 5 × 16 MiB on disk).
-pub const DEFAULT_KEEP: u32 = 4;
 
 /// Every `event` value the host writes.
 pub const EVENT_KINDS: [&str; 14] = [
@@ -66,8 +59,7 @@ impl EventLogConfig {
     /// `dir` with the caps `RETICLE_EVENTS_MAX_BYTES` / `RETICLE_EVENTS_KEEP` set
     /// ([`crate::config::ServeSettings`]: a value that does not parse is ignored with a
     /// warning).
-    pub fn configured(dir: PathBuf) -> Self {
-        let serve = &crate::config::current().serve;
+    pub fn configured(dir: PathBuf, serve: &crate::config::ServeSettings) -> Self {
         Self {
             dir,
             max_bytes: serve.events_max_bytes,
@@ -181,10 +173,7 @@ impl EventLog {
     /// Appends one record of kind `event` with `fields` (an object; other values are
     /// stored under `"data"`). Returns the record's `seq`.
     pub fn record(&self, event: &str, fields: Value) -> u64 {
-        let mut sink = self
-            .sink
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut sink = lock(&self.sink);
         // Numbered under the lock: seq order is file order.
         let seq = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
         let mut record = Map::new();
@@ -230,10 +219,7 @@ impl EventLog {
 
     /// Forces written records to the disk (before a reexec or exit).
     pub fn sync(&self) {
-        let sink = self
-            .sink
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let sink = lock(&self.sink);
         if let Some(s) = sink.as_ref() {
             let _ = s.file.sync_data();
         }

@@ -14,18 +14,15 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use reticle_protocol::sync::lock;
 use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::json;
 
 /// The directories of running jobs.
 type InUse = Arc<Mutex<HashSet<PathBuf>>>;
-
-fn lock(in_use: &InUse) -> std::sync::MutexGuard<'_, HashSet<PathBuf>> {
-    in_use.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// A job's artifact directory, in use (never swept) while this guard lives; the job
 /// holds it to its end, however the job ends.
@@ -86,10 +83,7 @@ impl JobDirs {
     /// `TOOL_LIMIT_EXCEEDED` when running jobs' directories alone fill the quota;
     /// `INTERNAL_ERROR` when the directory cannot be made.
     pub fn create(&self, jobs: &Path, prefix: &str) -> Result<JobDir, ToolError> {
-        let _admission = self
-            .admission
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _admission = lock(&self.admission);
         let used = self.sweep(jobs);
         if used >= self.max_bytes {
             return Err(ToolError::new(
@@ -103,15 +97,15 @@ impl JobDirs {
                 "limit": "max_job_artifact_bytes",
                 "max": self.max_bytes,
                 "used": used,
-                "setting": crate::limits::MAX_JOB_ARTIFACT_BYTES_ENV,
+                "setting": crate::config::limits::MAX_JOB_ARTIFACT_BYTES_ENV,
             }))
             .recoverable(true)
             .with_hint(
                 "wait for running simulate/optimize jobs to end (or cancel one), then call again",
             ));
         }
-        let path = jobs.join(format!("{prefix}_{}", crate::sessions::random_hex(16)));
-        crate::sessions::create_private_dir(&path).map_err(|e| {
+        let path = jobs.join(format!("{prefix}_{}", random_hex(16)));
+        create_private_dir(&path).map_err(|e| {
             ToolError::new(
                 ErrorCode::InternalError,
                 format!("cannot create {}: {e}", path.display()),
@@ -200,6 +194,25 @@ fn tree_bytes(dir: &Path, modified: Option<SystemTime>) -> (u64, Option<SystemTi
     let mut newest = modified;
     walk(dir, 3, &mut bytes, &mut newest);
     (bytes, newest)
+}
+
+/// Random lower-case hex digits (artifact and session names).
+pub(crate) fn random_hex(n: usize) -> String {
+    let mut s = String::new();
+    while s.len() < n {
+        s.push_str(&uuid::Uuid::new_v4().simple().to_string());
+    }
+    s.truncate(n);
+    s
+}
+
+/// Creates `dir` (and parents) private to the user (0700).
+pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
 }
 
 #[cfg(test)]

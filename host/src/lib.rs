@@ -1,10 +1,9 @@
 //! The reticle host: a long-lived MCP server on stdio that keeps sessions,
 //! jobs and telemetry, and sends heavy work to disposable worker processes.
 //!
-//! Start at [`serve::serve`]; the data path is `transport` (bounded frames in,
+//! Start at [`serve::serve`]; the data path is `reticle_transport` (bounded frames in,
 //! one writer out) → `mcp::server` (eras, dispatch) → `tools` (schemas, handlers).
 
-pub mod assets;
 pub mod bench;
 pub mod bench_chip;
 pub mod bench_http;
@@ -16,11 +15,10 @@ pub mod demo_cli;
 pub mod dispatch;
 pub mod eval_cli;
 pub mod events;
+pub mod handover;
 pub mod http;
 pub mod job_dirs;
 pub mod jobs;
-pub mod journal;
-pub mod limits;
 pub mod logging;
 pub mod mcp;
 pub mod readiness;
@@ -31,6 +29,5 @@ pub mod sessions;
 pub mod state;
 pub mod supervisor;
 pub mod tools;
-pub mod transport;
 pub mod violation_cache;
 pub mod workers;

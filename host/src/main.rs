@@ -155,7 +155,7 @@ fn main() -> ExitCode {
     // Every setting is read once, before anything can start a job (docs/SECURITY.md):
     // a limit that does not parse stops every command.
     let config = match reticle_host::config::init() {
-        Ok(config) => config,
+        Ok(config) => std::sync::Arc::new(config),
         Err(e) => {
             eprintln!("reticle: {e}");
             return ExitCode::from(2);
@@ -171,11 +171,11 @@ fn main() -> ExitCode {
             let schemas_dir = schemas_dir.or_else(|| config.serve.schemas_dir.clone());
             return reticle_host::cli::validate(&path, schema.as_deref(), schemas_dir.as_deref());
         }
-        Some(Command::Bench { args }) => return reticle_host::cli::bench(&args),
-        Some(Command::Eval(args)) => return reticle_host::eval_cli::eval(&args),
-        Some(Command::Ctl(args)) => return reticle_host::control::ctl(&args),
-        Some(Command::Demo(args)) => return reticle_host::demo_cli::demo(&args),
-        Some(Command::Config { json }) => return reticle_host::cli::print_config(config, json),
+        Some(Command::Bench { args }) => return reticle_host::cli::bench(&args, &config),
+        Some(Command::Eval(args)) => return reticle_host::eval_cli::eval(&args, &config),
+        Some(Command::Ctl(args)) => return reticle_host::control::ctl(&args, &config),
+        Some(Command::Demo(args)) => return reticle_host::demo_cli::demo(&args, &config),
+        Some(Command::Config { json }) => return reticle_host::cli::print_config(&config, json),
         None => cli.serve,
     };
     if let Some(e) = config.errors_of(Severity::Serve).next() {
@@ -221,7 +221,7 @@ fn main() -> ExitCode {
             allowed_origins: args.allowed_origins,
             authorization_servers: args.authorization_servers,
             limits: reticle_host::http::HttpLimits {
-                max_body: reticle_host::transport::frame::MAX_FRAME_BYTES,
+                max_body: reticle_transport::frame::MAX_FRAME_BYTES,
                 max_clients: args.max_sessions.unwrap_or(set.max_sessions).max(1),
                 idle: args
                     .idle_seconds
@@ -231,7 +231,7 @@ fn main() -> ExitCode {
                     .map_or(set.resume_grace, |ms| Duration::from_millis(ms.min(60_000))),
             },
         };
-        return match reticle_host::http::serve_http(options, http) {
+        return match reticle_host::http::serve_http(options, http, std::sync::Arc::clone(&config)) {
             Ok(_) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("reticle: {e:#}");
@@ -240,7 +240,7 @@ fn main() -> ExitCode {
             }
         };
     }
-    match serve(options) {
+    match serve(options, config) {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "reticle serve failed");

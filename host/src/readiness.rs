@@ -4,9 +4,6 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-/// Default location when `MCP_READY_FILE` is not set.
-pub const DEFAULT_READY_FILE: &str = "/tmp/mcp.ready";
-
 /// Removes the ready file when dropped (also on panic unwinding), unless kept.
 #[derive(Debug)]
 pub struct ReadyFile {

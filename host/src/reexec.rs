@@ -27,14 +27,13 @@ use libmcp::SnapshotCapsule;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::config::names::SNAPSHOT_ENV;
 use crate::confine::RootsSource;
 use crate::jobs::JobRecord;
 use crate::state::StateSnapshot;
-use crate::transport::frame::Frame;
-use crate::transport::stdin::PumpState;
+use reticle_transport::frame::Frame;
+use reticle_transport::stdin::PumpState;
 
-/// Environment variable naming the snapshot file for the new image.
-pub const SNAPSHOT_ENV: &str = "RETICLE_REEXEC_SNAPSHOT";
 /// Largest snapshot a new image accepts (results of finished jobs make up most of it).
 pub const MAX_SNAPSHOT_BYTES: usize = 512 << 20;
 /// Version of the snapshot layout; an image refuses a snapshot of another version.

@@ -23,11 +23,11 @@ pub struct ClientScope {
 }
 
 impl ClientScope {
-    /// A fresh scope reading within `roots`, with the configured session settings.
-    pub fn new(roots: AllowedRoots) -> Self {
+    /// A fresh scope reading within `roots`, with the session settings of `config`.
+    pub fn new(roots: AllowedRoots, config: &crate::config::Config) -> Self {
         Self {
             roots,
-            sessions: Sessions::configured(),
+            sessions: Sessions::configured(config),
             violations: ViolationCache::default(),
         }
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use crate::assets::SchemaCatalog;
+use crate::config::Config;
 use crate::confine::AllowedRoots;
 use crate::control::ControlSocket;
 use crate::events::{EventLog, EventLogConfig};
@@ -20,9 +20,10 @@ use crate::reexec::{self, ReexecSnapshot};
 use crate::scope::ClientScope;
 use crate::state::HostState;
 use crate::tools::ToolRegistry;
-use crate::transport::stdin::StdinPump;
-use crate::transport::writer::{self, Writer};
 use crate::workers::ReleaseChoice;
+use reticle_assets::SchemaCatalog;
+use reticle_transport::stdin::StdinPump;
+use reticle_transport::writer::{self, Writer};
 
 /// Frames read ahead of the dispatcher (each at most 1 MiB).
 const READ_AHEAD: usize = 8;
@@ -52,14 +53,15 @@ pub struct ServeOptions {
 /// Runs the stdio server until EOF or a signal. After an operator's reexec request it
 /// does not return: the process becomes the new image (or exits 1 if no image could
 /// be started).
-pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
+pub fn serve(options: ServeOptions, config: Arc<Config>) -> anyhow::Result<StopReason> {
     let logs = logging::init(
         &options.log_filter,
         options.log_dir.as_deref(),
         "reticle.jsonl",
     );
+    // The settings `main` read: every part gets them from here (the host state).
     // Settings that fell back to their default say so, now that there is a log.
-    crate::config::current().log_warnings();
+    config.log_warnings();
     // A snapshot from the previous image, when this process is a reexec.
     let restored = match reexec::load() {
         Ok(snapshot) => snapshot,
@@ -80,12 +82,12 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
     );
     let events = Arc::new(match &options.log_dir {
         Some(dir) => EventLog::open(
-            EventLogConfig::configured(dir.clone()),
+            EventLogConfig::configured(dir.clone(), &config.serve),
             restored.as_ref().map_or(0, |r| r.events_seq),
         ),
         None => EventLog::disabled(),
     });
-    let scope = Arc::new(ClientScope::new(AllowedRoots::configured()));
+    let scope = Arc::new(ClientScope::new(AllowedRoots::configured(&config), &config));
     let state = Arc::new(match &restored {
         Some(snapshot) => {
             scope
@@ -95,12 +97,18 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
             scope.violations.import(&snapshot.violations);
             HostState::restored(
                 snapshot.state.clone(),
+                Arc::clone(&config),
                 logs.file.clone(),
                 Arc::clone(&events),
                 schemas,
             )
         }
-        None => HostState::new(logs.file.clone(), Arc::clone(&events), schemas),
+        None => HostState::new(
+            Arc::clone(&config),
+            logs.file.clone(),
+            Arc::clone(&events),
+            schemas,
+        ),
     });
     let (frames_tx, frames_rx) = mpsc::channel(READ_AHEAD);
     let (carried, pump_state) = restored
@@ -124,7 +132,7 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
         let host_exe = loop_exe;
         let state = loop_state;
         let workers = state.worker_pool(release);
-        let server = Server::new(out, Arc::clone(&state), Arc::clone(&loop_scope), ToolRegistry::standard(), options.job_ttl, Arc::clone(&workers));
+        let server = Server::new(out, Arc::clone(&state), Arc::clone(&loop_scope), ToolRegistry::for_settings(&state.config().serve), options.job_ttl, Arc::clone(&workers));
         let pending = match &restored {
             Some(snapshot) => {
                 server.restore(&snapshot.server).await;
@@ -133,7 +141,7 @@ pub fn serve(options: ServeOptions) -> anyhow::Result<StopReason> {
             None => Vec::new(),
         };
         let (commands_tx, commands_rx) = mpsc::channel(1);
-        let control = match ControlSocket::bind() {
+        let control = match ControlSocket::bind(state.config().process.xdg_runtime_dir.as_deref()) {
             Ok(socket) => Some(socket.serve(server.clone(), commands_tx, host_exe.clone())),
             Err(e) => {
                 tracing::warn!(error = %e, "no control socket; `reticle ctl` cannot reach this host");

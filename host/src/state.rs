@@ -5,20 +5,23 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use libmcp::{
     Fault, FaultClass, FaultCode, Generation, HealthSnapshot, LifecycleState, OperationalLedger,
     RecoveryHint, RolloutState, RpcMethod, TelemetrySnapshot, WorkerHandshakePhase,
 };
+use reticle_protocol::sync::lock;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::assets::SchemaCatalog;
+use crate::config::Config;
 use crate::events::{EventLog, iso_now, unix_ms};
+use crate::handover::Handover;
 use crate::supervisor::{SlotState, SupervisorEvent};
 use crate::workers::WorkerPool;
+use reticle_assets::SchemaCatalog;
 
 /// Latency samples kept per method for the percentiles (the most recent ones).
 pub const LATENCY_WINDOW: usize = 2048;
@@ -107,9 +110,9 @@ pub struct HostState {
     reexecs: AtomicU64,
     ledger: Mutex<OperationalLedger>,
     history: Mutex<History>,
-    /// Set when the session is being handed to the next image: requests stopped from
-    /// then on are not finished here (the next image finishes their records).
-    handing_over: std::sync::atomic::AtomicBool,
+    /// The host's handover flag: requests stopped once it is set are not finished
+    /// here (the next image finishes their records).
+    handover: Handover,
     /// Transport counters.
     pub frames: FrameCounters,
     in_flight: AtomicU64,
@@ -119,23 +122,27 @@ pub struct HostState {
     pub events: Arc<EventLog>,
     /// Published schemas (read once at start).
     pub schemas: SchemaCatalog,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The host's settings, read once at start by the composition root.
+    config: Arc<Config>,
 }
 
 impl HostState {
     /// Fresh state.
-    pub fn new(log_file: Option<PathBuf>, events: Arc<EventLog>, schemas: SchemaCatalog) -> Self {
+    pub fn new(
+        config: Arc<Config>,
+        log_file: Option<PathBuf>,
+        events: Arc<EventLog>,
+        schemas: SchemaCatalog,
+    ) -> Self {
         Self {
             schemas,
+            config,
             started: Instant::now(),
             started_unix_ms: unix_ms(),
             reexecs: AtomicU64::new(0),
             ledger: Mutex::new(OperationalLedger::new(Generation::genesis())),
             history: Mutex::new(History::default()),
-            handing_over: std::sync::atomic::AtomicBool::new(false),
+            handover: Handover::new(),
             frames: FrameCounters::default(),
             in_flight: AtomicU64::new(0),
             log_file,
@@ -146,11 +153,12 @@ impl HostState {
     /// State continued from a reexec snapshot: uptime counts from the first start.
     pub fn restored(
         snapshot: StateSnapshot,
+        config: Arc<Config>,
         log_file: Option<PathBuf>,
         events: Arc<EventLog>,
         schemas: SchemaCatalog,
     ) -> Self {
-        let mut state = Self::new(log_file, events, schemas);
+        let mut state = Self::new(config, log_file, events, schemas);
         let age = Duration::from_millis(unix_ms().saturating_sub(snapshot.started_unix_ms));
         state.started = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
         state.started_unix_ms = snapshot.started_unix_ms;
@@ -257,7 +265,20 @@ impl HostState {
     /// From now on, requests that stop unfinished are being handed to the next image
     /// (reexec): their records stay open in the ledger the snapshot carries.
     pub fn begin_handover(&self) {
-        self.handing_over.store(true, Ordering::SeqCst);
+        self.handover.begin();
+    }
+
+    /// The host's settings: what every part of the server is configured with.
+    #[must_use]
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The host's one handover flag, for what else must know of it (the job table, a
+    /// Slurm executor).
+    #[must_use]
+    pub fn handover(&self) -> &Handover {
+        &self.handover
     }
 
     /// Requests being processed now.
@@ -365,6 +386,7 @@ impl HostState {
     ) -> Arc<WorkerPool> {
         let state = Arc::clone(self);
         WorkerPool::with_hook(
+            &self.config,
             crate::supervisor::EventHook::new(move |event| state.on_pool_event(event)),
             release,
         )
@@ -596,7 +618,7 @@ impl RequestRecord<'_> {
 
 impl Drop for RequestRecord<'_> {
     fn drop(&mut self) {
-        if !self.finished && self.state.handing_over.load(Ordering::SeqCst) {
+        if !self.finished && self.state.handover.started() {
             // Handed to the next image, which records the outcome (`resume`).
             self.finished = true;
             self.state.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -630,7 +652,9 @@ mod tests {
             },
             0,
         ));
+        let config = Arc::new(crate::config::Config::from_lookup(|_| None));
         let state = HostState::new(
+            Arc::clone(&config),
             None,
             Arc::clone(&events),
             SchemaCatalog::load_with_examples(None, None),
@@ -655,6 +679,7 @@ mod tests {
         );
         let again = HostState::restored(
             state.snapshot(),
+            config,
             None,
             events,
             SchemaCatalog::load_with_examples(None, None),

@@ -10,8 +10,9 @@
 //! when the caller pins the layout (tools/optimize.rs).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
+use reticle_protocol::sync::lock;
 use serde_json::{Map, Value};
 
 /// Most records remembered per session (about 300 bytes each).
@@ -55,7 +56,7 @@ pub struct ViolationCache {
 
 impl ViolationCache {
     fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.inner)
     }
 
     /// Records the violations of an `evaluate` payload produced from `args`; returns how

@@ -4,8 +4,9 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
+use reticle_protocol::sync::lock;
 use reticle_protocol::{ErrorCode, ToolError};
 use tokio::sync::OnceCell;
 
@@ -29,6 +30,8 @@ pub struct WorkerPool {
     started: AtomicBool,
     hook: EventHook,
     release: Mutex<ReleaseChoice>,
+    /// The supervisor's settings, from the host's configuration (`None`: the defaults).
+    settings: Option<Result<SupervisorConfig, String>>,
 }
 
 impl std::fmt::Debug for WorkerPool {
@@ -48,11 +51,17 @@ impl WorkerPool {
         Arc::new(Self::default())
     }
 
-    /// A pool that reports worker events to `hook` and starts with `release`.
-    pub fn with_hook(hook: EventHook, release: ReleaseChoice) -> Arc<Self> {
+    /// A pool configured by `host` that reports worker events to `hook` and starts with
+    /// `release`.
+    pub fn with_hook(
+        host: &crate::config::Config,
+        hook: EventHook,
+        release: ReleaseChoice,
+    ) -> Arc<Self> {
         Arc::new(Self {
             hook,
             release: Mutex::new(release),
+            settings: Some(SupervisorConfig::configured(host).map_err(|e| e.to_string())),
             ..Self::default()
         })
     }
@@ -84,13 +93,12 @@ impl WorkerPool {
         let started = self
             .pool
             .get_or_init(|| async {
-                let mut config = SupervisorConfig::configured().map_err(|e| e.to_string())?;
+                let mut config = match &self.settings {
+                    Some(settings) => settings.clone()?,
+                    None => SupervisorConfig::default(),
+                };
                 config.events = self.hook.clone();
-                let release = self
-                    .release
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .clone();
+                let release = lock(&self.release).clone();
                 if let Some(current) = release.current {
                     config.worker_exe = current;
                 }
@@ -133,11 +141,7 @@ impl WorkerPool {
                     previous: r.previous_exe.map(PathBuf::from),
                 }
             }
-            _ => self
-                .release
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone(),
+            _ => lock(&self.release).clone(),
         }
     }
 

@@ -19,9 +19,10 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use reticle_host::dispatch::{Dispatcher, LocalPool, Probe, ProbeOutcome, Scope, Unit};
 use reticle_host::jobs::{JobStatus, JobView, Jobs};
-use reticle_host::journal::Journal;
 use reticle_host::supervisor::{SlotState, Supervisor, SupervisorConfig, WorkerStderr};
+use reticle_journal::Journal;
 use reticle_protocol::ErrorCode;
+use reticle_protocol::wire::JobLimits;
 use serde_json::{Value, json};
 
 fn worker_exe() -> PathBuf {
@@ -60,7 +61,10 @@ fn sleep_call() -> Unit {
 
 /// The dispatcher over `supervisor`'s workers.
 fn dispatcher(supervisor: &Arc<Supervisor>) -> Arc<Dispatcher> {
-    Dispatcher::new(Arc::new(LocalPool::with_supervisor(Arc::clone(supervisor))))
+    Dispatcher::new(
+        Arc::new(LocalPool::with_supervisor(Arc::clone(supervisor))),
+        JobLimits::default(),
+    )
 }
 
 /// Waits until the worker is busy, SIGKILLs it, and returns its pid.

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::paths::resolve_under;
 use crate::wire::JobContext;
 
 /// Version of the manifest format; a worker refuses any other.
@@ -176,15 +177,13 @@ impl BatchManifest {
         if args.get("tile_number").is_some() {
             return Err(refuse("arguments carry a tile_number"));
         }
+        roots.push(dir);
         let mut bad = None;
         visit_strings(&args, &mut |s| {
             if bad.is_some() || !s.starts_with('/') {
                 return;
             }
-            let inside = Path::new(s)
-                .canonicalize()
-                .is_ok_and(|p| p.starts_with(&dir) || roots.iter().any(|r| p.starts_with(r)));
-            if !inside {
+            if resolve_under(Path::new(s), &roots).is_err() {
                 bad = Some(s.to_owned());
             }
         });

@@ -5,12 +5,17 @@
 //! - [`wire`]: the private host ↔ worker protocol (length-prefixed msgpack).
 //! - [`violation_id`]: the self-describing `violation_id` ([`ViolationId`]), written and
 //!   parsed here only.
+//! - [`paths`]: [`paths::resolve_under`], the one "path under the allowed directories"
+//!   check of host, worker and batch manifests.
+//! - [`sync`]: [`sync::lock`], the one way host and worker take a mutex.
 //! - [`SCHEMA_VERSION`]: stamped on every response payload.
 
 pub mod batch;
 pub mod capabilities;
 pub mod error;
+pub mod paths;
 pub mod schemas;
+pub mod sync;
 pub mod violation_id;
 pub mod wire;
 

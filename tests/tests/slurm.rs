@@ -10,7 +10,11 @@
 //! - an array element cancelled in the middle of a run has its tiles run again, and the
 //!   report and `violations.jsonl` are byte-identical to a local run's;
 //! - cancelling the MCP job leaves no element of its array in `squeue` and no
-//!   `reticle-worker` of it within 2 s.
+//!   `reticle-worker` of it within 2 s;
+//! - an element Slurm stops over its time limit (`TIMEOUT`) is not resubmitted: the job
+//!   fails with the limit's `RESOURCE_LIMIT` error, as a pool job over its time limit
+//!   does (the dev cluster enforces no memory limit, so `OUT_OF_MEMORY`, which takes the
+//!   same path, is covered by the host's unit tests only).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -125,6 +129,16 @@ fn batch_workers_under(dir: &Path) -> Vec<u32> {
 
 /// A host whose tiles run on the dev cluster (or on its own pool, `executor=local`).
 fn start(executor: &str, tmp: &Path, tiles_per_task: &str) -> Host {
+    start_with_time_limit(executor, tmp, tiles_per_task, "10")
+}
+
+/// [`start`] with each element's Slurm time limit (`--time`, minutes).
+fn start_with_time_limit(
+    executor: &str,
+    tmp: &Path,
+    tiles_per_task: &str,
+    time_limit: &str,
+) -> Host {
     let runtime = tmp.join("runtime");
     std::fs::create_dir_all(&runtime).unwrap();
     let roots = std::env::join_paths([fixtures_dir(), data_dir(), tmp.to_path_buf()])
@@ -140,7 +154,7 @@ fn start(executor: &str, tmp: &Path, tiles_per_task: &str) -> Host {
         ("RETICLE_EXECUTOR", executor),
         ("RETICLE_SLURM_TILES_PER_TASK", tiles_per_task),
         ("RETICLE_SLURM_SHARED_DIR", shared.to_str().unwrap()),
-        ("RETICLE_SLURM_TIME_LIMIT", "10"),
+        ("RETICLE_SLURM_TIME_LIMIT", time_limit),
         ("KLAYOUT_MCP_ARTIFACT_ROOT", artifacts.to_str().unwrap()),
         ("XDG_RUNTIME_DIR", runtime.to_str().unwrap()),
         // A secret of the host's: array elements must not see it (D33, as pool workers).
@@ -657,5 +671,67 @@ fn a_client_that_disconnects_leaves_no_array_and_no_worker_within_2_s() {
     eprintln!(
         "array {array} gone {:?} after the client closed stdin",
         closed.elapsed()
+    );
+}
+
+#[test]
+fn an_element_stopped_over_its_time_limit_is_not_resubmitted() {
+    let _cluster = cluster_up();
+    let gcd = gcd();
+    let tmp = tempfile::tempdir().unwrap();
+    // One element runs every tile of the whole layer at 1 nm (minutes of work) under a
+    // one-minute limit: Slurm ends it `TIMEOUT` with tiles not done.
+    let mut host = start_with_time_limit("slurm", tmp.path(), "100000", "1");
+    let before = tile_arrays();
+    let args = json!({"layout": gcd, "deck": "nangate45_m1v1", "layer": "11/0", "pixel_nm": 1});
+    let job = job_of(&host.call_tool("s", "evaluate", args));
+    let ended = host.poll_until_done(&job, POLL_LIMIT, |_| {});
+    assert_eq!(ended["status"], "failed", "{ended}");
+    let error = &ended["error"];
+    assert_eq!(error["code"], "RESOURCE_LIMIT", "{error}");
+    assert_eq!(error["fault_class"], "resource", "{error}");
+    let cause = &error["details"]["cause"];
+    assert_eq!(cause["kind"], "scheduler_ended", "{error}");
+    assert_eq!(cause["state"], "TIMEOUT", "{error}");
+    assert_eq!(cause["limit"], "wall_time", "{error}");
+    assert!(
+        error["details"]["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("RETICLE_SLURM_TIME_LIMIT")),
+        "the hint names the setting: {error}"
+    );
+
+    let arrays: Vec<String> = tile_arrays()
+        .into_iter()
+        .filter(|id| !before.contains(id))
+        .collect();
+    assert_eq!(arrays.len(), 1, "one array, never a second: {arrays:?}");
+    let telemetry = host.call_tool("t", "telemetry", json!({"render": "json"}));
+    let dispatch = &telemetry["structuredContent"]["dispatch"];
+    assert_eq!(
+        dispatch["executor_state"]["resubmitted"], 0,
+        "nothing was resubmitted: {dispatch}"
+    );
+    assert!(
+        dispatch["stopped_over_limit"].as_u64().unwrap_or(0) >= 1,
+        "the stop over the limit is counted: {dispatch}"
+    );
+    let of_job: Vec<Value> = events(&host)
+        .into_iter()
+        .filter(|e| e["scope"] == job.as_str())
+        .collect();
+    assert!(
+        of_job
+            .iter()
+            .any(|e| e["event"] == "slurm.task_failed" && e["state"] == "TIMEOUT"),
+        "the element's end is in the event log: {of_job:?}"
+    );
+    assert!(
+        of_job.iter().any(|e| e["event"] == "slurm.over_limit"),
+        "the over-limit decision is in the event log: {of_job:?}"
+    );
+    assert!(
+        !of_job.iter().any(|e| e["event"] == "slurm.resubmitted"),
+        "no resubmission: {of_job:?}"
     );
 }

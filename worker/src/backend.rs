@@ -19,15 +19,12 @@ pub struct Backend {
 }
 
 impl Backend {
-    /// Chooses the backend from `RETICLE_BACKEND`. An unknown value falls back to `auto`
-    /// with a warning, and a forced GPU with no adapter leaves the worker up with jobs
-    /// failing as `BACKEND_ERROR`: a worker that refuses to start only produces restarts.
+    /// Opens the backend `pref` asks for (`RETICLE_BACKEND`, read by
+    /// [`crate::settings::Settings`]). A forced GPU with no adapter leaves the worker up
+    /// with jobs failing as `BACKEND_ERROR`: a worker that refuses to start only produces
+    /// restarts.
     #[must_use]
-    pub fn select() -> Self {
-        let pref = BackendPref::from_env().unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "bad RETICLE_BACKEND; using auto");
-            BackendPref::Auto
-        });
+    pub fn select(pref: BackendPref) -> Self {
         let engine = select_backend(pref)
             .map(|selected| {
                 tracing::info!(?selected, "engine backend selected");

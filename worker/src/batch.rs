@@ -23,10 +23,11 @@ use reticle_protocol::wire::JobOutcome;
 use crate::backend::Backend;
 use crate::job::{JobCtx, ProgressSink, WorkerState};
 use crate::ops;
+use crate::settings::Settings;
 
 /// Runs `reticle-worker batch …`.
-pub fn main(args: &[String]) -> ExitCode {
-    match run(args) {
+pub fn main(args: &[String], settings: &Settings) -> ExitCode {
+    match run(args, settings) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             tracing::error!("batch: {message}");
@@ -39,10 +40,10 @@ fn usage() -> String {
     "usage: reticle-worker batch MANIFEST [--element N] (N defaults to SLURM_ARRAY_TASK_ID)".into()
 }
 
-fn run(args: &[String]) -> Result<(), String> {
+fn run(args: &[String], settings: &Settings) -> Result<(), String> {
     let (manifest_path, element) = match args {
         [path] => {
-            let element = std::env::var("SLURM_ARRAY_TASK_ID").map_err(|_| {
+            let element = settings.array_element.clone().ok_or_else(|| {
                 format!(
                     "no --element and SLURM_ARRAY_TASK_ID is not set; {}",
                     usage()
@@ -69,7 +70,7 @@ fn run(args: &[String]) -> Result<(), String> {
     let args: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(&manifest.args_json).map_err(|e| format!("arguments: {e}"))?;
     std::fs::create_dir_all(dir.join("results")).map_err(|e| format!("results: {e}"))?;
-    let state = WorkerState::new(Backend::select());
+    let state = WorkerState::new(Backend::select(settings.backend));
     let cancel = CancelToken::new();
     for tile in tiles {
         let mut tile_args = args.clone();

@@ -4,12 +4,14 @@
 
 use std::io::Write;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use interprocess::local_socket::Stream;
 use reticle_kernel::CancelToken;
 use reticle_protocol::error::{ErrorCode, ToolError};
+use reticle_protocol::paths::{Refusal, resolve_under};
+use reticle_protocol::sync::lock;
 use reticle_protocol::wire::{JobContext, WireError, WorkerMessage, encode_frame};
 
 use crate::backend::Backend;
@@ -42,10 +44,7 @@ impl Outbox {
     /// Sends one message as one frame.
     pub fn send(&self, message: &WorkerMessage) -> Result<(), WireError> {
         let frame = encode_frame(message)?;
-        let _guard = self
-            .write_lock
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _guard = lock(&self.write_lock);
         let mut writer: &Stream = &self.stream;
         writer.write_all(&frame)?;
         writer.flush()?;
@@ -82,7 +81,7 @@ impl WorkerState {
     /// Bytes held by `debug.alloc`.
     #[must_use]
     pub fn ballast_bytes(&self) -> u64 {
-        let ballast = self.ballast.lock().unwrap_or_else(PoisonError::into_inner);
+        let ballast = lock(&self.ballast);
         ballast.iter().map(|b| b.len() as u64).sum()
     }
 }
@@ -134,7 +133,7 @@ impl ProgressSink {
     pub fn report(&self, done: u64, total: u64, message: impl Into<String>) {
         let now = Instant::now();
         {
-            let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut st = lock(&self.state);
             if st.last_done.is_some_and(|last| done <= last) {
                 return;
             }
@@ -213,29 +212,16 @@ impl JobCtx<'_> {
     /// `FILE_NOT_FOUND` when the path does not resolve, `PATH_NOT_ALLOWED` when it
     /// resolves outside every root.
     pub fn readable(&self, path: &std::path::Path) -> Result<std::path::PathBuf, ToolError> {
-        let canonical = path.canonicalize().map_err(|e| {
-            ToolError::new(
-                ErrorCode::FileNotFound,
-                format!("cannot resolve {}: {e}", path.display()),
-            )
-            .with_details(serde_json::json!({"path": path}))
-        })?;
-        let inside = self.context.allowed_roots.iter().any(|root| {
-            std::path::Path::new(root)
-                .canonicalize()
-                .is_ok_and(|root| canonical.starts_with(root))
-        });
-        if inside {
-            Ok(canonical)
-        } else {
-            Err(ToolError::new(
+        resolve_under(path, &self.context.allowed_roots).map_err(|refusal| match refusal {
+            Refusal::Unresolved { .. } => unresolved(path, &refusal),
+            Refusal::Outside { .. } => ToolError::new(
                 ErrorCode::PathNotAllowed,
                 format!("{} is outside the allowed roots", path.display()),
             )
             .with_details(
                 serde_json::json!({"path": path, "allowed_roots": self.context.allowed_roots}),
-            ))
-        }
+            ),
+        })
     }
 
     /// `path`, canonical, if it lies inside the job's artifact directory (files the host
@@ -248,28 +234,22 @@ impl JobCtx<'_> {
         &self,
         path: &std::path::Path,
     ) -> Result<std::path::PathBuf, ToolError> {
-        let canonical = path.canonicalize().map_err(|e| {
-            ToolError::new(
-                ErrorCode::FileNotFound,
-                format!("cannot resolve {}: {e}", path.display()),
-            )
-            .with_details(serde_json::json!({"path": path}))
-        })?;
-        let inside = self.context.artifact_dir.as_ref().is_some_and(|dir| {
-            std::path::Path::new(dir)
-                .canonicalize()
-                .is_ok_and(|dir| canonical.starts_with(dir))
-        });
-        if inside {
-            Ok(canonical)
-        } else {
-            Err(ToolError::new(
+        let dirs: &[String] = self.context.artifact_dir.as_slice();
+        resolve_under(path, dirs).map_err(|refusal| match refusal {
+            Refusal::Unresolved { .. } => unresolved(path, &refusal),
+            Refusal::Outside { .. } => ToolError::new(
                 ErrorCode::PathNotAllowed,
                 format!("{} is outside the job's artifact directory", path.display()),
             )
-            .with_details(serde_json::json!({"path": path})))
-        }
+            .with_details(serde_json::json!({"path": path})),
+        })
     }
+}
+
+/// `FILE_NOT_FOUND` for a path that does not resolve.
+fn unresolved(path: &std::path::Path, refusal: &Refusal) -> ToolError {
+    ToolError::new(ErrorCode::FileNotFound, refusal.to_string())
+        .with_details(serde_json::json!({"path": path}))
 }
 
 /// The size of the file at `path` (already confined to the job's roots), or

@@ -17,19 +17,23 @@ mod job;
 mod ops;
 mod parent;
 mod server;
+mod settings;
 
 use std::process::ExitCode;
 
-use reticle_protocol::wire::{KERNEL_CACHE_ENV, WORKER_SOCKET_ENV};
+use reticle_protocol::wire::WORKER_SOCKET_ENV;
+use settings::Settings;
 
 fn main() -> ExitCode {
     init_tracing();
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // The one read of the environment: every part gets what it needs from here.
+    let settings = Settings::from_env();
     match args.first().map(String::as_str) {
         Some("bench") => bench::main(&args[1..]),
         Some("batch") => {
-            set_kernel_store();
-            batch::main(&args[1..])
+            set_kernel_store(&settings);
+            batch::main(&args[1..], &settings)
         }
         Some("--version") => {
             eprintln!("reticle-worker {}", env!("CARGO_PKG_VERSION"));
@@ -42,46 +46,31 @@ fn main() -> ExitCode {
             );
             ExitCode::from(2)
         }
-        None => serve(),
-    }
-}
-
-/// The on-disk SOCS kernel store: `RETICLE_KERNEL_CACHE_DIR` (`off` for none), else the
-/// user's cache directory.
-fn kernel_cache_dir() -> Option<std::path::PathBuf> {
-    use std::path::PathBuf;
-    match std::env::var_os(KERNEL_CACHE_ENV) {
-        Some(v) if v == "off" || v.is_empty() => None,
-        Some(v) => Some(PathBuf::from(v)),
-        None => std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-            .map(|base| base.join("reticle/kernels")),
+        None => serve(&settings),
     }
 }
 
 /// Points the engine at the on-disk SOCS kernel store.
-fn set_kernel_store() {
-    let kernel_cache = kernel_cache_dir();
+fn set_kernel_store(settings: &Settings) {
+    let kernel_cache = settings.kernel_cache.clone();
     tracing::debug!(?kernel_cache, "SOCS kernel store");
     reticle_kernel::socs_store::set_dir(kernel_cache);
 }
 
 /// Worker mode: arm the parent-death signal, connect, serve until told to stop.
-fn serve() -> ExitCode {
-    if let Err(e) = parent::die_with_parent() {
+fn serve(settings: &Settings) -> ExitCode {
+    if let Err(e) = parent::die_with_parent(settings.parent_pid.as_deref()) {
         tracing::error!(error = %e, "parent check failed; exiting");
         return ExitCode::from(3);
     }
-    set_kernel_store();
-    let Some(socket) = std::env::var_os(WORKER_SOCKET_ENV) else {
+    set_kernel_store(settings);
+    let Some(socket) = &settings.socket else {
         tracing::error!(
             "{WORKER_SOCKET_ENV} is not set; the worker is started by the reticle host"
         );
         return ExitCode::from(2);
     };
-    match server::run(std::path::Path::new(&socket)) {
+    match server::run(std::path::Path::new(socket), settings.backend) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "worker stopped on an error");

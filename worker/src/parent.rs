@@ -28,9 +28,9 @@ pub enum ParentError {
 /// Asks the kernel to SIGKILL us when the parent dies, then closes the race in which
 /// the parent died before the request: if the host told us its pid and that is no
 /// longer our parent, we are already an orphan and must not run.
-pub fn die_with_parent() -> Result<(), ParentError> {
+pub fn die_with_parent(parent_pid: Option<&std::ffi::OsStr>) -> Result<(), ParentError> {
     prctl::set_pdeathsig(Signal::SIGKILL)?;
-    let Some(raw) = std::env::var_os(WORKER_PARENT_PID_ENV) else {
+    let Some(raw) = parent_pid else {
         // Started by hand (debugging): the signal is armed for whoever our parent is.
         tracing::debug!("{WORKER_PARENT_PID_ENV} not set; skipping the parent check");
         return Ok(());

@@ -6,12 +6,13 @@
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use interprocess::local_socket::{GenericFilePath, Stream, ToFsName, prelude::*};
 use reticle_kernel::CancelToken;
 use reticle_protocol::error::{ErrorCode, ToolError};
+use reticle_protocol::sync::lock;
 use reticle_protocol::wire::{
     HostMessage, JobOutcome, RunRequest, WIRE_VERSION, WireError, WorkerHello, WorkerMessage,
     read_message,
@@ -43,7 +44,7 @@ type Current = Arc<Mutex<Option<(String, CancelToken)>>>;
 
 /// Connects to `socket`, says hello, and serves until the host closes the socket
 /// (`Ok`) or says `shutdown` (`Ok`, after the running job finished).
-pub fn run(socket: &Path) -> Result<(), ServerError> {
+pub fn run(socket: &Path, backend: reticle_kernel::gpu::BackendPref) -> Result<(), ServerError> {
     let connect_err = |source| ServerError::Connect {
         path: socket.display().to_string(),
         source,
@@ -53,7 +54,7 @@ pub fn run(socket: &Path) -> Result<(), ServerError> {
         .map_err(connect_err)?;
     let stream = Arc::new(Stream::connect(name).map_err(connect_err)?);
     let outbox = Outbox::new(Arc::clone(&stream));
-    let state = Arc::new(WorkerState::new(Backend::select()));
+    let state = Arc::new(WorkerState::new(Backend::select(backend)));
     outbox.send(&WorkerMessage::Hello(WorkerHello {
         wire_version: WIRE_VERSION,
         worker_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -93,7 +94,7 @@ pub fn run(socket: &Path) -> Result<(), ServerError> {
                 }
             }
             HostMessage::Cancel { job_id } => {
-                let cur = current.lock().unwrap_or_else(PoisonError::into_inner);
+                let cur = lock(&current);
                 match cur.as_ref() {
                     Some((id, token)) if *id == job_id => token.cancel(),
                     _ => tracing::debug!(job_id, "cancel for a job not running here"),
@@ -140,7 +141,7 @@ fn start_job(
     };
     let cancel = CancelToken::new();
     {
-        let mut cur = current.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut cur = lock(current);
         if let Some((running, _)) = cur.as_ref() {
             let busy = ToolError::new(
                 ErrorCode::InternalError,
@@ -172,7 +173,7 @@ fn start_job(
             tracing::debug!(job_id = %request.job_id, op = op.name(), "job started");
             let outcome = ctx.run(op, &request.args_json);
             state.jobs_run.fetch_add(1, Ordering::Relaxed);
-            *current.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            *lock(&current) = None;
             let message = WorkerMessage::Result {
                 job_id: request.job_id.clone(),
                 outcome,
@@ -184,7 +185,7 @@ fn start_job(
     match spawned {
         Ok(handle) => Some(handle),
         Err(e) => {
-            *current.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            *lock(current) = None;
             let _ = outbox.send(&WorkerMessage::Result {
                 job_id,
                 outcome: JobOutcome::Err {

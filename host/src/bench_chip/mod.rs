@@ -171,7 +171,7 @@ fn layout_format(path: &Path) -> Option<&'static str> {
 
 /// `reticle bench chip [options]`: exit 0 with the figures, 1 when a run fails or the
 /// determinism check does, 2 on a usage error, missing data or no worker, 130 on Ctrl-C.
-pub fn chip(args: &[String]) -> ExitCode {
+pub fn chip(args: &[String], config: &crate::config::Config) -> ExitCode {
     let opts = match ChipArgs::try_parse_from(
         std::iter::once("reticle bench chip".to_owned()).chain(args.iter().cloned()),
     ) {
@@ -195,7 +195,7 @@ pub fn chip(args: &[String]) -> ExitCode {
     };
     let outcome = runtime.block_on(async {
         tokio::select! {
-            outcome = bench(&opts) => Some(outcome),
+            outcome = bench(&opts, config) => Some(outcome),
             // Dropping the bench drops its supervisor, which kills the workers (D12).
             _ = tokio::signal::ctrl_c() => None,
         }
@@ -347,13 +347,15 @@ impl Runs {
 /// A dispatcher over a fresh supervisor of `workers` workers.
 async fn pool(
     workers: usize,
+    config: &crate::config::Config,
 ) -> Result<(Arc<crate::supervisor::Supervisor>, Arc<Dispatcher>), Failure> {
-    let supervisor = start_workers("bench chip", workers)
+    let supervisor = start_workers("bench chip", workers, config)
         .await
         .map_err(|_| (2, format!("could not start {workers} worker(s)")))?;
-    let dispatcher = Dispatcher::new(Arc::new(LocalPool::with_supervisor(Arc::clone(
-        &supervisor,
-    ))));
+    let dispatcher = Dispatcher::new(
+        Arc::new(LocalPool::with_supervisor(Arc::clone(&supervisor))),
+        config.limits.job.clone(),
+    );
     Ok((supervisor, dispatcher))
 }
 
@@ -446,7 +448,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 /// The whole bench; the report as JSON.
-async fn bench(opts: &ChipArgs) -> Result<Value, Failure> {
+async fn bench(opts: &ChipArgs, config: &crate::config::Config) -> Result<Value, Failure> {
     let layout = opts.layout.clone().unwrap_or_else(default_layout);
     let layout = layout.canonicalize().map_err(|e| {
         (
@@ -483,20 +485,25 @@ async fn bench(opts: &ChipArgs) -> Result<Value, Failure> {
         root: root.clone(),
         tty: std::io::stderr().is_terminal(),
     };
-    let result = measure(opts, &runs, format).await;
+    let result = measure(opts, &runs, format, config).await;
     if temporary {
         let _ = std::fs::remove_dir_all(&root);
     }
     result
 }
 
-async fn measure(opts: &ChipArgs, runs: &Runs, format: &str) -> Result<Value, Failure> {
+async fn measure(
+    opts: &ChipArgs,
+    runs: &Runs,
+    format: &str,
+    config: &crate::config::Config,
+) -> Result<Value, Failure> {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let workers = opts.workers.map_or(cores, usize::from);
     let load_start = load_average();
 
     eprintln!("bench chip: one worker");
-    let (one, dispatcher) = pool(1).await?;
+    let (one, dispatcher) = pool(1, config).await?;
     let bbox = bounding_box(runs, &dispatcher, format).await?;
     let centre = [(bbox[0] + bbox[2]) / 2.0, (bbox[1] + bbox[3]) / 2.0];
     let box_1nm = opts.box_1nm.unwrap_or_else(|| {
@@ -551,7 +558,7 @@ async fn measure(opts: &ChipArgs, runs: &Runs, format: &str) -> Result<Value, Fa
     drop(dispatcher);
 
     eprintln!("bench chip: pool of {workers} workers");
-    let (all, dispatcher) = pool(workers).await?;
+    let (all, dispatcher) = pool(workers, config).await?;
     runs.warm_up(&dispatcher, window_box).await?;
     let all_1 = runs
         .run(&dispatcher, "1nm-pool", runs.args(1.0, Some(box_1nm)), true)

@@ -3,8 +3,8 @@
 //! [`Config::from_lookup`] reads each variable the host knows (`RETICLE_*`, seed 003's
 //! `KLAYOUT_*`, seed 001's `MCP_READY_FILE`, and the process basics the host needs:
 //! `HOME`, `PATH`, `XDG_STATE_HOME`, `XDG_RUNTIME_DIR`) into typed fields, with the
-//! unit in the variable's name (`_MS`, `_S`, `_MB`, `_BYTES`). [`init`] does it for the
-//! process; everything else asks [`current`]. No other module of the host reads the
+//! unit in the variable's name (`_MS`, `_S`, `_MB`, `_BYTES`). [`init`] does it once, in
+//! `main`; every part is handed the settings it needs (no global). No other module of the host reads the
 //! environment: the worker environment is passed through an allow-list at spawn time
 //! (D33), and the reexec handover variable is libmcp's.
 //!
@@ -15,14 +15,15 @@
 //! setting also records where its value came from, for `reticle config` and `reticle ctl
 //! config` ([`Config::settings`]).
 
+pub mod limits;
+pub mod names;
 mod settings;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::limits::HostLimits;
+use limits::HostLimits;
 
 pub use settings::{
     DEBUG_TOOLS_ENV, DEFAULT_ASSETS_PATH, DRC_TIMEOUT_ENV, DRC_TIMEOUT_OLD_ENV, Setting, Source,
@@ -227,24 +228,17 @@ pub struct Config {
     warnings: Vec<String>,
 }
 
-static CONFIG: OnceLock<Config> = OnceLock::new();
-
-/// Reads the process environment once. Call it first thing in `main`.
+/// Reads the process environment once: what `main`, the one composition root, does
+/// first, before handing the value (or its parts) to every command and part.
 ///
 /// # Errors
 /// A [`Severity::Fatal`] setting that does not parse (the message names it).
-pub fn init() -> Result<&'static Config, String> {
-    let config = CONFIG.get_or_init(Config::from_env);
-    match config.errors_of(Severity::Fatal).next() {
-        Some(error) => Err(error.message.clone()),
-        None => Ok(config),
+pub fn init() -> Result<Config, String> {
+    let config = Config::from_env();
+    if let Some(error) = config.errors_of(Severity::Fatal).next() {
+        return Err(error.message.clone());
     }
-}
-
-/// The settings in force: those [`init`] read, or — in a process that never called it
-/// (unit and integration tests, embedders) — the environment at first use.
-pub fn current() -> &'static Config {
-    CONFIG.get_or_init(Config::from_env)
+    Ok(config)
 }
 
 impl Config {
@@ -286,8 +280,7 @@ impl Config {
     #[must_use]
     pub fn workers_explicit(&self) -> Option<usize> {
         let set = self.settings.iter().any(|s| {
-            s.name == crate::supervisor::WORKERS_ENV
-                && matches!(s.source, Source::Env | Source::OldName(_))
+            s.name == names::WORKERS_ENV && matches!(s.source, Source::Env | Source::OldName(_))
         });
         set.then_some(self.workers.workers)
     }

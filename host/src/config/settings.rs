@@ -7,11 +7,16 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::limits::{self, HostLimits};
+use super::names::{
+    ARTIFACT_ROOT_ENV, DEFAULT_EVENTS_KEEP, DEFAULT_EVENTS_MAX_BYTES, DEFAULT_READY_FILE,
+    DEFAULT_SESSION_TTL_SECONDS, EVENTS_KEEP_ENV, EVENTS_MAX_BYTES_ENV, JOB_TIMEOUT_ENV,
+    SESSION_TTL_ENV, WORKER_BIN_ENV, WORKER_MEMORY_ENV, WORKERS_ENV, default_worker_exe,
+};
 use super::{
     Config, ConfigError, ExecutorKind, ExecutorSettings, ProcessEnv, ServeSettings, Severity,
     ToolSettings, WorkerSettings,
 };
-use crate::limits::{self, HostLimits};
 
 mod http;
 
@@ -321,7 +326,7 @@ fn read_serve(r: &mut Reader<'_>, process: &ProcessEnv) -> ServeSettings {
                     "MCP_READY_FILE",
                     "ready file, written as `<pid> <ISO8601>` while the server loop runs",
                 ),
-                PathBuf::from(crate::readiness::DEFAULT_READY_FILE),
+                PathBuf::from(DEFAULT_READY_FILE),
             )
             .0,
         log_dir: {
@@ -381,10 +386,10 @@ fn read_serve(r: &mut Reader<'_>, process: &ProcessEnv) -> ServeSettings {
         events_max_bytes: r
             .integer(
                 &spec(
-                    crate::events::EVENTS_MAX_BYTES_ENV,
+                    EVENTS_MAX_BYTES_ENV,
                     "size at which events.jsonl is rotated (at least 4096)",
                 ),
-                crate::events::DEFAULT_MAX_BYTES,
+                DEFAULT_EVENTS_MAX_BYTES,
                 "bytes",
                 OnError::Warn,
             )
@@ -392,10 +397,10 @@ fn read_serve(r: &mut Reader<'_>, process: &ProcessEnv) -> ServeSettings {
             .max(4096),
         events_keep: u32::try_from(r.integer(
             &spec(
-                crate::events::EVENTS_KEEP_ENV,
+                EVENTS_KEEP_ENV,
                 "rotated event files kept (at most 100)",
             ),
-            u64::from(crate::events::DEFAULT_KEEP),
+            u64::from(DEFAULT_EVENTS_KEEP),
             "files",
             OnError::Warn,
         ))
@@ -423,7 +428,6 @@ fn parse_answer_delay(text: &str) -> Option<(String, Duration)> {
 }
 
 fn read_workers(r: &mut Reader<'_>) -> WorkerSettings {
-    use crate::supervisor::{JOB_TIMEOUT_ENV, WORKER_BIN_ENV, WORKER_MEMORY_ENV, WORKERS_ENV};
     let stop = OnError::Stop(Severity::Workers, NON_NEGATIVE);
     let workers = r.integer(
         &spec(WORKERS_ENV, "worker processes in the pool"),
@@ -436,7 +440,7 @@ fn read_workers(r: &mut Reader<'_>) -> WorkerSettings {
             WORKER_BIN_ENV,
             "the worker binary (default: reticle-worker next to reticle)",
         ),
-        crate::supervisor::default_worker_exe(),
+        default_worker_exe(),
     );
     let worker_bin = (source != Source::Default).then_some(worker_bin);
     let timeout_s = r.integer(
@@ -573,7 +577,7 @@ fn read_tools(r: &mut Reader<'_>) -> ToolSettings {
     );
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let artifact_root = {
-        let configured = r.raw(&spec(crate::sessions::ARTIFACT_ROOT_ENV, ""));
+        let configured = r.raw(&spec(ARTIFACT_ROOT_ENV, ""));
         let root = cwd.join(
             configured
                 .as_ref()
@@ -581,7 +585,7 @@ fn read_tools(r: &mut Reader<'_>) -> ToolSettings {
         );
         r.record(
             &spec(
-                crate::sessions::ARTIFACT_ROOT_ENV,
+                ARTIFACT_ROOT_ENV,
                 "where layout sessions and jobs keep their artifacts",
             ),
             root.display().to_string(),
@@ -592,10 +596,10 @@ fn read_tools(r: &mut Reader<'_>) -> ToolSettings {
     };
     let session_ttl_s = r.integer(
         &spec(
-            crate::sessions::SESSION_TTL_ENV,
+            SESSION_TTL_ENV,
             "idle lifetime of a layout session and of a finished job's artifacts",
         ),
-        crate::sessions::DEFAULT_TTL_SECONDS,
+        DEFAULT_SESSION_TTL_SECONDS,
         "seconds",
         OnError::Warn,
     );

@@ -15,6 +15,8 @@ use reticle_protocol::wire::{JobContext, JobOutcome};
 use serde::Serialize;
 use tokio::sync::mpsc;
 
+use reticle_journal::{JournalHandle, UnitJournal};
+
 pub use crate::supervisor::{DeathCause, Progress};
 
 /// One run of one unit on one worker.
@@ -75,7 +77,7 @@ pub struct ExecutorHealth {
 
 /// The tiles of one fanned-out job, handed to an executor that runs them as one batch
 /// ([`Executor::run_tiles`]): the tile op on tiles `0..total`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct TileBatch {
     /// The scope's id: the prefix of the batch's attempt ids and names.
     pub scope_id: String,
@@ -87,6 +89,19 @@ pub struct TileBatch {
     pub context: JobContext,
     /// How many tiles.
     pub total: u64,
+    /// The request's journal entry: each tile has its own track in it, as when it runs
+    /// as a unit ([`Self::tile_journal`]).
+    pub journal: JournalHandle,
+}
+
+impl TileBatch {
+    /// The journal track of tile `tile`: unit `tile + 1` of the fan-out (unit 0 is the
+    /// plan), the same track the tile has when it runs as a unit on the pool.
+    #[must_use]
+    pub fn tile_journal(&self, tile: u64) -> UnitJournal {
+        self.journal
+            .unit(u32::try_from(tile + 1).unwrap_or(u32::MAX))
+    }
 }
 
 /// What a batch run of tiles did, for `telemetry.dispatch`.
@@ -96,8 +111,10 @@ pub struct BatchStats {
     pub attempts: u64,
     /// Tiles run again after their array task was lost.
     pub replays: u64,
-    /// Array tasks lost (cancelled, failed, node down).
+    /// Array tasks lost (cancelled, failed, node down, over a limit).
     pub losses: u64,
+    /// Tiles whose task the scheduler stopped over a limit (never run again).
+    pub stopped_over_limit: u64,
 }
 
 /// A future an executor returns (boxed so the trait stays object-safe).
@@ -138,13 +155,14 @@ pub trait Executor: Send + Sync {
     /// Runs every tile of `batch` as one batch (a cluster job array), sending each tile's
     /// number to `done` once its output is in the job's artifact directory; `None` when
     /// the executor runs tiles one unit at a time through [`Self::run`] (the default).
-    /// A tile whose task was lost runs again inside the batch; dropping the future stops
-    /// every task of the batch.
+    /// A tile whose task was lost runs again inside the batch when the replay policy
+    /// (`dispatch::replay`) allows it; dropping the future stops every task of the batch.
+    /// The statistics come back whether the batch succeeded or not.
     fn run_tiles(
         &self,
         batch: TileBatch,
         done: mpsc::UnboundedSender<u64>,
-    ) -> Option<BoxFuture<'_, Result<BatchStats, ToolError>>> {
+    ) -> Option<BoxFuture<'_, (BatchStats, Result<(), ToolError>)>> {
         let _ = (batch, done);
         None
     }

@@ -5,7 +5,7 @@
 //! under a [`Scope`] (a job, a synchronous call, or the command line). For each unit the
 //! dispatcher owns
 //! - the attempt ids (`<scope>.<run>`, or `<scope>.<unit>.<run>` for one of several),
-//! - the journal: the unit's own track in the request's entry ([`crate::journal`]),
+//! - the journal: the unit's own track in the request's entry ([`reticle_journal`]),
 //! - the replay decision after a lost worker (the request's libmcp contract, the unit's
 //!   attempts, [`DeathCause::replayable`]: a run the host stopped over a limit is never
 //!   replayed) — [`replay`],
@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use libmcp::FaultClass;
-use reticle_protocol::wire::{JobContext, JobOutcome};
+use reticle_protocol::wire::{JobContext, JobLimits, JobOutcome};
 use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -42,7 +42,7 @@ pub use fanout::FanOut;
 pub use local::LocalPool;
 pub use replay::{Probe, ProbeOutcome};
 pub use scope::{Scope, ScopeKind};
-pub use slurm::{SlurmExecutor, SlurmSettings, hand_over};
+pub use slurm::{SlurmExecutor, SlurmSettings};
 
 use replay::AfterLoss;
 
@@ -145,6 +145,8 @@ struct Counters {
 /// Runs units on an [`Executor`] under the replay rules. Shared by every caller.
 pub struct Dispatcher {
     executor: Arc<dyn Executor>,
+    /// The limits every attempt's context carries (the host's settings).
+    job_limits: JobLimits,
     counters: Counters,
 }
 
@@ -157,11 +159,12 @@ impl std::fmt::Debug for Dispatcher {
 }
 
 impl Dispatcher {
-    /// A dispatcher sending attempts to `executor`.
+    /// A dispatcher sending attempts to `executor`, each with `job_limits`.
     #[must_use]
-    pub fn new(executor: Arc<dyn Executor>) -> Arc<Self> {
+    pub fn new(executor: Arc<dyn Executor>, job_limits: JobLimits) -> Arc<Self> {
         Arc::new(Self {
             executor,
+            job_limits,
             counters: Counters::default(),
         })
     }
@@ -212,9 +215,10 @@ impl Dispatcher {
             context: JobContext {
                 artifact_dir,
                 allowed_roots: scope.allowed_roots().to_vec(),
-                limits: crate::limits::job_limits(),
+                limits: self.job_limits.clone(),
             },
             total,
+            journal: scope.journal().clone(),
         };
         let running = self.executor.run_tiles(batch, done)?;
         if let Err(e) = self.executor.ready().await {
@@ -222,13 +226,14 @@ impl Dispatcher {
         }
         scope.running();
         self.counters.units.fetch_add(total, Ordering::Relaxed);
-        let result = running.await;
-        Some(result.map(|stats| {
-            let c = &self.counters;
-            c.attempts.fetch_add(stats.attempts, Ordering::Relaxed);
-            c.replays.fetch_add(stats.replays, Ordering::Relaxed);
-            c.worker_losses.fetch_add(stats.losses, Ordering::Relaxed);
-        }))
+        let (stats, result) = running.await;
+        let c = &self.counters;
+        c.attempts.fetch_add(stats.attempts, Ordering::Relaxed);
+        c.replays.fetch_add(stats.replays, Ordering::Relaxed);
+        c.worker_losses.fetch_add(stats.losses, Ordering::Relaxed);
+        c.stopped_over_limit
+            .fetch_add(stats.stopped_over_limit, Ordering::Relaxed);
+        Some(result)
     }
 
     /// Runs `unit` under `scope` to its end and returns the worker's payload.
@@ -260,7 +265,7 @@ impl Dispatcher {
                 context: JobContext {
                     artifact_dir: unit.artifact_dir.clone(),
                     allowed_roots: scope.allowed_roots().to_vec(),
-                    limits: crate::limits::job_limits(),
+                    limits: self.job_limits.clone(),
                 },
             };
             let (tx, mut rx) = mpsc::channel::<Progress>(PROGRESS_BUFFER);
@@ -294,21 +299,17 @@ impl Dispatcher {
                 Err(ExecutorError::Lost(loss)) => *loss,
             };
             self.counters.worker_losses.fetch_add(1, Ordering::Relaxed);
-            if !loss.cause.replayable() {
-                // The host stopped the run over a limit (D26): its outcome is known (it
-                // did not finish) and a replay would go over the limit again.
-                self.counters
-                    .stopped_over_limit
-                    .fetch_add(1, Ordering::Relaxed);
-                journal.dispatched();
-                journal.completed();
-                return Err(loss.error);
-            }
             match replay::after_loss(&journal, &loss, unit.probe.as_ref(), unit.max_attempts, run)
                 .await
             {
                 AfterLoss::Replay => {
                     self.counters.replays.fetch_add(1, Ordering::Relaxed);
+                }
+                AfterLoss::OverLimit(error) => {
+                    self.counters
+                        .stopped_over_limit
+                        .fetch_add(1, Ordering::Relaxed);
+                    return Err(error);
                 }
                 AfterLoss::Done(result) => return result,
             }

@@ -1,11 +1,18 @@
-//! What happens after a unit's worker died: libmcp's decision table, fed the request's
-//! replay contract, the unit's knowledge and attempts, and probe evidence.
+//! The replay policy: what happens after a unit's run was lost with its worker (or its
+//! cluster task). The one place that decides, for every executor: the pool's units
+//! ([`super::Dispatcher::run`]) and a cluster batch's tiles (`slurm`) alike.
 //!
-//! Convergent → run again on a fresh worker (bounded); ProbeRequired → run the unit's
-//! probe, then complete from it or re-run; NeverReplay (or a ProbeRequired unit without a
-//! probe) → fail with a fault of class `ambiguous_outcome` that says the effect may or
-//! may not have happened. A loss the host caused on purpose (over a limit) never gets
-//! here: its outcome is known ([`super::Dispatcher::run`]).
+//! First the over-limit rule: a run stopped over a limit (the host's memory or time
+//! limit, or the cluster's `OUT_OF_MEMORY`/`TIMEOUT`: [`DeathCause::replayable`] false)
+//! is never replayed; its outcome is known (it did not finish) and a replay would go
+//! over the limit again. It fails with the limit's `RESOURCE_LIMIT` error. Otherwise
+//! libmcp's decision table, fed the request's replay contract, the unit's knowledge and
+//! attempts, and probe evidence: Convergent → run again (bounded); ProbeRequired → run
+//! the unit's probe, then complete from it or re-run; NeverReplay (or a ProbeRequired
+//! unit without a probe) → fail with a fault of class `ambiguous_outcome` that says the
+//! effect may or may not have happened.
+//!
+//! [`DeathCause::replayable`]: super::DeathCause::replayable
 
 use std::future::Future;
 use std::pin::Pin;
@@ -15,7 +22,7 @@ use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::{Value, json};
 
 use super::executor::AttemptLoss;
-use crate::journal::UnitJournal;
+use reticle_journal::UnitJournal;
 
 /// What a probe learned about an attempt whose worker died.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,11 +42,15 @@ pub type Probe = Box<
 pub(super) enum AfterLoss {
     /// Run the unit again on a fresh worker.
     Replay,
+    /// The run was stopped over a limit: the unit fails with this error, never re-run.
+    OverLimit(ToolError),
     /// The unit is over: completed from a probe, or failed.
     Done(Result<Value, ToolError>),
 }
 
-/// Applies libmcp's decision table to a unit whose run `attempt` was lost.
+/// Decides what follows the loss of run `attempt` of a unit: the over-limit rule, then
+/// libmcp's decision table (see the module's documentation). Journals the decision in
+/// the unit's track.
 pub(super) async fn after_loss(
     journal: &UnitJournal,
     loss: &AttemptLoss,
@@ -47,6 +58,13 @@ pub(super) async fn after_loss(
     max_attempts: u8,
     attempt: u32,
 ) -> AfterLoss {
+    if !loss.cause.replayable() {
+        // The host (or the cluster) stopped the run over a limit (D26): its outcome is
+        // known, it did not finish.
+        journal.dispatched();
+        journal.completed();
+        return AfterLoss::OverLimit(loss.error.clone());
+    }
     journal.worker_lost();
     let mut evidence = None;
     loop {

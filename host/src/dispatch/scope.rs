@@ -13,7 +13,7 @@ use libmcp::ReplayContract;
 
 use super::executor::Progress;
 use crate::jobs::JobReporter;
-use crate::journal::{Journal, JournalHandle, UnitJournal};
+use reticle_journal::{Journal, JournalHandle, UnitJournal};
 
 /// Which kind of caller a scope serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

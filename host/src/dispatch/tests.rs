@@ -10,8 +10,8 @@ use serde_json::json;
 
 use super::*;
 use crate::jobs::{JobStatus, Jobs, wait};
-use crate::journal::Journal;
 use crate::supervisor::ResourceLimit;
+use reticle_journal::Journal;
 
 type Script = Box<dyn Fn(&AttemptRequest) -> Result<JobOutcome, ExecutorError> + Send + Sync>;
 
@@ -113,7 +113,10 @@ async fn units_of_one_job_replay_alone_under_their_own_attempt_ids() {
             ok(json!({"unit": a.attempt_id}))
         }
     });
-    let dispatcher = Dispatcher::new(Arc::clone(&executor) as Arc<dyn Executor>);
+    let dispatcher = Dispatcher::new(
+        Arc::clone(&executor) as Arc<dyn Executor>,
+        JobLimits::default(),
+    );
     let jobs = Jobs::new(Duration::from_secs(60));
     let journal = Journal::new();
     let entry = journal.open("tools/call:evaluate", ReplayContract::Convergent);
@@ -156,7 +159,10 @@ async fn a_unit_stopped_over_a_limit_fails_once_in_every_scope() {
     };
     for kind in [ScopeKind::Call, ScopeKind::Cli] {
         let executor = Scripted::new(move |a| lost(a, over()));
-        let dispatcher = Dispatcher::new(Arc::clone(&executor) as Arc<dyn Executor>);
+        let dispatcher = Dispatcher::new(
+            Arc::clone(&executor) as Arc<dyn Executor>,
+            JobLimits::default(),
+        );
         let journal = Journal::new();
         let scope = match kind {
             ScopeKind::Call => Scope::call(
@@ -179,7 +185,10 @@ async fn a_unit_stopped_over_a_limit_fails_once_in_every_scope() {
 #[tokio::test]
 async fn a_unit_that_kills_every_worker_gives_up_after_three_runs() {
     let executor = Scripted::new(|a| lost(a, crash()));
-    let dispatcher = Dispatcher::new(Arc::clone(&executor) as Arc<dyn Executor>);
+    let dispatcher = Dispatcher::new(
+        Arc::clone(&executor) as Arc<dyn Executor>,
+        JobLimits::default(),
+    );
     let progress = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&progress);
     let scope = Scope::cli("eval-2", Vec::new(), move |p| {

@@ -12,10 +12,11 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
+use reticle_protocol::sync::lock;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -23,8 +24,8 @@ use tokio::task::JoinHandle;
 use super::auth::Principal;
 use super::stream::{DetachListener, EventStream};
 use crate::mcp::server::{ClientEnd, Server};
-use crate::transport::frame::Frame;
-use crate::transport::writer::Outgoing;
+use reticle_transport::frame::Frame;
+use reticle_transport::writer::Outgoing;
 
 /// Messages a client may have queued for its server before a POST waits.
 const FRAME_QUEUE: usize = 64;
@@ -108,10 +109,6 @@ pub struct Client {
     next_stream: AtomicU64,
     resume_grace: Duration,
     me: Weak<Client>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Client {

@@ -3,8 +3,10 @@
 //! when the host stops.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use reticle_protocol::sync::lock;
 
 use super::auth::Principal;
 use super::client::{Client, ClientKey};
@@ -14,8 +16,8 @@ use crate::mcp::server::Server;
 use crate::scope::ClientScope;
 use crate::state::HostState;
 use crate::tools::ToolRegistry;
-use crate::transport::writer::Outbound;
 use crate::workers::WorkerPool;
+use reticle_transport::writer::Outbound;
 
 /// Bounds on the clients of one host.
 #[derive(Debug, Clone, Copy)]
@@ -63,10 +65,6 @@ pub struct Hub {
     closed: std::sync::atomic::AtomicBool,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl Hub {
     /// No clients yet.
     pub fn new(host: HostParts, limits: HttpLimits) -> Self {
@@ -85,9 +83,11 @@ impl Hub {
 
     fn start(&self, key: ClientKey, principal: Arc<Principal>) -> Arc<Client> {
         let (out, outgoing) = Outbound::channel();
-        let scope = Arc::new(ClientScope::new(AllowedRoots::for_token(
-            principal.roots.as_deref(),
-        )));
+        let config = self.host.state.config();
+        let scope = Arc::new(ClientScope::new(
+            AllowedRoots::for_token(principal.roots.as_deref(), config),
+            config,
+        ));
         let server = Server::with_dispatcher(
             out,
             Arc::clone(&self.host.state),

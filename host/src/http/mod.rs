@@ -24,7 +24,6 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::assets::SchemaCatalog;
 use crate::confine::AllowedRoots;
 use crate::control::ControlSocket;
 use crate::events::{EventLog, EventLogConfig};
@@ -35,8 +34,9 @@ use crate::scope::ClientScope;
 use crate::serve::ServeOptions;
 use crate::state::HostState;
 use crate::tools::ToolRegistry;
-use crate::transport::writer::Outbound;
 use crate::workers::ReleaseChoice;
+use reticle_assets::SchemaCatalog;
+use reticle_transport::writer::Outbound;
 
 pub use hub::HttpLimits;
 
@@ -70,13 +70,18 @@ const IDLE_SWEEP: Duration = Duration::from_secs(5);
 /// # Errors
 /// A configuration that cannot serve (no token, `--anonymous` off loopback, a bad
 /// tokens file) or an address that cannot be bound.
-pub fn serve_http(options: ServeOptions, http: HttpOptions) -> anyhow::Result<StopReason> {
+pub fn serve_http(
+    options: ServeOptions,
+    http: HttpOptions,
+    config: Arc<crate::config::Config>,
+) -> anyhow::Result<StopReason> {
     let logs = logging::init(
         &options.log_filter,
         options.log_dir.as_deref(),
         "reticle.jsonl",
     );
-    crate::config::current().log_warnings();
+    // The settings `main` read: every part gets them from the host state.
+    config.log_warnings();
     if http.anonymous && !http.addr.ip().is_loopback() {
         anyhow::bail!(
             "--anonymous serves without authorization and is refused on {}: bind a loopback address or configure tokens",
@@ -93,10 +98,11 @@ pub fn serve_http(options: ServeOptions, http: HttpOptions) -> anyhow::Result<St
         options.examples_dir.as_deref(),
     );
     let events = Arc::new(match &options.log_dir {
-        Some(dir) => EventLog::open(EventLogConfig::configured(dir.clone()), 0),
+        Some(dir) => EventLog::open(EventLogConfig::configured(dir.clone(), &config.serve), 0),
         None => EventLog::disabled(),
     });
     let state = Arc::new(HostState::new(
+        config,
         logs.file.clone(),
         Arc::clone(&events),
         schemas,
@@ -121,7 +127,7 @@ async fn run(
 ) -> anyhow::Result<StopReason> {
     let workers = state.worker_pool(ReleaseChoice::default());
     let dispatcher = configured_dispatcher(&workers, &state);
-    let tools = Arc::new(ToolRegistry::standard());
+    let tools = Arc::new(ToolRegistry::for_settings(&state.config().serve));
     let listener = tokio::net::TcpListener::bind(http.addr)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", http.addr))?;
@@ -139,7 +145,10 @@ async fn run(
     let operator = Server::with_dispatcher(
         operator_out,
         Arc::clone(&state),
-        Arc::new(ClientScope::new(AllowedRoots::configured())),
+        Arc::new(ClientScope::new(
+            AllowedRoots::configured(state.config()),
+            state.config(),
+        )),
         Arc::clone(&tools),
         options.job_ttl,
         Arc::clone(&workers),
@@ -149,7 +158,7 @@ async fn run(
     // A reexec cannot carry TCP connections to the next image: the request is refused
     // (the command channel has no reader).
     drop(commands_rx);
-    let control = match ControlSocket::bind() {
+    let control = match ControlSocket::bind(state.config().process.xdg_runtime_dir.as_deref()) {
         Ok(socket) => Some(socket.serve(operator.clone(), commands_tx, host_exe.clone())),
         Err(e) => {
             tracing::warn!(error = %e, "no control socket; `reticle ctl` cannot reach this host");

@@ -23,7 +23,7 @@ use super::auth::{
 use super::client::{Client, Reply};
 use super::hub::Hub;
 use crate::mcp::era::{self, META_PROTOCOL_VERSION};
-use crate::transport::jsonrpc::{self, INVALID_REQUEST, Incoming, PARSE_ERROR};
+use reticle_transport::jsonrpc::{self, INVALID_REQUEST, Incoming, PARSE_ERROR};
 
 /// `Mcp-Session-Id`.
 const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");

@@ -8,10 +8,11 @@
 //! finished reports it (the request may be cancelled, [`super::client`]).
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
+use reticle_protocol::sync::lock;
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -72,7 +73,7 @@ impl EventStream {
     }
 
     fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.inner)
     }
 
     /// Appends a JSON-RPC message; `last` finishes the stream (the final response).

@@ -3,7 +3,9 @@
 
 use std::time::SystemTime;
 
-use super::{JobView, Jobs, lock};
+use reticle_protocol::sync::lock;
+
+use super::{JobView, Jobs};
 
 /// A `tasks/list` cursor that names no position in the table.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -6,11 +6,12 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
 use reticle_protocol::ToolError;
+use reticle_protocol::sync::lock;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 
-use super::{JobEntry, JobProgress, JobStatus, JobView, Jobs, lock};
+use super::{JobEntry, JobProgress, JobStatus, JobView, Jobs};
 
 /// A job as a reexec snapshot carries it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -141,7 +142,7 @@ impl Jobs {
     /// Call it before aborting the calls that wait on these jobs: from here on a dropped
     /// wait does not cancel its job, so the snapshot keeps the job unfinished.
     pub fn detach_all(&self) {
-        self.handed_over.store(true, Ordering::SeqCst);
+        self.handover.begin();
         let mut entries = lock(&self.entries);
         for entry in entries.values_mut() {
             if let Some(abort) = entry.abort.take() {

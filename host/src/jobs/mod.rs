@@ -14,9 +14,10 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use reticle_protocol::sync::lock;
 use reticle_protocol::{ErrorCode, SCHEMA_VERSION, ToolError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -24,6 +25,7 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use crate::events::EventLog;
+use crate::handover::Handover;
 
 mod cursor;
 mod handover;
@@ -171,10 +173,10 @@ pub struct Jobs {
     admission: Mutex<()>,
     stats: Arc<JobStats>,
     events: Option<Arc<EventLog>>,
-    /// Set by [`Jobs::detach_all`]: the session is being handed to the next image, so a
-    /// waiting call dropped from now on leaves its job alone (the next image re-attaches
-    /// it) instead of cancelling it.
-    handed_over: std::sync::atomic::AtomicBool,
+    /// The host's handover flag (set by the host, or by [`Jobs::detach_all`]): once the
+    /// session is being handed to the next image, a waiting call dropped leaves its job
+    /// alone (the next image re-attaches it) instead of cancelling it.
+    handover: Handover,
 }
 
 impl std::fmt::Debug for Jobs {
@@ -185,15 +187,11 @@ impl std::fmt::Debug for Jobs {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl Jobs {
-    /// A table keeping finished jobs for `ttl`, with the configured cap on unfinished
-    /// jobs ([`crate::limits::HostLimits::max_active_jobs`]).
+    /// A table keeping finished jobs for `ttl`, with the default cap on unfinished jobs
+    /// ([`crate::config::limits::DEFAULT_MAX_ACTIVE_JOBS`]).
     pub fn new(ttl: Duration) -> Arc<Self> {
-        Self::with_max_active(ttl, crate::limits::current().max_active_jobs)
+        Self::with_max_active(ttl, crate::config::limits::DEFAULT_MAX_ACTIVE_JOBS)
     }
 
     /// A table keeping finished jobs for `ttl` and refusing a job while `max_active`
@@ -206,21 +204,26 @@ impl Jobs {
             admission: Mutex::new(()),
             stats: Arc::default(),
             events: None,
-            handed_over: Default::default(),
+            handover: Handover::new(),
         })
     }
 
-    /// A table with the configured cap that also records every job transition in
-    /// `events`.
-    pub fn with_events(ttl: Duration, events: Arc<EventLog>) -> Arc<Self> {
+    /// A table refusing a job while `max_active` are unfinished that also records every
+    /// job transition in `events` and shares the host's `handover` flag.
+    pub fn with_events(
+        ttl: Duration,
+        max_active: usize,
+        events: Arc<EventLog>,
+        handover: Handover,
+    ) -> Arc<Self> {
         Arc::new(Self {
             entries: Mutex::new(HashMap::new()),
             ttl,
-            max_active: crate::limits::current().max_active_jobs,
+            max_active,
             admission: Mutex::new(()),
             stats: Arc::default(),
             events: Some(events),
-            handed_over: Default::default(),
+            handover,
         })
     }
 
@@ -257,7 +260,7 @@ impl Jobs {
                 "limit": "max_active_jobs",
                 "max": self.max_active,
                 "active": active,
-                "setting": crate::limits::MAX_ACTIVE_JOBS_ENV,
+                "setting": crate::config::limits::MAX_ACTIVE_JOBS_ENV,
             }))
             .recoverable(true)
             .with_fault(libmcp::FaultClass::Resource, Some(1000))
@@ -537,7 +540,7 @@ where
     }
     impl Drop for CancelOnDrop<'_> {
         fn drop(&mut self) {
-            if self.armed && !self.jobs.handed_over.load(Ordering::SeqCst) {
+            if self.armed && !self.jobs.handover.started() {
                 let _ = self
                     .jobs
                     .cancel(&self.job_id, "the waiting request was cancelled");

@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::transport::jsonrpc::{INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION};
+use reticle_transport::jsonrpc::{INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION};
 
 /// Per-request-metadata revisions we serve.
 pub const MODERN_VERSIONS: &[&str] = &["2026-07-28"];

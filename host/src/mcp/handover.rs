@@ -8,18 +8,19 @@ use std::time::{Duration, Instant};
 
 use libmcp::{ProbeResolution, ReplayContract, RequestDisposition};
 use reticle_protocol::ToolError;
+use reticle_protocol::sync::lock;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::era::{self, LogLevel, RequestMeta, request_meta};
 use super::requests::{InFlight, InFlightRequest, ledger_key_of};
-use super::server::{RunEnd, Server, StopReason, lock, log_join};
+use super::server::{RunEnd, Server, StopReason, log_join};
 use crate::dispatch::ProbeOutcome;
 use crate::jobs::{JobOptions, JobRecord, JobStatus, RestoredJob};
 use crate::reexec::{PendingRequest, ServerSnapshot, SessionSnapshot, TaskWatch};
-use crate::transport::frame::Frame;
-use crate::transport::jsonrpc;
+use reticle_transport::frame::Frame;
+use reticle_transport::jsonrpc;
 
 /// Longest wait, at a reexec, for requests that are not waiting on a job to finish.
 const REEXEC_DRAIN: Duration = Duration::from_secs(5);
@@ -32,10 +33,10 @@ impl Server {
     pub(super) async fn hand_over(
         &self,
         mut frames: mpsc::Receiver<Frame>,
-        pump: Option<crate::transport::stdin::StdinPump>,
+        pump: Option<reticle_transport::stdin::StdinPump>,
         mut tasks: JoinSet<()>,
     ) -> RunEnd {
-        use crate::transport::stdin::{PumpEnd, PumpState};
+        use reticle_transport::stdin::{PumpEnd, PumpState};
         let pump_state = match pump {
             Some(pump) => match tokio::task::spawn_blocking(move || pump.stop()).await {
                 Ok(PumpEnd::Stopped(state)) => state,

@@ -4,14 +4,15 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use reticle_protocol::sync::lock;
 use serde_json::{Map, Value, json};
 
 use super::era::{self, LogLevel, META_SERVER_INFO, RequestMeta, RpcError, negotiate_legacy};
-use super::server::{Server, lock};
+use super::server::Server;
 use super::tasks::{self, TASKS_EXTENSION};
-use crate::journal::JournalHandle;
 use crate::tools::{TaskRequest, TaskSupport};
-use crate::transport::jsonrpc::{self, METHOD_NOT_FOUND};
+use reticle_journal::JournalHandle;
+use reticle_transport::jsonrpc::{self, METHOD_NOT_FOUND};
 
 /// How long the lists we serve stay fresh for a caching client (MCP caching).
 const LIST_TTL_MS: u64 = 300_000;

@@ -6,13 +6,14 @@ use std::future::Future;
 use std::sync::{Arc, OnceLock};
 
 use libmcp::ReplayContract;
+use reticle_protocol::sync::lock;
 use serde_json::{Map, Value, json};
 use tokio::task::{AbortHandle, JoinSet};
 
 use super::era::{RequestMeta, RpcError, request_meta};
-use super::server::{Server, lock};
+use super::server::Server;
 use crate::state::FrameCounters;
-use crate::transport::jsonrpc::{self, INVALID_REQUEST, METHOD_NOT_FOUND};
+use reticle_transport::jsonrpc::{self, INVALID_REQUEST, METHOD_NOT_FOUND};
 
 /// A request being processed: enough to answer it after a reexec.
 pub(super) struct InFlightRequest {

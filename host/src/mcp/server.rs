@@ -11,9 +11,10 @@
 //! reexec handover ([`super::handover`]).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use reticle_protocol::sync::lock;
 use serde_json::{Map, Value, json};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
@@ -23,15 +24,15 @@ use super::era::{self, LogLevel, RequestMeta};
 use super::requests::InFlight;
 use crate::dispatch::{Dispatcher, Executor, LocalPool, SlurmExecutor, SlurmSettings};
 use crate::jobs::Jobs;
-use crate::journal::Journal;
 use crate::reexec::{PendingRequest, ServerSnapshot};
 use crate::scope::ClientScope;
 use crate::state::{FrameCounters, HostState};
 use crate::tools::{ToolRegistry, ToolShared};
-use crate::transport::frame::{Frame, MAX_FRAME_BYTES};
-use crate::transport::jsonrpc::{self, Incoming, PARSE_ERROR};
-use crate::transport::writer::Outbound;
 use crate::workers::WorkerPool;
+use reticle_journal::Journal;
+use reticle_transport::frame::{Frame, MAX_FRAME_BYTES};
+use reticle_transport::jsonrpc::{self, Incoming, PARSE_ERROR};
+use reticle_transport::writer::Outbound;
 
 /// Why the loop ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +64,7 @@ pub struct RunEnd {
     pub snapshot: Option<ServerSnapshot>,
     /// For a reexec: frames read but not dispatched, and what the stdin pump had
     /// read but not framed.
-    pub input: Option<(Vec<Frame>, crate::transport::stdin::PumpState)>,
+    pub input: Option<(Vec<Frame>, reticle_transport::stdin::PumpState)>,
     /// For a reexec: the binary to exec.
     pub reexec_bin: Option<std::path::PathBuf>,
 }
@@ -129,10 +130,6 @@ pub struct Server {
     pub(super) task_watches: Arc<Mutex<HashMap<String, Option<Value>>>>,
 }
 
-pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl Server {
     /// A server writing to `out`, for the client that sees `scope`, with the dispatcher
     /// the configuration names (the stdio host: one client, one server).
@@ -174,7 +171,12 @@ impl Server {
         journal.on_replay(move |method| replays.record_replay(method));
         Self {
             shared: ToolShared {
-                jobs: Jobs::with_events(job_ttl, events),
+                jobs: Jobs::with_events(
+                    job_ttl,
+                    state.config().limits.max_active_jobs,
+                    events,
+                    state.handover().clone(),
+                ),
                 state,
                 scope,
                 out,
@@ -232,7 +234,7 @@ impl Server {
         mut frames: mpsc::Receiver<Frame>,
         policy: ShutdownPolicy,
         mut commands: mpsc::Receiver<LoopCommand>,
-        pump: Option<crate::transport::stdin::StdinPump>,
+        pump: Option<reticle_transport::stdin::StdinPump>,
         pending: Vec<PendingRequest>,
     ) -> std::io::Result<RunEnd> {
         let mut sigterm = signal(SignalKind::terminate())?;
@@ -258,8 +260,6 @@ impl Server {
             }
         };
         if reason == StopReason::Reexec {
-            // Cluster arrays outlive this image: the next one follows them (D63).
-            crate::dispatch::hand_over();
             let mut end = self.hand_over(frames, pump, tasks).await;
             end.reexec_bin = reexec_bin;
             return Ok(end);
@@ -522,13 +522,20 @@ impl Server {
 /// The dispatcher the configuration names: the local pool, or Slurm in front of it.
 pub fn configured_dispatcher(workers: &Arc<WorkerPool>, state: &HostState) -> Arc<Dispatcher> {
     let local: Arc<dyn Executor> = Arc::new(LocalPool::new(Arc::clone(workers)));
-    match crate::config::current().executor.kind {
-        crate::config::ExecutorKind::Local => Dispatcher::new(local),
-        crate::config::ExecutorKind::Slurm => Dispatcher::new(Arc::new(SlurmExecutor::new(
-            local,
-            SlurmSettings::configured(),
-            Some(Arc::clone(&state.events)),
-        ))),
+    let config = state.config();
+    let limits = config.limits.job.clone();
+    match config.executor.kind {
+        crate::config::ExecutorKind::Local => Dispatcher::new(local, limits),
+        // Cluster arrays outlive this image at a reexec: the next one follows them (D63).
+        crate::config::ExecutorKind::Slurm => Dispatcher::new(
+            Arc::new(SlurmExecutor::new(
+                local,
+                SlurmSettings::from_config(config),
+                Some(Arc::clone(&state.events)),
+                state.handover().clone(),
+            )),
+            limits,
+        ),
     }
 }
 

@@ -6,10 +6,11 @@
 use std::sync::Arc;
 
 use reticle_protocol::ToolError;
+use reticle_protocol::sync::lock;
 use serde_json::{Map, Value, json};
 
 use super::era::{RequestMeta, RpcError};
-use super::server::{Server, lock};
+use super::server::Server;
 use super::tasks::{self, LIST_PAGE, META_MODEL_IMMEDIATE_RESPONSE};
 use crate::jobs::{JobOptions, JobView};
 use crate::tools::{CallOutcome, TaskRequest};

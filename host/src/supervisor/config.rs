@@ -5,15 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{EventHook, SupervisorError};
+use crate::config::names::default_worker_exe;
 
-/// Environment variable: number of warm workers (default 1).
-pub const WORKERS_ENV: &str = "RETICLE_WORKERS";
-/// Environment variable: path of the worker binary (default: next to the current executable).
-pub const WORKER_BIN_ENV: &str = "RETICLE_WORKER_BIN";
-/// Environment variable: longest wall time of one job attempt, seconds (`0`: none).
-pub const JOB_TIMEOUT_ENV: &str = "RETICLE_JOB_TIMEOUT_S";
-/// Environment variable: most resident memory of one worker, MiB (`0`: none).
-pub const WORKER_MEMORY_ENV: &str = "RETICLE_WORKER_MEMORY_MB";
 /// Most workers one supervisor runs.
 pub const MAX_WORKERS: usize = 64;
 
@@ -44,7 +37,8 @@ pub struct SupervisorConfig {
     pub worker_args: Vec<OsString>,
     /// Extra environment for the worker (the socket variables are always set).
     pub worker_env: Vec<(OsString, OsString)>,
-    /// Parent of the per-worker runtime directories; `None`: `$XDG_RUNTIME_DIR`, else `/tmp`.
+    /// Parent of the per-worker runtime directories; `None`: `/tmp` ([`Self::configured`]
+    /// sets `$XDG_RUNTIME_DIR` when it is a directory).
     pub runtime_dir_base: Option<PathBuf>,
     /// Longest time from spawn to a valid hello.
     pub handshake_timeout: Duration,
@@ -133,20 +127,24 @@ impl SupervisorConfig {
             .map(|bytes| bytes.saturating_mul(DATA_RLIMIT_FACTOR))
     }
 
-    /// Defaults overridden by the pool settings ([`crate::config::WorkerSettings`]:
+    /// Defaults overridden by the pool settings of `host` ([`crate::config::WorkerSettings`]:
     /// `RETICLE_WORKERS`, `RETICLE_WORKER_BIN`, `RETICLE_JOB_TIMEOUT_S`,
-    /// `RETICLE_WORKER_MEMORY_MB`).
+    /// `RETICLE_WORKER_MEMORY_MB`; runtime directories under `XDG_RUNTIME_DIR`).
     ///
     /// # Errors
     /// A setting that did not parse (named), or a pool size out of range.
-    pub fn configured() -> Result<Self, SupervisorError> {
-        let settings = crate::config::current()
-            .worker_settings()
-            .map_err(SupervisorError::Config)?;
+    pub fn configured(host: &crate::config::Config) -> Result<Self, SupervisorError> {
+        let settings = host.worker_settings().map_err(SupervisorError::Config)?;
         let mut config = Self {
             workers: settings.workers,
             job_timeout: settings.job_timeout,
             memory_limit_bytes: settings.memory_limit_bytes,
+            runtime_dir_base: host
+                .process
+                .xdg_runtime_dir
+                .as_ref()
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute() && p.is_dir()),
             ..Self::default()
         };
         if let Some(exe) = &settings.worker_bin {
@@ -190,17 +188,6 @@ impl SupervisorConfig {
             .saturating_mul(factor)
             .min(self.backoff_max)
     }
-}
-
-/// `reticle-worker` in the directory of the current executable, where cargo and the
-/// installers put both binaries.
-#[must_use]
-pub fn default_worker_exe() -> PathBuf {
-    let name = "reticle-worker";
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.parent().map(|dir| dir.join(name)))
-        .unwrap_or_else(|| PathBuf::from(name))
 }
 
 #[cfg(test)]

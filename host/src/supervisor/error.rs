@@ -51,6 +51,15 @@ pub enum DeathCause {
         /// What was measured when the worker was killed (same unit).
         used: u64,
     },
+    /// A cluster scheduler ended the batch task running the attempt (Slurm: the array
+    /// element left `squeue` in an ended state with the attempt's tile not done).
+    SchedulerEnded {
+        /// The scheduler's final state of the task (`CANCELLED`, `NODE_FAIL`, `TIMEOUT`…,
+        /// `GONE` when it left the queue unseen).
+        state: String,
+        /// The limit the scheduler stopped it over (`OUT_OF_MEMORY`, `TIMEOUT`), if any.
+        limit: Option<ResourceLimit>,
+    },
 }
 
 /// A per-job resource the host enforces on workers.
@@ -70,8 +79,21 @@ impl DeathCause {
     pub fn replayable(&self) -> bool {
         !matches!(
             self,
-            Self::OverLimit { .. } | Self::AllocationRefused { .. }
+            Self::OverLimit { .. }
+                | Self::AllocationRefused { .. }
+                | Self::SchedulerEnded { limit: Some(_), .. }
         )
+    }
+
+    /// The limit the run went over, if that is why it ended.
+    #[must_use]
+    pub fn limit(&self) -> Option<ResourceLimit> {
+        match self {
+            Self::OverLimit { limit, .. } => Some(*limit),
+            Self::AllocationRefused { .. } => Some(ResourceLimit::Memory),
+            Self::SchedulerEnded { limit, .. } => *limit,
+            _ => None,
+        }
     }
 
     /// libmcp's fault class of this death (D17: heartbeat → timeout, broken wire →
@@ -84,6 +106,10 @@ impl DeathCause {
             Self::ConnectionLost => FaultClass::Transport,
             Self::Exited { .. } | Self::Fault { .. } => FaultClass::Process,
             Self::OverLimit { .. } | Self::AllocationRefused { .. } => FaultClass::Resource,
+            Self::SchedulerEnded { limit, .. } => match limit {
+                Some(_) => FaultClass::Resource,
+                None => FaultClass::Process,
+            },
         }
     }
 
@@ -97,6 +123,8 @@ impl DeathCause {
             Self::Protocol { .. } => "worker_protocol",
             Self::Fault { .. } => "worker_fault",
             Self::OverLimit { .. } | Self::AllocationRefused { .. } => "worker_over_limit",
+            Self::SchedulerEnded { limit: Some(_), .. } => "worker_over_limit",
+            Self::SchedulerEnded { limit: None, .. } => "worker_task_ended",
         }
     }
 }
@@ -141,6 +169,23 @@ impl fmt::Display for DeathCause {
             }
             Self::Protocol { message } => write!(f, "broke the wire protocol: {message}"),
             Self::Fault { message } => write!(f, "reported a fatal fault: {message}"),
+            Self::SchedulerEnded {
+                state,
+                limit: Some(ResourceLimit::Memory),
+            } => write!(
+                f,
+                "was stopped by the scheduler over its memory limit ({state})"
+            ),
+            Self::SchedulerEnded {
+                state,
+                limit: Some(ResourceLimit::WallTime),
+            } => write!(
+                f,
+                "was stopped by the scheduler over its time limit ({state})"
+            ),
+            Self::SchedulerEnded { state, limit: None } => {
+                write!(f, "ended in the scheduler ({state})")
+            }
         }
     }
 }
@@ -172,6 +217,38 @@ pub enum CancelKind {
 
 /// What an agent can do about a job that went over the worker memory limit.
 const MEMORY_HINT: &str = "ask for a smaller window or a coarser pixel_nm; the operator can raise RETICLE_WORKER_MEMORY_MB";
+
+/// The tool error of a run lost with its worker (or its cluster task), as a caller that
+/// does not replay it reports it: over a limit, `RESOURCE_LIMIT` of fault class
+/// `resource` with a hint naming the limit's setting (the same on the pool and on a
+/// cluster); otherwise `WORKER_FAULT` of the death's fault class, retryable.
+#[must_use]
+pub fn lost_run_error(job_id: &str, cause: &DeathCause, message: String) -> ToolError {
+    let details = serde_json::json!({ "job_id": job_id, "cause": cause });
+    let Some(limit) = cause.limit() else {
+        return ToolError::new(ErrorCode::WorkerFault, message)
+            .with_details(details)
+            .with_fault(cause.fault_class(), Some(500))
+            .with_hint("a fresh worker replaces the lost one; retry after the delay");
+    };
+    let scheduler = matches!(cause, DeathCause::SchedulerEnded { .. });
+    let hint = match (limit, scheduler) {
+        (ResourceLimit::Memory, false) => MEMORY_HINT,
+        (ResourceLimit::WallTime, false) => {
+            "ask for a smaller window or a coarser pixel_nm; the operator can raise RETICLE_JOB_TIMEOUT_S"
+        }
+        (ResourceLimit::Memory, true) => {
+            "ask for a smaller window or a coarser pixel_nm; the operator can give the cluster's tasks more memory or set fewer RETICLE_SLURM_TILES_PER_TASK"
+        }
+        (ResourceLimit::WallTime, true) => {
+            "ask for a smaller window or a coarser pixel_nm; the operator can raise RETICLE_SLURM_TIME_LIMIT or set fewer RETICLE_SLURM_TILES_PER_TASK"
+        }
+    };
+    ToolError::new(ErrorCode::ResourceLimit, message)
+        .with_details(details)
+        .with_fault(FaultClass::Resource, None)
+        .with_hint(hint)
+}
 
 /// Errors of the supervisor API.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -260,34 +337,7 @@ impl SupervisorError {
             Self::Cancelled { job_id, .. } => ToolError::new(ErrorCode::Cancelled, message)
                 .with_details(serde_json::json!({ "job_id": job_id }))
                 .recoverable(false),
-            Self::WorkerDied {
-                job_id,
-                cause: cause @ DeathCause::OverLimit { limit, .. },
-                ..
-            } => ToolError::new(ErrorCode::ResourceLimit, message)
-                .with_details(serde_json::json!({ "job_id": job_id, "cause": cause }))
-                .with_fault(FaultClass::Resource, None)
-                .with_hint(match limit {
-                    ResourceLimit::Memory => MEMORY_HINT,
-                    ResourceLimit::WallTime => {
-                        "ask for a smaller window or a coarser pixel_nm; the operator can raise RETICLE_JOB_TIMEOUT_S"
-                    }
-                }),
-            Self::WorkerDied {
-                job_id,
-                cause: cause @ DeathCause::AllocationRefused { .. },
-                ..
-            } => ToolError::new(ErrorCode::ResourceLimit, message)
-                .with_details(serde_json::json!({ "job_id": job_id, "cause": cause }))
-                .with_fault(FaultClass::Resource, None)
-                .with_hint(MEMORY_HINT),
-            Self::WorkerDied { job_id, cause, .. } => {
-                let class = cause.fault_class();
-                ToolError::new(ErrorCode::WorkerFault, message)
-                    .with_details(serde_json::json!({ "job_id": job_id, "cause": cause }))
-                    .with_fault(class, Some(500))
-                    .with_hint("a fresh worker replaces the lost one; retry after the delay")
-            }
+            Self::WorkerDied { job_id, cause, .. } => lost_run_error(job_id, cause, message),
             Self::QueueFull { capacity } => ToolError::new(ErrorCode::WorkerFault, message)
                 .with_details(serde_json::json!({ "capacity": capacity }))
                 .with_fault(FaultClass::Resource, Some(1000))

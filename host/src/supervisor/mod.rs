@@ -19,8 +19,10 @@
 //! use std::sync::Arc;
 //! use reticle_host::dispatch::{Dispatcher, LocalPool, Scope, Unit};
 //! use reticle_host::supervisor::{Supervisor, SupervisorConfig};
-//! let supervisor = Arc::new(Supervisor::start(SupervisorConfig::configured()?).await?);
-//! let dispatcher = Dispatcher::new(Arc::new(LocalPool::with_supervisor(Arc::clone(&supervisor))));
+//! let config = reticle_host::config::init()?; // in `main`: the one read of the settings
+//! let supervisor = Arc::new(Supervisor::start(SupervisorConfig::configured(&config)?).await?);
+//! let local = Arc::new(LocalPool::with_supervisor(Arc::clone(&supervisor)));
+//! let dispatcher = Dispatcher::new(local, config.limits.job.clone());
 //! let scope = Scope::cli("demo-1", vec![], |p| tracing::info!(done = p.done, total = p.total, "{}", p.message));
 //! // Attempt `demo-1.1` waits for a free worker; its progress goes to the callback.
 //! let payload = dispatcher.run(&scope, Unit::new("debug.sleep", &serde_json::json!({"ms": 100}))).await?;
@@ -68,17 +70,15 @@ mod wire;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use reticle_protocol::sync::lock;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-pub use config::{
-    JOB_TIMEOUT_ENV, MAX_WORKERS, SupervisorConfig, WORKER_ALLOCATOR, WORKER_BIN_ENV,
-    WORKER_MEMORY_ENV, WORKERS_ENV, WorkerStderr, default_worker_exe,
-};
-pub use error::{CancelKind, DeathCause, ResourceLimit, SupervisorError};
+pub use config::{MAX_WORKERS, SupervisorConfig, WORKER_ALLOCATOR, WorkerStderr};
+pub use error::{CancelKind, DeathCause, ResourceLimit, SupervisorError, lost_run_error};
 pub use notify::{EventHook, SupervisorEvent};
 pub use process::worker_environment;
 pub use reticle_protocol::wire::{JobContext, JobLimits, JobOutcome, RunRequest};
@@ -194,11 +194,11 @@ impl Inner {
     }
 
     fn jobs(&self) -> std::sync::MutexGuard<'_, HashMap<String, AttemptEntry>> {
-        self.jobs.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.jobs)
     }
 
     fn slots(&self) -> std::sync::MutexGuard<'_, Vec<Arc<SlotShared>>> {
-        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.slots)
     }
 
     fn slot(&self, id: usize) -> Option<Arc<SlotShared>> {
@@ -206,7 +206,7 @@ impl Inner {
     }
 
     fn release(&self) -> std::sync::MutexGuard<'_, Release> {
-        self.release.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.release)
     }
 
     /// Reports `event` to the configured hook.
@@ -244,10 +244,7 @@ impl Inner {
             mode_rx,
         );
         let task = tokio::spawn(slot.run(ready_tx));
-        self.tasks
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(id, task);
+        lock(&self.tasks).insert(id, task);
         (id, ready_rx)
     }
 }
@@ -441,15 +438,8 @@ impl Supervisor {
         let workers = slots
             .iter()
             .map(|slot| {
-                let mut s = slot
-                    .status
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .clone();
-                let heard = *slot
-                    .last_heard
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
+                let mut s = lock(&slot.status).clone();
+                let heard = *lock(&slot.last_heard);
                 s.last_heartbeat_age_ms = heard
                     .filter(|_| s.pid.is_some())
                     .map(|t| u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX));
@@ -479,13 +469,7 @@ impl Supervisor {
     /// the runtime directories are removed. Queued jobs fail with `ShuttingDown`.
     pub async fn shutdown(&self) {
         self.inner.shutdown.send_replace(true);
-        let tasks = std::mem::take(
-            &mut *self
-                .inner
-                .tasks
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
+        let tasks = std::mem::take(&mut *lock(&self.inner.tasks));
         for (_, task) in tasks {
             let _ = task.await;
         }
@@ -504,13 +488,7 @@ impl Drop for Supervisor {
     fn drop(&mut self) {
         self.inner.shutdown.send_replace(true);
         process::kill_all(&self.inner.live_groups);
-        for (_, task) in self
-            .inner
-            .tasks
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .drain()
-        {
+        for (_, task) in lock(&self.inner.tasks).drain() {
             task.abort();
         }
     }

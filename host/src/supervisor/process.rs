@@ -5,11 +5,12 @@ use std::collections::HashMap;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+use reticle_protocol::sync::lock;
 use reticle_protocol::wire::{
     WIRE_VERSION, WORKER_PARENT_PID_ENV, WORKER_SOCKET_ENV, WorkerHello, WorkerMessage,
 };
@@ -31,7 +32,7 @@ pub type LiveGroups = Arc<Mutex<HashMap<usize, u32>>>;
 
 /// Kills every registered group (kill-on-drop of the whole supervisor).
 pub fn kill_all(groups: &LiveGroups) {
-    let groups = groups.lock().unwrap_or_else(PoisonError::into_inner);
+    let groups = lock(groups);
     for &pid in groups.values() {
         kill_group(pid);
     }
@@ -101,10 +102,7 @@ struct GroupGuard {
 
 impl GroupGuard {
     fn new(groups: &LiveGroups, slot: usize, pid: u32) -> Self {
-        groups
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(slot, pid);
+        lock(groups).insert(slot, pid);
         Self {
             groups: Arc::clone(groups),
             slot,
@@ -122,7 +120,7 @@ impl GroupGuard {
     fn disarm(&mut self) {
         if self.armed {
             self.armed = false;
-            let mut groups = self.groups.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut groups = lock(&self.groups);
             if groups.get(&self.slot) == Some(&self.pid) {
                 groups.remove(&self.slot);
             }

@@ -2,9 +2,9 @@
 //! documentation of [`super`]).
 
 use std::path::Path;
-use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 
+use reticle_protocol::sync::lock;
 use tokio::task::JoinHandle;
 
 use super::{
@@ -15,10 +15,7 @@ impl Inner {
     fn set_mode(&self, ids: &[usize], mode: SlotMode) {
         for slot in self.slots().iter().filter(|s| ids.contains(&s.id)) {
             slot.mode.send_replace(mode);
-            slot.status
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .mode = mode;
+            lock(&slot.status).mode = mode;
         }
     }
 
@@ -26,7 +23,7 @@ impl Inner {
     async fn retire(&self, ids: &[usize]) {
         self.set_mode(ids, SlotMode::Retiring);
         let tasks: Vec<JoinHandle<()>> = {
-            let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut tasks = lock(&self.tasks);
             ids.iter().filter_map(|id| tasks.remove(id)).collect()
         };
         for task in tasks {

@@ -21,7 +21,7 @@ pub struct RuntimeDir {
 impl RuntimeDir {
     /// Creates `<base>/reticle-<host pid>-<slot>-<random>` with mode 0700 and checks
     /// that what exists there is a directory we own that nobody else can enter.
-    /// `base` defaults to `$XDG_RUNTIME_DIR`, else `/tmp`.
+    /// `base` defaults to `/tmp` (the configured supervisor passes `$XDG_RUNTIME_DIR`).
     pub fn create(base: Option<&Path>, slot: usize) -> Result<Self, SupervisorError> {
         let base = base.map_or_else(default_base, Path::to_path_buf);
         let nonce = uuid::Uuid::new_v4().simple().to_string();
@@ -90,13 +90,7 @@ impl Drop for RuntimeDir {
 }
 
 fn default_base() -> PathBuf {
-    crate::config::current()
-        .process
-        .xdg_runtime_dir
-        .as_ref()
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute() && p.is_dir())
-        .unwrap_or_else(|| PathBuf::from("/tmp"))
+    PathBuf::from("/tmp")
 }
 
 #[cfg(test)]

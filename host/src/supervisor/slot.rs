@@ -1,10 +1,11 @@
 //! One worker slot: a task that owns one worker process at a time, feeds it jobs
 //! from the shared queue, pings it, and replaces it when it dies or is killed.
 
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reticle_protocol::error::ErrorCode;
+use reticle_protocol::sync::lock;
 use reticle_protocol::wire::{HostMessage, JobOutcome, WorkerMessage};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::MissedTickBehavior;
@@ -93,21 +94,13 @@ impl Slot {
     }
 
     fn update(&self, f: impl FnOnce(&mut WorkerSnapshot)) {
-        let mut status = self
-            .shared
-            .status
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut status = lock(&self.shared.status);
         f(&mut status);
     }
 
     /// Records that the worker just sent a frame.
     fn heard(&self) {
-        *self
-            .shared
-            .last_heard
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+        *lock(&self.shared.last_heard) = Some(Instant::now());
     }
 
     fn shutting_down(&self) -> bool {
@@ -372,11 +365,7 @@ impl Slot {
     /// Marks a dequeued job as running here, unless it was cancelled or abandoned
     /// while it waited.
     fn claim(&self, job: QueuedJob) -> Option<QueuedJob> {
-        let mut jobs = self
-            .inner
-            .jobs
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut jobs = lock(&self.inner.jobs);
         match jobs.get_mut(&job.request.job_id) {
             Some(entry @ AttemptEntry::Queued { .. }) => {
                 *entry = AttemptEntry::Running { slot: self.index };

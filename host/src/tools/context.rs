@@ -9,17 +9,17 @@ use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::{Map, Value, json};
 
 use super::output::{JobStarted, OutputSchema, ToolOutput};
-use super::{PayloadResult, ToolResult};
-use crate::dispatch::{Dispatcher, Scope};
+use super::{PayloadResult, ToolProbe, ToolResult};
+use crate::dispatch::{Dispatcher, Scope, Unit};
 use crate::jobs::{
     self as job_table, JobOptions, JobReporter, JobStatus, JobView, Jobs, RestoredJob,
 };
-use crate::journal::JournalHandle;
 use crate::mcp::era::RequestMeta;
 use crate::scope::ClientScope;
 use crate::state::HostState;
-use crate::transport::writer::Outbound;
 use crate::workers::WorkerPool;
+use reticle_journal::JournalHandle;
+use reticle_transport::writer::Outbound;
 
 /// What every call of one server shares.
 #[derive(Clone)]
@@ -60,6 +60,7 @@ impl ToolShared {
             restore: None,
             tool: "",
             output: None,
+            probe: None,
         }
     }
 }
@@ -102,6 +103,9 @@ pub struct ToolContext {
     /// Its output schema (set by the registry): a job's result is checked before the
     /// job table stores it.
     pub(crate) output: Option<Arc<OutputSchema>>,
+    /// The tool's probe, when it is ProbeRequired (set by the registry): its units
+    /// carry it ([`Self::unit`]).
+    pub(crate) probe: Option<ToolProbe>,
 }
 
 /// A call the client (2025-11-25 `params.task`) or the server (2026-07-28 tasks
@@ -144,6 +148,30 @@ impl ToolContext {
             .iter()
             .map(|p| p.display().to_string())
             .collect()
+    }
+
+    /// A unit of this call's work: op `op` on `args`. A ProbeRequired tool's unit carries
+    /// the tool's probe, which the replay policy runs after a lost run (the same probe
+    /// a reexec runs for a call it interrupted, D76).
+    #[must_use]
+    pub fn unit(&self, op: impl Into<String>, args: &Value) -> Unit {
+        let unit = Unit::new(op, args);
+        let Some(probe) = self.probe else {
+            return unit;
+        };
+        let shared = ToolShared {
+            state: Arc::clone(&self.state),
+            jobs: Arc::clone(&self.jobs),
+            scope: Arc::clone(&self.scope),
+            out: self.out.clone(),
+            workers: Arc::clone(&self.workers),
+            dispatcher: Arc::clone(&self.dispatcher),
+        };
+        let arguments = self.arguments.clone();
+        unit.with_probe(Box::new(move || {
+            let outcome = probe(&shared, &arguments);
+            Box::pin(async move { Ok(outcome) })
+        }))
     }
 
     /// A scope for units of this call that run synchronously (no job entry), with ids

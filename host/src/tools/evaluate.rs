@@ -10,7 +10,8 @@ use libmcp::ReplayContract;
 use reticle_protocol::capabilities::{DetailSupport, ENGINE_PATHS};
 use serde_json::{Map, Value, json};
 
-use super::worker_job::{JobExtras, run_op_with, run_tiled, take_wait};
+use super::imaging::{Imaging, take_imaging};
+use super::worker_job::{JobExtras, resolve_layout, run_op_with, run_tiled, take_wait};
 use super::{Detail, TaskSupport, Tool, ToolContext, ToolDef, ToolResult};
 
 /// The worker op behind `evaluate` and `reticle eval`.
@@ -106,13 +107,7 @@ pub fn deck_is_path(deck: &str) -> bool {
 
 async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
     let wait = take_wait(&mut args);
-    let raw = args
-        .get("layout")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let path = ctx.scope.roots.resolve_read(&raw)?;
-    args.insert("layout".into(), json!(path));
+    resolve_layout(&ctx, &mut args)?;
     let deck = args
         .get("deck")
         .and_then(Value::as_str)
@@ -124,12 +119,11 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
     }
     // At report_level=detailed the returned violations go into the session's cache, so
     // optimize(violation_id) needs no other argument (seed 000 §5 fast path, D45).
-    if imaging(&args) == Imaging::Tiles {
+    if take_imaging(&mut args) == Imaging::Tiles {
         // The job's artifact directory holds the tiles' outputs, every record
         // (`violations.jsonl`, paged by the `violations` tool) and the heat map.
         return run_tiled(&ctx, OP, "eval", args, wait).await;
     }
-    args.remove("tiling");
     let on_result: Option<super::worker_job::OnResult> =
         (args.get("report_level").and_then(Value::as_str) == Some("detailed")).then(|| {
             let scope = std::sync::Arc::clone(&ctx.scope);
@@ -147,51 +141,6 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
         on_result,
     };
     run_op_with(&ctx, OP, args, wait, extras).await
-}
-
-/// How a call images its region (docs/DECISIONS.md D57).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Imaging {
-    /// One periodic window of exactly the model period (the ICCAD-2013 convention).
-    Window,
-    /// Tiles of the model period with halos of real layout context, stitched.
-    Tiles,
-}
-
-/// The default model's period (nm), the window side when the call names no model.
-const DEFAULT_PERIOD_NM: f64 = 2048.0;
-
-/// `tiling` as a call of `evaluate` or `simulate` gives it, `auto` resolved: a `.glp` clip without a box, or a box of
-/// exactly one model period, is one window (what such calls always were); anything else
-/// is tiled.
-pub fn imaging(args: &Map<String, Value>) -> Imaging {
-    match args.get("tiling").and_then(Value::as_str) {
-        Some("tiles") => return Imaging::Tiles,
-        Some("window") => return Imaging::Window,
-        _ => {}
-    }
-    let glp = args
-        .get("layout")
-        .and_then(Value::as_str)
-        .is_some_and(|p| p.to_ascii_lowercase().ends_with(".glp"));
-    let period = args
-        .get("model")
-        .and_then(|m| m.get("period_nm"))
-        .and_then(Value::as_f64)
-        .unwrap_or(DEFAULT_PERIOD_NM);
-    let one_period = |lo: f64, hi: f64| ((hi - lo) * 1000.0 - period).abs() <= 1e-6 * period;
-    match args.get("box_um").and_then(Value::as_array) {
-        None if glp => Imaging::Window,
-        None => Imaging::Tiles,
-        Some(b) => {
-            let c: Vec<f64> = b.iter().filter_map(Value::as_f64).collect();
-            if c.len() == 4 && one_period(c[0], c[2]) && one_period(c[1], c[3]) {
-                Imaging::Window
-            } else {
-                Imaging::Tiles
-            }
-        }
-    }
 }
 
 /// One line per rule with violations, for people (porcelain and `reticle eval --format=table`).

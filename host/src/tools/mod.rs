@@ -11,6 +11,7 @@ mod context;
 mod debug;
 pub mod evaluate;
 mod health;
+pub mod imaging;
 mod jobs;
 mod layout;
 pub mod normalize;

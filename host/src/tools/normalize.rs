@@ -51,10 +51,12 @@ pub const PATH_FIELDS: &[(&str, &str)] = &[
 ///
 /// # Errors
 /// `INVALID_INPUT` when an alias and its canonical field are both given.
+/// A leading `~` in a path field becomes `home` (the host's `HOME`, when it has one).
 pub fn normalize(
     tool: &str,
     schema: &Value,
     args: &mut Map<String, Value>,
+    home: Option<&std::ffi::OsStr>,
 ) -> Result<(), ToolError> {
     // `null` for an optional field is its absence (seed 002), before anything else.
     super::nullable::drop_nulls(schema, args);
@@ -67,7 +69,7 @@ pub fn normalize(
         if (*owner == "*" || *owner == tool)
             && properties.is_some_and(|p| p.contains_key(*field))
             && let Some(Value::String(raw)) = args.get(*field)
-            && let Some(path) = local_path(raw)
+            && let Some(path) = local_path(raw, home)
         {
             args.insert((*field).to_owned(), Value::String(path));
         }
@@ -146,14 +148,14 @@ fn integer_like(text: &str) -> Option<Value> {
 
 /// A `file://` URI or a `~` path as a local path; `None` when `raw` is neither (or the
 /// URI is not a local one: the confinement check then reports the raw value).
-fn local_path(raw: &str) -> Option<String> {
+fn local_path(raw: &str, home: Option<&std::ffi::OsStr>) -> Option<String> {
     if raw.starts_with("file://") {
         return libmcp::normalize_local_path(raw, None)
             .ok()
             .map(|p| p.display().to_string());
     }
     if raw == "~" || raw.starts_with("~/") {
-        let expanded = crate::confine::expand_home(raw);
+        let expanded = crate::confine::expand_home(raw, home);
         return (expanded != raw).then_some(expanded);
     }
     None
@@ -179,7 +181,8 @@ mod tests {
         let Value::Object(mut args) = args else {
             unreachable!()
         };
-        normalize("simulate", &schema(), &mut args).map(|()| Value::Object(args))
+        let home = std::env::var_os("HOME");
+        normalize("simulate", &schema(), &mut args, home.as_deref()).map(|()| Value::Object(args))
     }
 
     #[test]
@@ -228,7 +231,7 @@ mod tests {
             json!({"type": "object", "properties": {"box": {"type": "object"}, "box_um": {}}});
         let mut args = Map::new();
         args.insert("box".into(), json!({"left": 0}));
-        normalize("query_region", &query, &mut args).unwrap();
+        normalize("query_region", &query, &mut args, None).unwrap();
         assert!(args.contains_key("box") && !args.contains_key("box_um"));
         // A relative path stays relative (open_layout refuses it by contract).
         assert_eq!(run(json!({"layout": "a.gds"})).unwrap()["layout"], "a.gds");

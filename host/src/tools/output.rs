@@ -83,7 +83,7 @@ impl ToolOutput {
 /// Every violation of `schema` by `instance`, as sorted `{path, msg}` pairs
 /// (RFC 6901 pointers; seed 001 §5 ordering).
 pub fn schema_errors(validator: &jsonschema::Validator, instance: &Value) -> Vec<Value> {
-    match crate::assets::errors_json(&crate::assets::violations(validator, instance)) {
+    match reticle_assets::errors_json(&reticle_assets::violations(validator, instance)) {
         Value::Array(errors) => errors,
         _ => Vec::new(),
     }

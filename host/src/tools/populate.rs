@@ -10,7 +10,7 @@ use reticle_protocol::{ErrorCode, SCHEMA_VERSION, ToolError};
 use serde_json::{Map, Value, json};
 
 use super::{Detail, PayloadResult, Tool, ToolContext, ToolDef};
-use crate::assets;
+use reticle_assets as assets;
 
 /// Seed 001: HTTP client timeout 5 s.
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -34,8 +34,7 @@ pub(super) fn tool() -> Tool {
 
 /// Where to POST: `RETICLE_BACKEND_URL` + `RETICLE_BACKEND_ASSETS_PATH`
 /// ([`crate::config::ToolSettings`]).
-fn endpoint() -> Option<String> {
-    let tools = &crate::config::current().tools;
+fn endpoint(tools: &crate::config::ToolSettings) -> Option<String> {
     let base = tools.backend_url.as_deref()?;
     let path = &tools.backend_assets_path;
     Some(format!(
@@ -46,7 +45,7 @@ fn endpoint() -> Option<String> {
 }
 
 async fn run(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {
-    let Some(url) = endpoint() else {
+    let Some(url) = endpoint(&ctx.state.config().tools) else {
         return Err(ToolError::new(
             ErrorCode::Unsupported,
             "no backend configured: set RETICLE_BACKEND_URL",

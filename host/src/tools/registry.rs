@@ -229,7 +229,10 @@ impl Tool {
     }
 
     /// The `tools/list` entry; `with_task_support` adds 2025-11-25's
-    /// `execution.taskSupport` to tools that may run as tasks.
+    /// `execution.taskSupport` to tools that may run as tasks. `_meta.replay_contract`
+    /// publishes the tool's libmcp replay contract (`convergent`, `probe_required`,
+    /// `never_replay`: what the host does with a call whose worker died, D85), next to
+    /// the tool's own `_meta` (`evaluate`'s capabilities).
     pub fn listing(&self, with_task_support: bool) -> Value {
         let mut entry = json!({
             "name": self.name,
@@ -247,9 +250,13 @@ impl Tool {
         if with_task_support && self.task_support == TaskSupport::Optional {
             entry["execution"] = json!({"taskSupport": "optional"});
         }
-        if let Some(meta) = &self.meta {
-            entry["_meta"] = meta.clone();
+        let mut meta = json!({"replay_contract": self.replay});
+        if let Some(Value::Object(own)) = &self.meta {
+            for (key, value) in own {
+                meta[key] = value.clone();
+            }
         }
+        entry["_meta"] = meta;
         entry
     }
 }
@@ -276,10 +283,19 @@ impl ToolRegistry {
         ];
         tools.extend(schema_tools::tools());
         tools.extend(layout::tools());
-        if crate::config::current().serve.debug_tools {
-            tools.extend(debug::tools());
-        }
         Self::from_tools(tools)
+    }
+
+    /// The public tools, plus the debug tools when `serve` lists them
+    /// (`RETICLE_DEBUG_TOOLS`, fault tests only).
+    pub fn for_settings(serve: &crate::config::ServeSettings) -> Self {
+        let mut registry = Self::standard();
+        if serve.debug_tools {
+            for tool in debug::tools() {
+                registry.tools.insert(tool.name, tool);
+            }
+        }
+        registry
     }
 
     /// A registry of the given tools.
@@ -330,7 +346,13 @@ impl ToolRegistry {
         mut arguments: Map<String, Value>,
     ) -> CallOutcome {
         // Unambiguous respellings first (aliases, "100", file:// and ~), then the schema.
-        if let Err(error) = normalize::normalize(tool.name, &tool.input_schema, &mut arguments) {
+        let home = ctx.state.config().process.home.clone();
+        if let Err(error) = normalize::normalize(
+            tool.name,
+            &tool.input_schema,
+            &mut arguments,
+            home.as_deref(),
+        ) {
             return CallOutcome::failed(error);
         }
         let args_value = Value::Object(arguments);
@@ -350,16 +372,18 @@ impl ToolRegistry {
         ctx.arguments = arguments.clone();
         ctx.tool = tool.name;
         ctx.output = Some(Arc::clone(&tool.output));
+        ctx.probe = tool.probe;
         // Presentation is the registry's business: handlers (and the workers they call)
         // never see `render`/`detail`.
         ctx.presentation = PRESENTATION
             .into_iter()
             .filter_map(|k| arguments.remove(k).map(|v| (k.to_owned(), v)))
             .collect();
+        let state = Arc::clone(&ctx.state);
         let answer = (tool.handler)(ctx, arguments)
             .await
             .and_then(|output| tool.check_output(output));
-        debug_answer_delay(tool.name).await;
+        debug_answer_delay(&state.config().serve, tool.name).await;
         match answer {
             Ok(output) => {
                 let started = match &output {
@@ -380,8 +404,7 @@ impl ToolRegistry {
 /// Fault tests only (`RETICLE_DEBUG_TOOLS` and `RETICLE_DEBUG_ANSWER_DELAY=<tool>:<ms>`):
 /// holds `tool`'s answer after its effect, so a test can interrupt such a call (a reexec)
 /// and see the probe decide.
-async fn debug_answer_delay(tool: &str) {
-    let serve = &crate::config::current().serve;
+async fn debug_answer_delay(serve: &crate::config::ServeSettings, tool: &str) {
     if let (true, Some((name, delay))) = (serve.debug_tools, &serve.debug_answer_delay)
         && name == tool
     {
@@ -456,5 +479,30 @@ mod tests {
                 "{name}"
             );
         }
+    }
+    #[test]
+    fn every_listing_publishes_its_replay_contract() {
+        let listing = ToolRegistry::standard().listing(true);
+        let contract = |name: &str| {
+            let entry = listing.iter().find(|e| e["name"] == name).unwrap();
+            entry["_meta"]["replay_contract"].clone()
+        };
+        for entry in &listing {
+            let name = entry["name"].as_str().unwrap();
+            assert!(
+                ["convergent", "probe_required", "never_replay"]
+                    .contains(&entry["_meta"]["replay_contract"].as_str().unwrap_or("")),
+                "{name}: {}",
+                entry["_meta"]
+            );
+        }
+        assert_eq!(contract("evaluate"), "convergent");
+        assert_eq!(contract("close_session"), "probe_required");
+        assert_eq!(contract("populate_backend"), "never_replay");
+        let evaluate = listing.iter().find(|e| e["name"] == "evaluate").unwrap();
+        assert!(
+            evaluate["_meta"]["capabilities"].is_object(),
+            "the tool's own _meta is kept next to the contract"
+        );
     }
 }

@@ -6,7 +6,7 @@ use reticle_protocol::{ErrorCode, SCHEMA_VERSION, ToolError};
 use serde_json::{Map, Value, json};
 
 use super::{Detail, PayloadResult, Tool, ToolContext, ToolDef};
-use crate::assets;
+use reticle_assets as assets;
 
 pub(super) fn tools() -> Vec<Tool> {
     vec![

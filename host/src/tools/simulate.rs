@@ -2,9 +2,10 @@
 //! A job: returns `{job_id, status}` at once unless the call waits.
 
 use libmcp::ReplayContract;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
-use super::worker_job::{JobExtras, run_op_with, run_tiled, take_wait};
+use super::imaging::{Imaging, take_imaging};
+use super::worker_job::{JobExtras, resolve_layout, run_op_with, run_tiled, take_wait};
 use super::{Detail, TaskSupport, Tool, ToolContext, ToolDef, ToolResult};
 
 pub(super) fn tool() -> Tool {
@@ -30,19 +31,12 @@ pub(super) fn tool() -> Tool {
 
 async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
     let wait = take_wait(&mut args);
-    let raw = args
-        .get("layout")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let path = ctx.scope.roots.resolve_read(&raw)?;
-    args.insert("layout".into(), json!(path));
-    if super::evaluate::imaging(&args) == super::evaluate::Imaging::Tiles {
+    resolve_layout(&ctx, &mut args)?;
+    if take_imaging(&mut args) == Imaging::Tiles {
         // Tiles write their outputs (and, with images, their cores' pixels) into the
         // job's artifact directory; the merge stitches them.
         return run_tiled(&ctx, "simulate", "sim", args, wait).await;
     }
-    args.remove("tiling");
     // Images travel as files in a host-created job directory, not in the op's JSON (D48).
     let images = args.remove("images").and_then(|v| v.as_bool()) == Some(true);
     let artifact_dir = if images {

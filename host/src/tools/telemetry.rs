@@ -7,9 +7,9 @@ use serde_json::{Map, Value, json};
 use super::{Detail, PayloadResult, Tool, ToolContext, ToolDef};
 use crate::dispatch::Dispatcher;
 use crate::jobs::Jobs;
-use crate::journal::Journal;
 use crate::state::HostState;
 use crate::workers::WorkerPool;
+use reticle_journal::Journal;
 
 pub(super) fn tool() -> Tool {
     Tool::new(ToolDef {

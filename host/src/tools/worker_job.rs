@@ -8,7 +8,7 @@
 use serde_json::{Map, Value};
 
 use super::{PayloadResult, ToolContext, ToolResult};
-use crate::dispatch::{FanOut, Unit};
+use crate::dispatch::FanOut;
 
 /// Removes `wait` (the host's, never the worker's) and returns whether the call waits.
 /// (`render`/`detail` never reach a handler: the registry takes them out.)
@@ -16,6 +16,25 @@ pub(super) fn take_wait(args: &mut Map<String, Value>) -> bool {
     args.remove("wait")
         .and_then(|v| v.as_bool())
         .unwrap_or(false)
+}
+
+/// Resolves the `layout` argument through the caller's allowed roots (`confine`) and puts
+/// the resolved path in its place.
+///
+/// # Errors
+/// The roots' refusal (`INVALID_INPUT`, `FILE_NOT_FOUND`, `PATH_NOT_ALLOWED`).
+pub(super) fn resolve_layout(
+    ctx: &ToolContext,
+    args: &mut Map<String, Value>,
+) -> Result<(), reticle_protocol::ToolError> {
+    let raw = args
+        .get("layout")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let path = ctx.scope.roots.resolve_read(&raw)?;
+    args.insert("layout".into(), serde_json::json!(path));
+    Ok(())
 }
 
 /// A payload hook: runs in the job when the worker's payload arrives, before it is
@@ -41,7 +60,7 @@ pub(super) async fn run_op_with(
     wait: bool,
     extras: JobExtras,
 ) -> ToolResult {
-    let unit = Unit::new(op, &Value::Object(args)).with_artifact_dir(
+    let unit = ctx.unit(op, &Value::Object(args)).with_artifact_dir(
         extras
             .artifact_dir
             .as_ref()
@@ -70,10 +89,9 @@ pub(super) async fn run_tiled(
     ctx: &ToolContext,
     prefix: &'static str,
     dir_prefix: &'static str,
-    mut args: Map<String, Value>,
+    args: Map<String, Value>,
     wait: bool,
 ) -> ToolResult {
-    args.remove("tiling");
     let job_dir = ctx.scope.sessions.new_job_dir(dir_prefix)?;
     let dispatcher = std::sync::Arc::clone(&ctx.dispatcher);
     ctx.run_as_job(wait, move |scope| async move {

@@ -1,12 +1,10 @@
-//! Backend selection: `RETICLE_BACKEND=auto|gpu|cpu`.
+//! Backend selection: `auto`, `gpu` or `cpu` (the worker reads its choice from
+//! `RETICLE_BACKEND` and hands it here).
 
 use std::str::FromStr;
 
 use super::{AdapterPolicy, GpuBackend};
 use crate::{CpuBackend, ImagingBackend, ImagingError};
-
-/// The environment variable that chooses the imaging backend.
-pub const BACKEND_ENV: &str = "RETICLE_BACKEND";
 
 /// Which imaging backend the caller wants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -29,20 +27,7 @@ impl FromStr for BackendPref {
             "gpu" => Ok(Self::Gpu),
             "cpu" => Ok(Self::Cpu),
             other => Err(ImagingError::Invalid(format!(
-                "{BACKEND_ENV} must be auto, gpu or cpu, got {other:?}"
-            ))),
-        }
-    }
-}
-
-impl BackendPref {
-    /// The preference in `RETICLE_BACKEND` (unset means `auto`; a bad value is an error).
-    pub fn from_env() -> Result<Self, ImagingError> {
-        match std::env::var(BACKEND_ENV) {
-            Ok(v) => v.parse(),
-            Err(std::env::VarError::NotPresent) => Ok(Self::Auto),
-            Err(std::env::VarError::NotUnicode(_)) => Err(ImagingError::Invalid(format!(
-                "{BACKEND_ENV} is not valid UTF-8"
+                "the backend must be auto, gpu or cpu, got {other:?}"
             ))),
         }
     }
@@ -76,7 +61,7 @@ impl SelectedBackend {
 pub fn select_backend(pref: BackendPref) -> Result<SelectedBackend, ImagingError> {
     match pref {
         BackendPref::Cpu => Ok(SelectedBackend::Cpu {
-            reason: format!("{BACKEND_ENV}=cpu"),
+            reason: "RETICLE_BACKEND=cpu".to_owned(),
         }),
         BackendPref::Gpu => {
             GpuBackend::with_policy(AdapterPolicy::Any).map(|g| SelectedBackend::Gpu(Box::new(g)))

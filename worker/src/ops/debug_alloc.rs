@@ -4,6 +4,7 @@
 //! allocation aborts the worker.
 
 use reticle_protocol::error::{ErrorCode, ToolError};
+use reticle_protocol::sync::lock;
 use serde::Deserialize;
 
 use super::{Op, parse_args};
@@ -44,11 +45,7 @@ impl Op for DebugAlloc {
         // Non-zero fill so every page is really committed (zero pages may stay shared).
         let block = vec![0xA5_u8; len];
         ctx.progress.report(1, 1, "allocated");
-        let mut ballast = ctx
-            .state
-            .ballast
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut ballast = lock(&ctx.state.ballast);
         ballast.push(block);
         let held: u64 = ballast.iter().map(|b| b.len() as u64).sum();
         Ok(serde_json::json!({ "allocated_bytes": args.bytes, "held_bytes": held }))

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
 use base64::Engine as _;
 use reticle_layout::observe::cells::{cell_by_name, describe_cell, layout_summary, list_cells};
@@ -23,6 +23,7 @@ use reticle_layout::observe::render::{
 use reticle_layout::observe::{LayerRef, MicronBox, ObserveError};
 use reticle_layout::{Format, LayoutIndex, Library, read_layout, sha256_hex};
 use reticle_protocol::error::{ErrorCode, ToolError};
+use reticle_protocol::sync::lock;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -76,12 +77,7 @@ pub fn load_indexed(
 ) -> Result<(Arc<LayoutIndex>, String), ToolError> {
     let path = ctx.readable(&layout.path)?;
     if let Some(sha) = &layout.sha256 {
-        let hit = ctx
-            .state
-            .layouts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(sha);
+        let hit = lock(&ctx.state.layouts).get(sha);
         if let Some(lib) = hit {
             return Ok((lib, sha.clone()));
         }
@@ -126,11 +122,7 @@ pub fn load_indexed(
         .with_details(json!({"path": path}))
     })?;
     let index = Arc::new(index);
-    ctx.state
-        .layouts
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .insert(sha.clone(), Arc::clone(&index), size.saturating_mul(4));
+    lock(&ctx.state.layouts).insert(sha.clone(), Arc::clone(&index), size.saturating_mul(4));
     Ok((index, sha))
 }
 

@@ -17,11 +17,13 @@ use super::fault;
 /// `artifact_dir`, its outcome file renamed `<tile>.done` (holding the output's name, so
 /// a host image that adopts the directory after a reexec finds it again), and is
 /// announced on `done_tx`; a tile that failed with a tool error fails the batch.
+/// `completed` is told of every tile whose outcome arrived, either way.
 pub(super) fn collect_outcomes(
     dir: &Path,
     artifact_dir: &Path,
     done: &mut HashSet<u64>,
     done_tx: &mpsc::UnboundedSender<u64>,
+    completed: &dyn Fn(u64),
 ) -> Result<(), ToolError> {
     let results = dir.join("results");
     let entries = std::fs::read_dir(&results)
@@ -57,6 +59,7 @@ pub(super) fn collect_outcomes(
                 .ok()
                 .and_then(|b| serde_json::from_slice(&b).ok())
                 .ok_or_else(|| fault(format!("tile {tile}'s outcome file is unreadable")))?;
+            completed(tile);
             match outcome {
                 JobOutcome::Err { error } => return Err(error),
                 JobOutcome::Ok { payload_json } => {
@@ -75,6 +78,10 @@ pub(super) fn collect_outcomes(
             std::fs::write(&marked, &file)
                 .and_then(|()| std::fs::remove_file(&path))
                 .map_err(|e| fault(format!("cannot mark tile {tile} done: {e}")))?;
+        }
+        if finished {
+            // Done under the image before a reexec: new to this image's journal.
+            completed(tile);
         }
         done.insert(tile);
         let _ = done_tx.send(tile);

@@ -11,8 +11,12 @@
 //! 2. follows the array with `squeue` every [`POLL`] and the tiles' outcome files in the
 //!    job directory; a finished tile's output is moved into the job's artifact directory,
 //!    where the merge (on the local pool) reads it exactly as after a local run;
-//! 3. when an element ends (cancelled, failed, timed out, node lost) with tiles not done,
-//!    submits those tiles again as a new array (at most [`MAX_ATTEMPTS`] runs per tile);
+//! 3. when an element ends (cancelled, failed, node lost) with tiles not done, asks the
+//!    replay policy (`dispatch::replay`, the pool's) about each such tile, journaled in
+//!    the tile's own track: a Convergent tile runs again in a new array (at most
+//!    [`MAX_ATTEMPTS`] runs); an element the scheduler stopped over a limit
+//!    (`OUT_OF_MEMORY`, `TIMEOUT`) is never resubmitted: the job fails with the limit's
+//!    `RESOURCE_LIMIT` error, as on the pool;
 //! 4. cancels every array of the job (`scancel --signal=KILL --full`, then `scancel`)
 //!    when the future is dropped: a cancelled MCP job, a disconnect, Ctrl-C.
 //!
@@ -23,11 +27,12 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reticle_protocol::batch::{BatchManifest, MANIFEST_VERSION, ranges_of};
+use reticle_protocol::sync::lock;
 use reticle_protocol::wire::JobOutcome;
 use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::{Value, json};
@@ -35,10 +40,14 @@ use tokio::sync::mpsc;
 
 use super::MAX_ATTEMPTS;
 use super::executor::{
-    AttemptRequest, BatchStats, BoxFuture, Executor, ExecutorError, ExecutorHealth, Progress,
-    TileBatch,
+    AttemptLoss, AttemptRequest, BatchStats, BoxFuture, Executor, ExecutorError, ExecutorHealth,
+    Progress, TileBatch,
 };
+use super::replay::{AfterLoss, after_loss};
 use crate::events::EventLog;
+use crate::handover::Handover;
+use crate::supervisor::{DeathCause, ResourceLimit, lost_run_error};
+use reticle_journal::UnitJournal;
 
 mod cli;
 mod job_dir;
@@ -91,14 +100,13 @@ pub struct SlurmSettings {
 impl SlurmSettings {
     /// The settings from the host's configuration (`RETICLE_SLURM_*`, the worker binary).
     #[must_use]
-    pub fn configured() -> Self {
-        let config = crate::config::current();
+    pub fn from_config(config: &crate::config::Config) -> Self {
         let e = &config.executor;
         let worker_bin = config
             .workers
             .worker_bin
             .clone()
-            .unwrap_or_else(crate::supervisor::default_worker_exe);
+            .unwrap_or_else(crate::config::names::default_worker_exe);
         Self {
             partition: e.partition.clone(),
             account: e.account.clone(),
@@ -125,11 +133,27 @@ struct ArrayCounts {
     failed: u64,
 }
 
+/// Why an element that ended with tiles not done ended: a limit the scheduler enforced
+/// (never replayed), or anything else (the replay policy decides).
+fn element_cause(state: Option<&str>) -> DeathCause {
+    let state = state.unwrap_or("GONE");
+    let limit = match state {
+        "OUT_OF_MEMORY" => Some(ResourceLimit::Memory),
+        "TIMEOUT" => Some(ResourceLimit::WallTime),
+        _ => None,
+    };
+    DeathCause::SchedulerEnded {
+        state: state.to_owned(),
+        limit,
+    }
+}
+
 /// Runs plans and merges on the local pool, tiles as Slurm job arrays.
 pub struct SlurmExecutor {
     local: Arc<dyn Executor>,
     settings: SlurmSettings,
     events: Option<Arc<EventLog>>,
+    handover: Handover,
     arrays: Mutex<BTreeMap<String, ArrayCounts>>,
     submitted: AtomicU64,
     lost: AtomicU64,
@@ -144,27 +168,26 @@ impl std::fmt::Debug for SlurmExecutor {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 fn fault(message: impl Into<String>) -> ToolError {
     ToolError::new(ErrorCode::WorkerFault, message)
 }
 
 impl SlurmExecutor {
     /// An executor sending tiles to Slurm and everything else to `local`; `events`
-    /// records submissions, task failures and resubmissions.
+    /// records submissions, task failures and resubmissions. Once `handover` is set
+    /// (reexec), a dropped batch leaves its arrays running for the next image (D63).
     #[must_use]
     pub fn new(
         local: Arc<dyn Executor>,
         settings: SlurmSettings,
         events: Option<Arc<EventLog>>,
+        handover: Handover,
     ) -> Self {
         Self {
             local,
             settings,
             events,
+            handover,
             arrays: Mutex::new(BTreeMap::new()),
             submitted: AtomicU64::new(0),
             lost: AtomicU64::new(0),
@@ -257,7 +280,18 @@ impl SlurmExecutor {
         &self,
         batch: TileBatch,
         done_tx: mpsc::UnboundedSender<u64>,
-    ) -> Result<BatchStats, ToolError> {
+    ) -> (BatchStats, Result<(), ToolError>) {
+        let mut stats = BatchStats::default();
+        let result = self.follow_batch(&batch, &done_tx, &mut stats).await;
+        (stats, result)
+    }
+
+    async fn follow_batch(
+        &self,
+        batch: &TileBatch,
+        done_tx: &mpsc::UnboundedSender<u64>,
+        stats: &mut BatchStats,
+    ) -> Result<(), ToolError> {
         let artifact_dir = batch
             .context
             .artifact_dir
@@ -279,11 +313,12 @@ impl SlurmExecutor {
             ids: Vec::new(),
             dir: dir.clone(),
             armed: true,
+            handover: self.handover.clone(),
         };
         let mut context = batch.context.clone();
         context.artifact_dir = Some(dir.display().to_string());
-        let mut stats = BatchStats::default();
-        let mut runs: HashMap<u64, u8> = HashMap::new();
+        // Each tile's track in the request's journal: its runs, and what the host knows.
+        let mut tracks: HashMap<u64, UnitJournal> = HashMap::new();
         // The array (index in `active`) that runs each tile now: only its loss counts.
         let mut latest: HashMap<u64, usize> = HashMap::new();
         let mut done: HashSet<u64> = HashSet::new();
@@ -305,7 +340,10 @@ impl SlurmExecutor {
                     .ok_or_else(|| fault(format!("{file} of an adopted batch is unreadable")))?;
                 for &[a, b] in &manifest.tiles {
                     for t in a..b {
-                        *runs.entry(t).or_default() += 1;
+                        tracks
+                            .entry(t)
+                            .or_insert_with(|| batch.tile_journal(t))
+                            .dispatched();
                         latest.insert(t, active.len());
                     }
                 }
@@ -359,7 +397,11 @@ impl SlurmExecutor {
                     follow.save(&dir)?;
                     for &[a, b] in &manifest.tiles {
                         for t in a..b {
-                            *runs.entry(t).or_default() += 1;
+                            // A first run; a replay's run was journaled by the policy.
+                            tracks
+                                .entry(t)
+                                .or_insert_with(|| batch.tile_journal(t))
+                                .dispatched();
                             latest.insert(t, active.len());
                         }
                     }
@@ -407,14 +449,18 @@ impl SlurmExecutor {
                 }
                 Err(e) => return Err(e),
             };
-            collect_outcomes(&dir, &artifact_dir, &mut done, &done_tx)?;
+            collect_outcomes(&dir, &artifact_dir, &mut done, done_tx, &|tile| {
+                if let Some(track) = tracks.get(&tile) {
+                    track.completed();
+                }
+            })?;
             if done.len() as u64 >= batch.total {
                 guard.armed = false;
                 self.forget(&guard.ids);
                 let _ = std::fs::remove_dir_all(&dir);
-                return Ok(stats);
+                return Ok(());
             }
-            let mut lost: Vec<u64> = Vec::new();
+            let mut lost: Vec<(u64, DeathCause, String)> = Vec::new();
             for (index, (id, manifest, accounted)) in active.iter_mut().enumerate() {
                 let mut counts = ArrayCounts {
                     scope: batch.scope_id.clone(),
@@ -444,31 +490,61 @@ impl SlurmExecutor {
                     if accounted.insert(e) {
                         stats.losses += 1;
                         self.lost.fetch_add(1, Ordering::Relaxed);
+                        let cause = element_cause(state);
                         self.event(
                             "slurm.task_failed",
                             json!({"scope": batch.scope_id, "slurm_job": id, "element": e,
-                                   "state": state.unwrap_or("GONE"), "tiles_not_done": missing.len()}),
+                                   "state": state.unwrap_or("GONE"), "tiles_not_done": missing.len(),
+                                   "replayable": cause.replayable()}),
                         );
-                        lost.extend(missing);
+                        let task = format!("Slurm task {id}_{e}");
+                        lost.extend(
+                            missing
+                                .into_iter()
+                                .map(|t| (t, cause.clone(), task.clone())),
+                        );
                     }
                 }
                 self.set_counts(id, counts);
             }
             if !lost.is_empty() {
-                lost.sort_unstable();
-                lost.dedup();
-                if let Some(t) = lost
-                    .iter()
-                    .find(|t| runs.get(t).copied().unwrap_or(0) >= MAX_ATTEMPTS)
-                {
-                    return Err(fault(format!(
-                        "tile {t} was lost with its Slurm task {MAX_ATTEMPTS} times"
-                    ))
-                    .with_hint(
-                        "see the slurm-*.log files and the event log; the tile may be poison",
-                    ));
+                lost.sort_unstable_by_key(|(t, _, _)| *t);
+                lost.dedup_by_key(|(t, _, _)| *t);
+                let mut again = Vec::with_capacity(lost.len());
+                for (tile, cause, task) in lost {
+                    let track = tracks
+                        .entry(tile)
+                        .or_insert_with(|| batch.tile_journal(tile));
+                    let attempt_id = format!("{}.{tile}", batch.scope_id);
+                    let description = format!("{task} {cause} while running tile {tile}");
+                    let loss = AttemptLoss {
+                        error: lost_run_error(&attempt_id, &cause, description.clone()),
+                        attempt_id,
+                        cause,
+                        description,
+                    };
+                    let run = u32::from(track.attempts());
+                    match after_loss(track, &loss, None, MAX_ATTEMPTS, run).await {
+                        AfterLoss::Replay => again.push(tile),
+                        AfterLoss::OverLimit(error) => {
+                            stats.stopped_over_limit += 1;
+                            self.event(
+                                "slurm.over_limit",
+                                json!({"scope": batch.scope_id, "tile": tile,
+                                       "cause": loss.cause, "resubmitted": false}),
+                            );
+                            return Err(error);
+                        }
+                        AfterLoss::Done(Err(error)) => return Err(error),
+                        AfterLoss::Done(Ok(_)) => {
+                            return Err(ToolError::new(
+                                ErrorCode::InternalError,
+                                "a lost tile was completed from a probe, which tiles do not have",
+                            ));
+                        }
+                    }
                 }
-                to_submit = ranges_of(&lost);
+                to_submit = ranges_of(&again);
                 continue;
             }
             tokio::time::sleep(POLL).await;
@@ -477,21 +553,12 @@ impl SlurmExecutor {
 }
 
 /// Cancels its arrays when dropped before the batch finished, and removes the job
-/// directory.
+/// directory; during a handover (reexec) it leaves both for the next image to follow.
 struct ArrayGuard {
     ids: Vec<String>,
     dir: PathBuf,
     armed: bool,
-}
-
-/// Set when the host hands over to a new image (reexec): arrays are left running and
-/// their directories kept, for the next image to follow.
-static HANDING_OVER: AtomicBool = AtomicBool::new(false);
-
-/// Marks the host as handing over to a new image: from now on a dropped batch leaves its
-/// Slurm arrays running and its job directory in place (the next image adopts them).
-pub fn hand_over() {
-    HANDING_OVER.store(true, Ordering::SeqCst);
+    handover: Handover,
 }
 
 impl Drop for ArrayGuard {
@@ -499,7 +566,7 @@ impl Drop for ArrayGuard {
         if !self.armed {
             return;
         }
-        if HANDING_OVER.load(Ordering::SeqCst) {
+        if self.handover.started() {
             tracing::info!(ids = ?self.ids, dir = %self.dir.display(), "reexec: Slurm arrays left running for the next image");
             return;
         }
@@ -554,7 +621,7 @@ impl Executor for SlurmExecutor {
         &self,
         batch: TileBatch,
         done: mpsc::UnboundedSender<u64>,
-    ) -> Option<BoxFuture<'_, Result<BatchStats, ToolError>>> {
+    ) -> Option<BoxFuture<'_, (BatchStats, Result<(), ToolError>)>> {
         Some(Box::pin(self.run_batch(batch, done)))
     }
 

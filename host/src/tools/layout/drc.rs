@@ -13,11 +13,10 @@ use reticle_protocol::{ErrorCode, SCHEMA_VERSION, ToolError};
 use serde_json::{Map, Value, json};
 
 use super::{decode_png, run_op, session, str_arg};
+use crate::config::names::KLAYOUT_BIN_ENV;
 use crate::sessions::write_artifact;
 use crate::tools::{PayloadResult, Tool, ToolContext, ToolDef};
 
-/// Environment variable naming the KLayout binary (default `klayout`, looked up on `PATH`).
-pub const KLAYOUT_BIN_ENV: &str = "KLAYOUT_BIN";
 /// Most markers `extract_markers` lists by default.
 const DEFAULT_MAX_MARKERS: u64 = 1000;
 /// Most crops one `extract_markers` call renders.
@@ -74,8 +73,7 @@ fn drc_failed(message: impl Into<String>, details: Value) -> ToolError {
 
 /// `KLAYOUT_BIN` (default `klayout`) as an absolute path: a bare name is looked up on the
 /// host's `PATH`.
-fn klayout_bin() -> Result<PathBuf, ToolError> {
-    let config = crate::config::current();
+fn klayout_bin(config: &crate::config::Config) -> Result<PathBuf, ToolError> {
     let configured = config.tools.klayout_bin.clone();
     let not_found = || {
         drc_failed(
@@ -136,7 +134,7 @@ async fn run_drc_script(ctx: ToolContext, args: Map<String, Value>) -> PayloadRe
     }
     let script = ctx.scope.roots.resolve_read(raw)?;
     let kind = script_type(&script, args.get("script_type").and_then(Value::as_str))?;
-    let bin = klayout_bin()?;
+    let bin = klayout_bin(ctx.state.config())?;
     let (run_id, dir) = ctx.scope.sessions.new_drc_run(&s)?;
     let copy_name = if s.format == "oasis" {
         "layout.oas"
@@ -157,7 +155,7 @@ async fn run_drc_script(ctx: ToolContext, args: Map<String, Value>) -> PayloadRe
         .with_details(json!({"path": s.path})));
     }
     let copy = write_artifact(&dir, copy_name, &bytes)?;
-    let timeout_s = crate::config::current().tools.drc_timeout.as_secs();
+    let timeout_s = ctx.state.config().tools.drc_timeout.as_secs();
     let op = json!({
         "klayout_bin": bin,
         "script_path": script,

@@ -20,7 +20,6 @@ use serde_json::{Map, Value, json};
 
 use super::{PayloadResult, Tool, ToolContext, ToolDef, ToolShared};
 use crate::dispatch::ProbeOutcome;
-use crate::dispatch::Unit;
 use crate::sessions::{SessionInfo, write_artifact};
 /// Default `render_view` image size (seed 003's example).
 const DEFAULT_IMAGE: (u64, u64) = (1200, 800);
@@ -183,8 +182,9 @@ pub(crate) async fn run_op(
     args: Value,
     artifact_dir: Option<&Path>,
 ) -> PayloadResult {
-    let unit =
-        Unit::new(op, &args).with_artifact_dir(artifact_dir.map(|d| d.display().to_string()));
+    let unit = ctx
+        .unit(op, &args)
+        .with_artifact_dir(artifact_dir.map(|d| d.display().to_string()));
     ctx.dispatcher.run(&ctx.call_scope("lay"), unit).await
 }
 

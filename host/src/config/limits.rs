@@ -135,16 +135,6 @@ impl HostLimits {
     }
 }
 
-/// The limits in force ([`crate::config`]; a malformed one stopped the process at start).
-pub fn current() -> &'static HostLimits {
-    &crate::config::current().limits
-}
-
-/// The limits every job's context carries.
-pub fn job_limits() -> JobLimits {
-    current().job.clone()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,7 @@
 //! worker dies. What to do after a loss is libmcp's [`request_disposition`] of
 //! (knowledge, contract, probe evidence, attempts): Convergent replays within the
 //! attempt bound, ProbeRequired probes first, NeverReplay fails with a fault saying
-//! the outcome is unknown ([`crate::dispatch`] applies it).
+//! the outcome is unknown (the host's replay policy, `dispatch::replay`, applies it).
 //!
 //! Work on workers is tracked per *unit* ([`JournalHandle::unit`]): a request whose job
 //! runs several independent units (tiles of one layout) keeps one entry, and each unit
@@ -22,12 +22,13 @@
 //! counters, so the journal's memory is bounded by the work in flight.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use libmcp::{
     ExecutionKnowledge, ProbeResolution, ReplayAllowance, ReplayContract, RequestDisposition,
     request_disposition,
 };
+use reticle_protocol::sync::lock;
 use serde_json::{Value, json};
 
 /// What the host knows about one run of work: the request itself (host-side
@@ -159,7 +160,7 @@ impl Journal {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.inner)
     }
 
     /// Opens an entry for a request under `contract` (not dispatched yet). The

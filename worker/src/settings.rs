@@ -1,0 +1,108 @@
+//! The worker's settings, read from its environment once, in `main` (the worker's
+//! composition root), and handed to the parts that need them. The host sets them at
+//! spawn (D33): the socket and its own pid, the kernel store, the backend; a Slurm
+//! element gets its array index from Slurm.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use reticle_kernel::gpu::BackendPref;
+use reticle_protocol::wire::{
+    BACKEND_ENV, KERNEL_CACHE_ENV, WORKER_PARENT_PID_ENV, WORKER_SOCKET_ENV,
+};
+
+/// Slurm's variable naming a job array element's index.
+pub const ARRAY_TASK_ID_ENV: &str = "SLURM_ARRAY_TASK_ID";
+
+/// Everything the worker reads from its environment.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// `RETICLE_WORKER_SOCKET`: the host's socket (pool mode).
+    pub socket: Option<OsString>,
+    /// `RETICLE_WORKER_PARENT_PID`: the host's pid, checked after arming the parent-death
+    /// signal.
+    pub parent_pid: Option<OsString>,
+    /// The on-disk SOCS kernel store: `RETICLE_KERNEL_CACHE_DIR` (`off` or empty: none),
+    /// else `$XDG_CACHE_HOME/reticle/kernels`, else `~/.cache/reticle/kernels`.
+    pub kernel_cache: Option<PathBuf>,
+    /// `RETICLE_BACKEND` (`auto` when unset; an unknown value is `auto`, with a warning).
+    pub backend: BackendPref,
+    /// `SLURM_ARRAY_TASK_ID`: a batch element's index, when Slurm started it.
+    pub array_element: Option<String>,
+}
+
+impl Settings {
+    /// The settings of this process's environment.
+    #[must_use]
+    pub fn from_env() -> Self {
+        Self::from_lookup(|name| std::env::var_os(name))
+    }
+
+    /// The settings `lookup` (an environment) gives.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<OsString>) -> Self {
+        let kernel_cache = match lookup(KERNEL_CACHE_ENV) {
+            Some(v) if v == "off" || v.is_empty() => None,
+            Some(v) => Some(PathBuf::from(v)),
+            None => lookup("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .or_else(|| lookup("HOME").map(|h| PathBuf::from(h).join(".cache")))
+                .map(|base| base.join("reticle/kernels")),
+        };
+        let backend = match lookup(BACKEND_ENV) {
+            None => BackendPref::Auto,
+            Some(raw) => raw
+                .to_str()
+                .ok_or_else(|| format!("{BACKEND_ENV} is not valid UTF-8"))
+                .and_then(|v| v.parse().map_err(|e| format!("{BACKEND_ENV}: {e}")))
+                .unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "bad {BACKEND_ENV}; using auto");
+                    BackendPref::Auto
+                }),
+        };
+        Self {
+            socket: lookup(WORKER_SOCKET_ENV),
+            parent_pid: lookup(WORKER_PARENT_PID_ENV),
+            kernel_cache,
+            backend,
+            array_element: lookup(ARRAY_TASK_ID_ENV).and_then(|v| v.into_string().ok()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<OsString> {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| OsString::from(v))
+        }
+    }
+
+    #[test]
+    fn settings_come_from_the_lookup_with_their_defaults() {
+        let none = Settings::from_lookup(env(&[("HOME", "/home/u")]));
+        assert_eq!(none.backend, BackendPref::Auto);
+        assert_eq!(
+            none.kernel_cache,
+            Some(PathBuf::from("/home/u/.cache/reticle/kernels"))
+        );
+        assert!(none.socket.is_none() && none.array_element.is_none());
+        let set = Settings::from_lookup(env(&[
+            (BACKEND_ENV, "cpu"),
+            (KERNEL_CACHE_ENV, "off"),
+            (WORKER_SOCKET_ENV, "/run/w.sock"),
+            (ARRAY_TASK_ID_ENV, "3"),
+        ]));
+        assert_eq!(set.backend, BackendPref::Cpu);
+        assert_eq!(set.kernel_cache, None);
+        assert_eq!(set.socket, Some(OsString::from("/run/w.sock")));
+        assert_eq!(set.array_element.as_deref(), Some("3"));
+        let bad = Settings::from_lookup(env(&[(BACKEND_ENV, "tpu")]));
+        assert_eq!(bad.backend, BackendPref::Auto, "an unknown backend is auto");
+    }
+}
