@@ -150,7 +150,7 @@ fn litho_bench_backend_gpu_reports_batch_throughput_and_the_cpu_ratio() {
 /// benchmark documents: with a hard-edged pupil the untiled image of a finite canvas is
 /// itself defined only to about 1e-4 of the open frame.
 #[test]
-fn ilt_bench_improves_l2_on_one_clip() {
+fn ilt_bench_improves_l2_on_one_clip_with_legal_masks() {
     let Some(dir) = iccad_dir() else {
         eprintln!(
             "SKIP: ICCAD-2013 data not found (set RETICLE_DATA_DIR); the ILT bench needs its clips"
@@ -175,26 +175,32 @@ fn ilt_bench_improves_l2_on_one_clip() {
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
     let clips = report["clips"].as_array().expect("clips");
-    assert_eq!(clips.len(), 1);
-    let clip = &clips[0];
-    assert_eq!(clip["clip"], "M1_test1");
-    assert_eq!(clip["iterations"], 10);
-    let (before, after) = (&clip["before"], &clip["after"]);
-    // Mask = target on M1_test1 (see docs/PERFORMANCE.md).
-    assert_eq!(before["l2"], 116_661);
-    assert_eq!(before["pvb"], 42_918);
+    // The default: both legal styles.
+    let styles: Vec<&str> = clips.iter().filter_map(|c| c["style"].as_str()).collect();
+    assert_eq!(styles, ["curvilinear", "manhattan"]);
     let l2 = |m: &Value| m["l2"].as_u64().expect("l2");
-    assert!(l2(after) < l2(before), "{before} -> {after}");
-    assert!(after["epe"].as_u64().is_some() && clip["seconds"].as_f64().is_some());
-    let ratios = report["ratios"].as_array().expect("ratios");
-    let names: Vec<&str> = ratios
-        .iter()
-        .filter_map(|r| r["reference"].as_str())
-        .collect();
-    assert_eq!(names, ["OpenILT", "curvyILT"]);
-    let expected = l2(after) as f64 / 33_850.0;
-    let got = ratios[0]["l2"].as_f64().expect("ratio");
-    assert!((got - expected).abs() < 1e-9, "{got} vs {expected}");
+    for clip in clips {
+        assert_eq!(clip["clip"], "M1_test1");
+        assert_eq!(clip["iterations"], 10);
+        let (before, after) = (&clip["before"], &clip["after"]);
+        // Mask = target on M1_test1 (see docs/PERFORMANCE.md).
+        assert_eq!(before["l2"], 116_661);
+        assert_eq!(before["pvb"], 42_918);
+        assert!(l2(after) < l2(before), "{before} -> {after}");
+        assert_eq!(clip["mask_rule_records"], 0, "{clip}");
+        assert!(clip["polygons"].as_u64().unwrap() > 0 && clip["vertices"].as_u64().is_some());
+        assert!(after["epe"].as_u64().is_some() && clip["seconds"].as_f64().is_some());
+    }
+    let averages = report["averages"].as_array().expect("averages");
+    assert_eq!(averages.len(), 2);
+    for (avg, clip) in averages.iter().zip(clips) {
+        let ratios = avg["ratios"].as_array().expect("ratios");
+        let names: Vec<&str> = ratios.iter().filter_map(|r| r[0].as_str()).collect();
+        assert_eq!(names, ["OpenILT", "curvyILT"]);
+        let expected = l2(&clip["after"]) as f64 / 33_850.0;
+        let got = ratios[0][1].as_f64().expect("ratio");
+        assert!((got - expected).abs() < 1e-9, "{got} vs {expected}");
+    }
     // Usage errors exit 2 without running anything.
     let out = bench(&["ilt", "--clips", "0"], &[]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");

@@ -79,6 +79,8 @@ struct IltClip {
     vertices: usize,
     assist_polygons: usize,
     assist_area_nm2: f64,
+    /// Optimiser iterations run (both stages).
+    iterations: u32,
     /// Wall time of the optimisation, legalization and measurement (seconds).
     seconds: f64,
 }
@@ -212,43 +214,46 @@ pub fn run(bench: &IltBench) -> Result<IltReport, String> {
             eprintln!("bench ilt: {} {}…", clip.name, style_name(style));
             let start = std::time::Instant::now();
             let cancel = CancelToken::new();
-            let (reported, polygons, assists) = backend.install(|| -> Result<_, String> {
-                match style {
-                    None => {
-                        let o = optimize_mask(&clip.target, &model, params, &cancel, &mut |_| {})
+            let (reported, polygons, assists, iterations) =
+                backend.install(|| -> Result<_, String> {
+                    match style {
+                        None => {
+                            let o =
+                                optimize_mask(&clip.target, &model, params, &cancel, &mut |_| {})
+                                    .map_err(|e| e.to_string())?;
+                            let polys = pixel_polygons(&o.mask, &clip.frame);
+                            Ok((o.after, polys, (0, 0.0), o.iterations_run))
+                        }
+                        Some(style) => {
+                            let plan = MaskPlan {
+                                rules: &rules,
+                                style,
+                                grid_px: MANHATTAN_GRID_NM as usize,
+                                assist_features: bench.assist_features,
+                                context: &[],
+                                origin_dbu: (clip.frame.left_nm, clip.frame.bottom_nm),
+                                pixel_dbu: clip.frame.pixel_nm,
+                                dbu_nm: 1.0,
+                            };
+                            let o = optimize_legal(
+                                &clip.target,
+                                None,
+                                &model,
+                                params,
+                                &plan,
+                                &cancel,
+                                &mut |_| {},
+                            )
                             .map_err(|e| e.to_string())?;
-                        let polys = pixel_polygons(&o.mask, &clip.frame);
-                        Ok((o.after, polys, (0, 0.0)))
+                            Ok((
+                                o.ilt.after,
+                                o.legal.polygons,
+                                (o.assists.polygons, o.assists.area_px as f64),
+                                o.ilt.iterations_run,
+                            ))
+                        }
                     }
-                    Some(style) => {
-                        let plan = MaskPlan {
-                            rules: &rules,
-                            style,
-                            grid_px: MANHATTAN_GRID_NM as usize,
-                            assist_features: bench.assist_features,
-                            context: &[],
-                            origin_dbu: (clip.frame.left_nm, clip.frame.bottom_nm),
-                            pixel_dbu: clip.frame.pixel_nm,
-                            dbu_nm: 1.0,
-                        };
-                        let o = optimize_legal(
-                            &clip.target,
-                            None,
-                            &model,
-                            params,
-                            &plan,
-                            &cancel,
-                            &mut |_| {},
-                        )
-                        .map_err(|e| e.to_string())?;
-                        Ok((
-                            o.ilt.after,
-                            o.legal.polygons,
-                            (o.assists.polygons, o.assists.area_px as f64),
-                        ))
-                    }
-                }
-            })?;
+                })?;
             let seconds = start.elapsed().as_secs_f64();
             // Independent re-measurement of the written polygons.
             let coverage = rasterize_in(&polygons, &clip.frame);
@@ -279,6 +284,7 @@ pub fn run(bench: &IltBench) -> Result<IltReport, String> {
                 vertices: polygons.iter().map(|p| p.points.len()).sum(),
                 assist_polygons: assists.0,
                 assist_area_nm2: assists.1,
+                iterations,
                 seconds,
             });
         }
