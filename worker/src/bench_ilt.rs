@@ -10,6 +10,7 @@
 
 use std::path::PathBuf;
 
+use reticle_eval::optimize::MANHATTAN_GRID_NM;
 use reticle_kernel::ilt::{IltParams, MaskPlan, optimize_legal, optimize_mask};
 use reticle_kernel::metrics::{self, EpeConfig};
 use reticle_kernel::mrc::{self, LegalizeRequest, MaskStyle};
@@ -26,9 +27,6 @@ const ILT_REFERENCES: &[(&str, f64, f64)] = &[
     ("OpenILT", 33_850.0, 44_713.0),
     ("curvyILT", 26_017.0, 38_611.0),
 ];
-
-/// The Manhattan grid of the bench (and of `optimize`'s default): 4 nm segments.
-pub const MANHATTAN_GRID_NM: f64 = 4.0;
 
 /// What `bench ilt` is asked to run.
 #[derive(Debug, Clone)]
@@ -196,8 +194,10 @@ pub fn run(bench: &IltBench) -> Result<IltReport, String> {
         focus,
         defocus: Some(defocus),
     };
-    let (deck, _) = reticle_eval::deck::load("iccad13_m1", |_| unreachable_file())
-        .map_err(|e| e.to_string())?;
+    let (deck, _) = reticle_eval::deck::load("iccad13_m1", |_| {
+        unreachable!("a shipped deck name is never read from a file")
+    })
+    .map_err(|e| e.to_string())?;
     let rules: Vec<Rule> = deck.rules.clone();
     let backend = match bench.threads {
         Some(t) => reticle_kernel::CpuBackend::with_threads(t).map_err(|e| e.to_string())?,
@@ -326,13 +326,6 @@ pub fn run(bench: &IltBench) -> Result<IltReport, String> {
         averages,
         target_average,
     })
-}
-
-fn unreachable_file() -> Result<reticle_eval::deck::DeckFile, reticle_protocol::error::ToolError> {
-    Err(reticle_protocol::error::ToolError::new(
-        reticle_protocol::error::ErrorCode::InternalError,
-        "the bench uses the shipped deck only",
-    ))
 }
 
 /// The set pixels of an unconstrained mask as traced polygons on the clip's frame.

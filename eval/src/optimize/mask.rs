@@ -4,7 +4,6 @@
 
 use reticle_kernel::mrc::whole_polygons;
 use reticle_kernel::raster::PixelFrame;
-use reticle_kernel::rules::Region;
 use reticle_layout::clip::clip_polygon;
 use reticle_layout::{BBox, Point, Polygon};
 use serde_json::{Value, json};
@@ -87,15 +86,20 @@ pub fn context_pieces(imaged: &ImagedWindow, px: PixelWindow) -> Vec<Polygon> {
 pub fn mask_polygons(context: Vec<Polygon>, inside: &[Polygon]) -> MaskPolygons {
     let mut pieces = context;
     pieces.extend_from_slice(inside);
-    let (whole, holes, unjoined) = whole_polygons(&pieces);
+    let whole = whole_polygons(&pieces);
     // A hole that could not be joined cannot be written as a polygon of its own (it
     // would add its area): then the pieces are written, as before cut lines existed.
-    let written = if unjoined == 0 { whole } else { pieces.clone() };
+    let joined = whole.unjoined == 0;
+    let written = if joined {
+        whole.polygons
+    } else {
+        pieces.clone()
+    };
     let vertices: usize = written.iter().map(|p| p.points.len()).sum();
     let summary = json!({
-        "merged_polygons": Region::from_polygons(&pieces).polygons().len(),
-        "holes": holes,
-        "written_as": if unjoined == 0 { "whole_polygons" } else { "pieces" },
+        "merged_polygons": whole.merged,
+        "holes": whole.holes,
+        "written_as": if joined { "whole_polygons" } else { "pieces" },
         "gds_polygons": written.len(),
         "gds_vertices": vertices,
     });

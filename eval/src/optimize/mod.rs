@@ -49,8 +49,8 @@ pub const MANHATTAN_GRID_NM: f64 = 4.0;
 /// Optimizes the pixels `px` of `imaged`'s target with the window's own kernels (focus
 /// from the nominal corner, defocus from the min corner) and resist, and legalizes the
 /// result by `rules` (the deck's rules on the optimized layer; its mask rules shape the
-/// mask) with the drawn polygons outside the window as context; `progress` gets the
-/// ILT's iterations.
+/// mask) with `context`, the drawn polygons outside the window
+/// ([`mask::context_pieces`]); `progress` gets the ILT's iterations.
 ///
 /// # Errors
 /// [`EvalError::Cancelled`], or the engine's error as a tool error.
@@ -61,6 +61,7 @@ pub fn run_ilt(
     iterations: u32,
     refine_iterations: u32,
     rules: &[Rule],
+    context: &[Polygon],
     options: MaskOptions,
     cancel: &CancelToken,
     progress: &mut dyn FnMut(Progress),
@@ -76,14 +77,13 @@ pub fn run_ilt(
         resist: imaged.resist,
         ..IltParams::default()
     };
-    let context = mask::context_pieces(imaged, px);
     let frame = &imaged.frame;
     let plan = MaskPlan {
         rules,
         style: options.style,
         grid_px: (MANHATTAN_GRID_NM / imaged.pixel_nm).round().max(1.0) as usize,
         assist_features: options.assist_features,
-        context: &context,
+        context,
         origin_dbu: (frame.left_nm, frame.bottom_nm),
         pixel_dbu: frame.pixel_nm,
         dbu_nm: imaged.layout.dbu_nm,

@@ -5,13 +5,16 @@
 
 use reticle_layout::Polygon;
 
-use crate::imaging::{ImagingBackend, ImagingError, KeepImages, LithoJob};
+use crate::imaging::{ImagingError, LithoOutput};
 use crate::mrc::{self, LegalMask, LegalizeRequest, MaskStyle, PixelBox, morph};
 use crate::raster::{PixelFrame, rasterize_in};
 use crate::rules::Rule;
-use crate::{CancelToken, CpuBackend, Grid, ModelKernels, Progress};
+use crate::{CancelToken, Grid, ModelKernels, Progress};
 
-use super::{IltMetrics, IltOutcome, IltParams, corners, evaluate_with, grid_f32, optimize_latent};
+use super::{
+    IltMetrics, IltOutcome, IltParams, corners, evaluate_with, grid_f32, image_printed, metrics_of,
+    optimize_latent,
+};
 
 /// How the optimized mask must be drawn and checked.
 #[derive(Debug, Clone, Copy)]
@@ -71,15 +74,14 @@ fn window_grid(n: usize, b: PixelBox) -> Grid<u8> {
     g
 }
 
-/// Labels of the components of `mask` in the window that overlap no pixel of `target`.
-fn assist_labels(mask: &Grid<u8>, target: &Grid<u8>, labels: &[u32], count: usize) -> Vec<bool> {
+/// Per component label: whether it overlaps no pixel of `target` (an assist feature).
+fn assist_labels(target: &Grid<u8>, labels: &[u32], count: usize) -> Vec<bool> {
     let mut touches = vec![false; count];
     for (i, &l) in labels.iter().enumerate() {
         if l != 0 && target.data[i] != 0 {
             touches[l as usize] = true;
         }
     }
-    let _ = mask;
     touches.iter().map(|t| !t).collect()
 }
 
@@ -143,24 +145,24 @@ pub fn optimize_legal(
     };
 
     // Assist features: those that print at any corner go; then all of them go unless
-    // the mask scores better (L2 + PVB) with them.
+    // the mask scores better (L2 + PVB) with them. The legal mask is imaged once for both
+    // the print test and its metrics; again only when something was removed.
+    let mut coverage = coverage_of(&legal);
+    let mut out = image_printed(&coverage, target, &corners, params, cancel)?;
     let (labels, sizes) = morph::components(&legal.pixels);
-    let is_assist = assist_labels(&legal.pixels, target, &labels, sizes.len());
+    let is_assist = assist_labels(target, &labels, sizes.len());
     let mut assists = AssistSummary::default();
     let mut drop = vec![false; sizes.len()];
-    if (1..sizes.len()).any(|l| is_assist[l]) {
-        if plan.assist_features {
-            let coverage = coverage_of(&legal);
-            let printed = prints(&coverage, target, &corners, params, cancel)?;
-            for (i, &l) in labels.iter().enumerate() {
-                if l != 0 && is_assist[l as usize] && printed[i] && !drop[l as usize] {
-                    drop[l as usize] = true;
-                    assists.removed_printing += 1;
-                }
+    if plan.assist_features {
+        let printed = printed_anywhere(&out);
+        for (i, &l) in labels.iter().enumerate() {
+            if l != 0 && is_assist[l as usize] && printed[i] && !drop[l as usize] {
+                drop[l as usize] = true;
+                assists.removed_printing += 1;
             }
-        } else {
-            drop[1..].copy_from_slice(&is_assist[1..]);
         }
+    } else {
+        drop[1..].copy_from_slice(&is_assist[1..]);
     }
     let legal_pixels = legal.pixels.clone();
     let without = |drop: &[bool]| {
@@ -174,9 +176,10 @@ pub fn optimize_legal(
     };
     if drop.iter().any(|&d| d) {
         legal = mrc::rebuild(&req, without(&drop), legal.repair_rounds);
+        coverage = coverage_of(&legal);
+        out = image_printed(&coverage, target, &corners, params, cancel)?;
     }
-    let mut coverage = coverage_of(&legal);
-    let mut after = evaluate_with(&coverage, target, &corners, params, cancel)?;
+    let mut after = metrics_of(&out, target, params)?;
     let kept: Vec<usize> = (1..sizes.len())
         .filter(|&l| is_assist[l] && !drop[l])
         .collect();
@@ -218,34 +221,16 @@ pub fn optimize_legal(
     })
 }
 
-/// Pixels printed at any corner outside the target (where an assist would show).
-fn prints(
-    mask: &Grid<f32>,
-    target: &Grid<u8>,
-    corners: &[crate::imaging::Corner],
-    params: &IltParams,
-    cancel: &CancelToken,
-) -> Result<Vec<bool>, ImagingError> {
-    let job = LithoJob {
-        mask,
-        target: Some(target),
-        corners,
-        resist: params.resist,
-        keep: KeepImages {
-            printed: true,
-            ..KeepImages::default()
-        },
-    };
-    let out = CpuBackend::new().litho(&job, cancel, &|_| {})?;
-    let mut any = vec![false; mask.data.len()];
-    for c in &out.corners {
-        if let Some(p) = &c.printed {
-            for (a, &v) in any.iter_mut().zip(&p.data) {
-                *a |= v != 0;
-            }
+/// Pixels printed at any corner of an imaging output.
+fn printed_anywhere(out: &LithoOutput) -> Vec<bool> {
+    let mut any = Vec::new();
+    for p in out.corners.iter().filter_map(|c| c.printed.as_ref()) {
+        any.resize(p.data.len(), false);
+        for (a, &v) in any.iter_mut().zip(&p.data) {
+            *a |= v != 0;
         }
     }
-    Ok(any)
+    any
 }
 
 /// Metrics of a 0/1 or coverage mask (for callers that re-measure a written mask).

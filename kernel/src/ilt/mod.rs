@@ -34,7 +34,9 @@ mod problem;
 #[cfg(test)]
 mod tests;
 
-use crate::imaging::{Corner, ImagingBackend, ImagingError, KeepImages, LithoJob, Resist};
+use crate::imaging::{
+    Corner, ImagingBackend, ImagingError, KeepImages, LithoJob, LithoOutput, Resist,
+};
 use crate::metrics::EpeConfig;
 use crate::{CancelToken, CpuBackend, Grid, ModelKernels, Progress};
 
@@ -321,6 +323,7 @@ pub(crate) fn corners(model: &ModelKernels, params: &IltParams) -> Vec<Corner> {
     crate::resist::corners_at(&model.focus, defocus, params.doses)
 }
 
+/// L2, PVB and EPE violations of `mask` (imaged once, [`image_printed`]).
 pub(crate) fn evaluate_with(
     mask: &Grid<f32>,
     target: &Grid<u8>,
@@ -328,6 +331,18 @@ pub(crate) fn evaluate_with(
     params: &IltParams,
     cancel: &CancelToken,
 ) -> Result<IltMetrics, ImagingError> {
+    let out = image_printed(mask, target, corners, params, cancel)?;
+    metrics_of(&out, target, params)
+}
+
+/// `mask` imaged at `corners` on the CPU path with the prints kept.
+pub(crate) fn image_printed(
+    mask: &Grid<f32>,
+    target: &Grid<u8>,
+    corners: &[Corner],
+    params: &IltParams,
+    cancel: &CancelToken,
+) -> Result<LithoOutput, ImagingError> {
     let job = LithoJob {
         mask,
         target: Some(target),
@@ -338,7 +353,15 @@ pub(crate) fn evaluate_with(
             ..KeepImages::default()
         },
     };
-    let out = CpuBackend::new().litho(&job, cancel, &|_| {})?;
+    CpuBackend::new().litho(&job, cancel, &|_| {})
+}
+
+/// The metrics of an [`image_printed`] output against `target`.
+pub(crate) fn metrics_of(
+    out: &LithoOutput,
+    target: &Grid<u8>,
+    params: &IltParams,
+) -> Result<IltMetrics, ImagingError> {
     let nominal = out
         .corners
         .first()

@@ -70,7 +70,7 @@ pub enum MaskStyle {
 /// rules on the optimized layer).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct MrcLimits {
-    /// Largest width rule (nm) and whether any width rule is Euclidean.
+    /// Largest width rule (nm).
     pub width_nm: f64,
     /// Largest space rule (nm).
     pub space_nm: f64,
@@ -351,12 +351,25 @@ fn polygons_of(req: &LegalizeRequest<'_>, mask: &Grid<u8>) -> (Vec<Polygon>, usi
     (out, unjoined)
 }
 
+/// The union of some polygons as whole polygons ([`whole_polygons`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WholePolygons {
+    /// One polygon per merged polygon, holes joined to the hull by cut lines, then the
+    /// holes that could not be joined.
+    pub polygons: Vec<Polygon>,
+    /// Merged polygons of the union.
+    pub merged: usize,
+    /// Holes in the union.
+    pub holes: usize,
+    /// Holes that could not be joined (written as separate polygons, which overstates
+    /// the mask; 0 in practice).
+    pub unjoined: usize,
+}
+
 /// The union of `polygons` as whole polygons: one per merged polygon, its holes joined to
-/// its hull by cut lines (the GDSII convention; a reader that merges restores the
-/// holes). Returns the polygons, the number of holes and how many of them could not be
-/// joined (written as separate polygons then, which overstates the mask; 0 in practice).
+/// its hull by cut lines (the GDSII convention; a reader that merges restores the holes).
 #[must_use]
-pub fn whole_polygons(polygons: &[Polygon]) -> (Vec<Polygon>, usize, usize) {
+pub fn whole_polygons(polygons: &[Polygon]) -> WholePolygons {
     let region = Region::from_polygons(polygons);
     let as_pairs = |pts: &[reticle_layout::Point]| -> Vec<(i64, i64)> {
         pts.iter().map(|p| (p.x, p.y)).collect()
@@ -368,18 +381,23 @@ pub fn whole_polygons(polygons: &[Polygon]) -> (Vec<Polygon>, usize, usize) {
                 .collect(),
         )
     };
-    let (mut out, mut holes, mut unjoined) = (Vec::new(), 0, 0);
+    let mut whole = WholePolygons {
+        polygons: Vec::new(),
+        merged: region.polygons().len(),
+        holes: 0,
+        unjoined: 0,
+    };
     for m in region.polygons() {
-        holes += m.holes.len();
+        whole.holes += m.holes.len();
         let (joined, failed) = polygonize::keyhole(
             as_pairs(&m.hull),
             m.holes.iter().map(|h| as_pairs(h)).collect(),
         );
-        out.push(to_poly(&joined));
-        unjoined += failed.len();
-        out.extend(failed.iter().map(|h| to_poly(h)));
+        whole.polygons.push(to_poly(&joined));
+        whole.unjoined += failed.len();
+        whole.polygons.extend(failed.iter().map(|h| to_poly(h)));
     }
-    (out, holes, unjoined)
+    whole
 }
 
 /// Runs every mask rule of `req` on `polygons ∪ context`.
@@ -730,11 +748,22 @@ mod tests {
             r(0, 30, 30, 70),
             r(70, 30, 100, 70),
         ];
-        let (whole, holes, unjoined) = whole_polygons(&pieces);
-        assert_eq!((whole.len(), holes, unjoined), (1, 1, 0));
-        assert_eq!(whole[0].signed_area2().abs(), 2 * (100 * 100 - 40 * 40));
+        let whole = whole_polygons(&pieces);
+        assert_eq!(
+            (
+                whole.polygons.len(),
+                whole.merged,
+                whole.holes,
+                whole.unjoined
+            ),
+            (1, 1, 1, 0)
+        );
+        assert_eq!(
+            whole.polygons[0].signed_area2().abs(),
+            2 * (100 * 100 - 40 * 40)
+        );
         // Merged again, the hole comes back.
-        let region = Region::from_polygons(&whole);
+        let region = Region::from_polygons(&whole.polygons);
         assert_eq!(region.polygons().len(), 1);
         assert_eq!(region.polygons()[0].holes.len(), 1);
     }

@@ -196,12 +196,14 @@ impl Op for Optimize {
             assist_features: own.assist_features.unwrap_or(true),
         };
         let rules: Vec<_> = setup.rules().into_iter().cloned().collect();
+        let context = context_pieces(&imaged, px);
         let ilt = run_ilt(
             &imaged,
             px,
             iterations,
             refine_iterations,
             &rules,
+            &context,
             options,
             ctx.cancel,
             &mut |p| {
@@ -223,7 +225,7 @@ impl Op for Optimize {
         let after_binary = ilt.ilt.mask.clone();
         let backend = ctx.state.backend.engine()?;
         let after_out = reimage(backend, &imaged, &ilt.coverage, ctx.cancel).map_err(fail)?;
-        let polygons = mask_polygons(context_pieces(&imaged, px), &ilt.legal.polygons);
+        let polygons = mask_polygons(context, &ilt.legal.polygons);
         let after = report(
             &setup,
             &imaged,
