@@ -4,7 +4,7 @@
 Every file is built byte by byte here (no layout library), so the corpus does not depend
 on any tool's idea of "valid". Run from the repository root:
     python3 scripts/make_hostile_fixtures.py
-The files are committed; tests/tests/hostile.rs runs each through the MCP server.
+The files are committed; tests/tests/e2e/hostile.rs runs each through the MCP server.
 """
 import os
 import struct

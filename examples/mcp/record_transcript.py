@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Records a JSON-RPC transcript for tests/tests/transcripts.rs.
+"""Records a JSON-RPC transcript for tests/tests/e2e/transcripts.rs.
 
     python3 examples/mcp/record_transcript.py SKELETON.skel > transcripts/NAME.jsonl
 
@@ -11,7 +11,7 @@ server generates (`job_…`, `ses_…`) bound as `{{job_id}}` / `{{session_id}}`
 and a JSON-rendered `content[0].text` (which repeats `structuredContent`) as `"{{*}}"`.
 Review the output before committing it: it is the expected behaviour from then on.
 
-Environment: RETICLE_BIN (default target/debug/reticle). The server runs like the
+Environment: RETICLE_BIN (default target/release/reticle). The server runs like the
 test runs it: allowed root = the repository, CPU backend, lazy workers, artifacts
 in a temporary directory (`${ARTIFACTS}` in the transcript).
 """
@@ -47,7 +47,7 @@ class Server:
             "RETICLE_LAZY_WORKERS": "true",
             "KLAYOUT_MCP_ARTIFACT_ROOT": ARTIFACTS,
         })
-        binary = os.environ.get("RETICLE_BIN", str(ROOT / "target" / "debug" / "reticle"))
+        binary = os.environ.get("RETICLE_BIN", str(ROOT / "target" / "release" / "reticle"))
         self.proc = subprocess.Popen([binary, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, env=env, text=True)
 

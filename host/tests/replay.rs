@@ -2,7 +2,7 @@
 //! NeverReplay fails with an `ambiguous_outcome` fault and never runs again;
 //! ProbeRequired probes first, then completes from the probe or re-runs; every
 //! decision lands in the journal. (Convergent replay is exercised end to end by
-//! `tests/tests/crash_replay.rs`.) No public tool of reticle is NeverReplay or
+//! `tests/tests/e2e/crash_replay.rs`.) No public tool of reticle is NeverReplay or
 //! ProbeRequired *and* runs on a worker yet, so these drive the dispatcher
 //! (`reticle_host::dispatch`) directly with the worker's `debug.sleep` op.
 //!

@@ -279,7 +279,7 @@ impl Optics {
     ///
     /// Sampling is necessary, not sufficient, for accuracy: the mask raster is an area
     /// coverage (a box filter of the pixel), whose error in the kernel band grows as
-    /// `(π·f·p)²/6` (`kernel/tests/coarse_pixels.rs` measures it).
+    /// `(π·f·p)²/6` (`kernel/tests/engine/coarse_pixels.rs` measures it).
     #[must_use]
     pub fn max_pixel_nm(&self) -> f64 {
         self.wavelength_nm / (4.0 * self.na * (1.0 + self.source.sigma_max()))

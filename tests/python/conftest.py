@@ -33,9 +33,11 @@ def anyio_backend():
 
 @pytest.fixture(scope="session")
 def reticle_bin() -> str:
-    path = os.environ.get("RETICLE_BIN", str(ROOT / "target" / "debug" / "reticle"))
+    path = os.environ.get("RETICLE_BIN", str(ROOT / "target" / "release" / "reticle"))
     if not os.access(path, os.X_OK):
-        pytest.fail(f"reticle binary not found at {path}; run `cargo build --workspace --bins` first")
+        pytest.fail(
+            f"reticle binary not found at {path}; run `cargo build --release --workspace --bins` first"
+        )
     return path
 
 

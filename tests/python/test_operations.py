@@ -11,6 +11,7 @@ import shutil
 import signal
 import stat
 import subprocess
+from pathlib import Path
 
 import anyio
 import pytest
@@ -94,15 +95,15 @@ async def run_with_stream(client, action, settle=1.0):
     return stream, outcome["value"]
 
 
-def green_copy(tmp_path):
+def green_copy(tmp_path, reticle_bin):
     green = tmp_path / "reticle-worker-green"
-    shutil.copy(ROOT / "target" / "debug" / "reticle-worker", green)
+    shutil.copy(Path(reticle_bin).parent / "reticle-worker", green)
     return green
 
 
 async def test_rollout_under_load_fails_no_request(reticle_bin, server_env, tmp_path):
     server_env["RETICLE_WORKERS"] = "2"
-    green = green_copy(tmp_path)
+    green = green_copy(tmp_path, reticle_bin)
     with anyio.fail_after(240):
         async with Client(params(reticle_bin, server_env), mode="legacy") as client:
             before = await ready_health(client)
@@ -295,7 +296,7 @@ async def test_the_deploy_script_rolls_out_workers_and_host_under_load(
     build = tmp_path / "build"
     build.mkdir()
     for name in ("reticle", "reticle-worker"):
-        shutil.copy(ROOT / "target" / "debug" / name, build / name)
+        shutil.copy(Path(reticle_bin).parent / name, build / name)
     server_env["RETICLE_RELEASES_DIR"] = str(tmp_path / "releases")
     with anyio.fail_after(240):
         async with Client(params(reticle_bin, server_env), mode="legacy") as client:

@@ -26,7 +26,7 @@ from layouts import gcd_path
 RULE_CATEGORY = {"M1.W": "width", "M1.S": "space", "M1.A": "area"}
 
 # nangate45_m1v1 on 11/0 as a KLayout DRC script: Euclidean metrics, `transparent` (no
-# shielding), like kernel/tests/rules_klayout.rs; width on the drawn polygons, space and
+# shielding), like kernel/tests/engine/rules_klayout.rs; width on the drawn polygons, space and
 # area on the merged layer.
 DRC_SCRIPT = """\
 source($input)

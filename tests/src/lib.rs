@@ -226,12 +226,34 @@ impl Host {
 
     /// Sends a request and returns the response with the same id, checking
     /// every line on the way with [`check_jsonrpc_line`].
+    ///
+    /// # Panics
+    /// When no line comes for 10 s (see [`Self::request_within`]).
     pub fn request(&mut self, id: Value, method: &str, params: Value) -> Value {
+        self.request_within(id, method, params, Duration::from_secs(10))
+    }
+
+    /// [`Self::request`] for a request that may be silent for up to `quiet` (a synchronous
+    /// call that does minutes of work and sends no progress, e.g. `optimize` with `wait`).
+    ///
+    /// # Panics
+    /// When no line comes for `quiet`, or a line is not a JSON-RPC message.
+    pub fn request_within(
+        &mut self,
+        id: Value,
+        method: &str,
+        params: Value,
+        quiet: Duration,
+    ) -> Value {
         self.send(
             &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
         );
         loop {
-            let message = self.recv();
+            let line = self.recv_line(quiet).unwrap_or_else(|| {
+                panic!("no response within {quiet:?}; stderr:\n{}", self.stderr())
+            });
+            let message: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
             check_jsonrpc_value(&message).unwrap_or_else(|e| panic!("{e}: {message}"));
             if message.get("id") == Some(&id) {
                 return message;
@@ -242,10 +264,22 @@ impl Host {
     /// Calls tool `name` with `arguments` (request id `id`) and returns the
     /// `CallToolResult`.
     pub fn call_tool(&mut self, id: &str, name: &str, arguments: Value) -> Value {
-        let answer = self.request(
+        self.call_tool_within(id, name, arguments, Duration::from_secs(10))
+    }
+
+    /// [`Self::call_tool`] for a call that may be silent for up to `quiet`.
+    pub fn call_tool_within(
+        &mut self,
+        id: &str,
+        name: &str,
+        arguments: Value,
+        quiet: Duration,
+    ) -> Value {
+        let answer = self.request_within(
             serde_json::json!(id),
             "tools/call",
             serde_json::json!({"name": name, "arguments": arguments}),
+            quiet,
         );
         answer["result"].clone()
     }

@@ -3,7 +3,7 @@
 //! as GDSII and OASIS, and reports per-layer facts of the flattened top cell. We read the
 //! same files and must agree. Skips (with `SKIP:`) when `klayout` is not installed.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! Tiled imaging agrees with untiled imaging in the tile cores.
 
-mod common;
+use crate::common;
 
 use common::Rng;
 use reticle_kernel::optics::{Optics, Source};

@@ -1,6 +1,6 @@
 //! GDSII write → read round trips and reader error cases.
 
-mod common;
+use crate::common;
 
 use common::{rect, sample_library};
 use reticle_layout::gds::record::rt;

@@ -272,7 +272,7 @@ fn acceptance_fixture_100_records_4_tiles_12_groups_24_assertions() {
     let fixture = json!({
         "$schema": "acceptance_fixture",
         "schema_version": report["schema_version"],
-        "description": "Seed 000 falsifiable acceptance fixture, produced by reticle: evaluate(report_level=detailed) of fixtures/layouts/acceptance_100x4tiles.gds (scripts/make_acceptance_layout.py) with fixtures/decks/acceptance_width.json -> 100 violation records across 4 tiles in 12 violation groups (12 canonical, 88 shadows); then optimize(violation_id=<a shadow of each group>) with scope=group and scope=record_only = 24 assertions. Regenerated and compared by tests/tests/optimize.rs (RETICLE_UPDATE_GOLDEN=1 rewrites it). Paths are relative to the repository root.",
+        "description": "Seed 000 falsifiable acceptance fixture, produced by reticle: evaluate(report_level=detailed) of fixtures/layouts/acceptance_100x4tiles.gds (scripts/make_acceptance_layout.py) with fixtures/decks/acceptance_width.json -> 100 violation records across 4 tiles in 12 violation groups (12 canonical, 88 shadows); then optimize(violation_id=<a shadow of each group>) with scope=group and scope=record_only = 24 assertions. Regenerated and compared by tests/tests/e2e/optimize.rs (RETICLE_UPDATE_GOLDEN=1 rewrites it). Paths are relative to the repository root.",
         "arguments": {
             "evaluate": {"layout": "fixtures/layouts/acceptance_100x4tiles.gds", "deck": "fixtures/decks/acceptance_width.json", "box_um": [0.0, 0.0, 2.048, 2.048], "pixel_nm": 8, "tile_nm": 1024, "report_level": "detailed"},
             "optimize": {"iterations": 2, "refine_iterations": 0},

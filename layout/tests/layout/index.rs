@@ -3,7 +3,7 @@
 //! fixtures and on generated hierarchies; the layer box equals the flattened box; limits
 //! hold with an index.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;

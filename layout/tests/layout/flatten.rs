@@ -1,6 +1,6 @@
 //! Flattening against hand-computed coordinates.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

@@ -1,6 +1,6 @@
 //! OASIS reader: every record form against hand-computed geometry, and error cases.
 
-mod common;
+use crate::common;
 
 use common::oas::{self, cblock, cell, end, place, rect, sint, start, string, uint};
 use common::rect as bbox;

@@ -1,6 +1,6 @@
 //! Cancellation and progress of the CPU backend.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

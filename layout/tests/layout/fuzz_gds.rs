@@ -1,7 +1,7 @@
 //! Property tests: the GDSII reader (and the flattener on whatever it accepts) never panics
 //! on random bytes, random record streams, or valid files with mutations and truncations.
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use reticle_layout::gds::record::rt;

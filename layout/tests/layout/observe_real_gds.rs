@@ -3,7 +3,7 @@
 //! equal to an independent brute-force walk of the whole layout. Skips (with `SKIP:`) when
 //! the data is absent.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

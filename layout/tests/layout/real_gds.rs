@@ -1,6 +1,6 @@
 //! The real 45 nm routed GDS from the reference data loads and flattens.
 
-mod common;
+use crate::common;
 
 use reticle_layout::{FlattenOptions, LayerKey, Limits, flatten, read_gds, resolve_cell};
 

@@ -1,7 +1,7 @@
 //! Hostile layouts: huge arrays, exponential and deep hierarchies, cycles. Each must fail
 //! fast with a typed error instead of exhausting memory or time.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

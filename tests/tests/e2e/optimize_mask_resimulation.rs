@@ -10,6 +10,7 @@ use reticle_kernel::{CancelToken, KeepImages, LithoJob, Resist, iccad};
 use reticle_layout::{LayerKey, Polygon, Shape, read_gds};
 use reticle_tests::Host;
 use serde_json::json;
+use std::time::Duration;
 
 #[test]
 fn reported_metrics_equal_a_naive_resimulation_of_the_written_gdsii() {
@@ -29,7 +30,9 @@ fn reported_metrics_equal_a_naive_resimulation_of_the_written_gdsii() {
         ("KLAYOUT_MCP_ARTIFACT_ROOT", artifacts.to_str().unwrap()),
     ]);
     for style in ["curvilinear", "manhattan"] {
-        let r = host.call_tool(
+        // A synchronous optimize sends no line until it ends: seconds alone, longer while
+        // the rest of the end-to-end suite shares the two cores.
+        let r = host.call_tool_within(
             style,
             "optimize",
             json!({
@@ -40,6 +43,7 @@ fn reported_metrics_equal_a_naive_resimulation_of_the_written_gdsii() {
                 "wait": true,
                 "render": "json",
             }),
+            Duration::from_secs(120),
         );
         let out = &r["structuredContent"];
         assert_ne!(r["isError"], true, "{out}");

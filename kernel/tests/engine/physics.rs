@@ -1,6 +1,6 @@
 //! Physics invariants of the Hopkins/SOCS model and the imaging paths.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -1,8 +1,6 @@
 //! Property tests of geometry invariants: clipping areas, exact Manhattan transforms, and
 //! GDSII write → read round trips of random libraries.
 
-mod common;
-
 use proptest::prelude::*;
 use reticle_layout::clip::clip_polygon;
 use reticle_layout::{

@@ -1,6 +1,6 @@
 //! The band-limited fast path equals the naive full-FFT path.
 
-mod common;
+use crate::common;
 
 use common::{random_kernels, random_mask, rel_max_err};
 use reticle_kernel::{CancelToken, CpuBackend, ImagingBackend, bandlimited, naive};

@@ -1,7 +1,7 @@
 //! Property tests: the OASIS reader (and the flattener on whatever it accepts) never panics
 //! on random bytes after the magic, or on mutated and truncated valid files.
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use reticle_layout::{FlattenOptions, Limits, read_oasis};
