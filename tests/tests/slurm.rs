@@ -5,16 +5,18 @@
 //! missing) and FAILS, saying why, when it cannot: nothing here is mocked and nothing
 //! is skipped. The tests run one at a time (the cluster has this host's cores).
 //!
-//! - `reticle eval --executor slurm` on the whole of gcd_45nm at 1 nm prints the same
-//!   bytes as the local executor (the acceptance command, release binaries);
+//! - `reticle eval --executor slurm` on the whole of gcd_45nm prints the same bytes as
+//!   the local executor (the acceptance command at 2 nm, release binaries);
 //! - an array element cancelled in the middle of a run has its tiles run again, and the
 //!   report and `violations.jsonl` are byte-identical to a local run's;
 //! - cancelling the MCP job leaves no element of its array in `squeue` and no
 //!   `reticle-worker` of it within 2 s;
 //! - an element Slurm stops over its time limit (`TIMEOUT`) is not resubmitted: the job
 //!   fails with the limit's `RESOURCE_LIMIT` error, as a pool job over its time limit
-//!   does (the dev cluster enforces no memory limit, so `OUT_OF_MEMORY`, which takes the
-//!   same path, is covered by the host's unit tests only).
+//!   does. Its one element has a 4 × 4 array of gcd_45nm at 1 nm to image (about a
+//!   quarter of an hour of work) under a one-minute limit, so Slurm always ends it; the
+//!   dev cluster enforces no memory limit, so `OUT_OF_MEMORY`, which takes the same path
+//!   (`dispatch::replay::after_loss`), is covered by the host's unit tests only.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -675,17 +677,42 @@ fn a_client_that_disconnects_leaves_no_array_and_no_worker_within_2_s() {
     );
 }
 
+/// An `n` × `n` array of gcd_45nm's top cell (a GDSII AREF, 100 nm between copies' boxes,
+/// more than the deck's space rule) written to `dir`.
+fn gcd_array(dir: &Path, n: u32) -> PathBuf {
+    let bytes = std::fs::read(gcd()).unwrap();
+    let mut lib = reticle_layout::read_gds(&bytes, &reticle_layout::Limits::default()).unwrap();
+    let top = lib.top_cells()[0];
+    let boxes = reticle_layout::cell_bboxes(&lib, None).unwrap();
+    let b = boxes[top].expect("gcd's top cell has shapes");
+    let mut array = reticle_layout::Cell::new(format!("ARRAY{n}"));
+    array.instances.push(reticle_layout::Instance {
+        cell: top,
+        transform: reticle_layout::Transform::default(),
+        repetition: Some(reticle_layout::Repetition::Array {
+            cols: n,
+            rows: n,
+            col_step: reticle_layout::Point::new(b.right - b.left + 100, 0),
+            row_step: reticle_layout::Point::new(0, b.top - b.bottom + 100),
+        }),
+    });
+    lib.cells.push(array);
+    let path = dir.join(format!("gcd_array{n}.gds"));
+    std::fs::write(&path, reticle_layout::write_gds(&lib).unwrap()).unwrap();
+    path
+}
+
 #[test]
-#[ignore = "timing-dependent: on an unloaded 2-core machine the whole layer finishes inside Slurm's one-minute limit and its enforcement grace, so the element is not always ended TIMEOUT; run with --ignored on a loaded machine until it gets a slower workload"]
 fn an_element_stopped_over_its_time_limit_is_not_resubmitted() {
     let _cluster = cluster_up();
-    let gcd = gcd();
     let tmp = tempfile::tempdir().unwrap();
-    // One element runs every tile of the whole layer at 1 nm (minutes of work) under a
-    // one-minute limit: Slurm ends it `TIMEOUT` with tiles not done.
+    // One element has every tile of a 4 × 4 array of gcd_45nm at 1 nm (16 times the
+    // whole block, which takes about a minute on two cores) under a one-minute limit:
+    // Slurm ends it `TIMEOUT` with most tiles not done, however fast the machine is.
+    let layout = gcd_array(tmp.path(), 4);
     let mut host = start_with_time_limit("slurm", tmp.path(), "100000", "1");
     let before = tile_arrays();
-    let args = json!({"layout": gcd, "deck": "nangate45_m1v1", "layer": "11/0", "pixel_nm": 1});
+    let args = json!({"layout": layout, "deck": "nangate45_m1v1", "layer": "11/0", "pixel_nm": 1});
     let job = job_of(&host.call_tool("s", "evaluate", args));
     let ended = host.poll_until_done(&job, POLL_LIMIT, |_| {});
     assert_eq!(ended["status"], "failed", "{ended}");
