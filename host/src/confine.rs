@@ -14,7 +14,7 @@ use reticle_protocol::paths::{Refusal, resolve_under};
 use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::json;
 
-use crate::config::Config;
+use reticle_config::Config;
 
 /// Where the current roots came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -60,7 +60,7 @@ fn canonical_roots(paths: impl IntoIterator<Item = PathBuf>) -> Vec<PathBuf> {
 }
 
 impl AllowedRoots {
-    /// Roots from `RETICLE_ALLOWED_ROOTS` ([`crate::config::ToolSettings`]), else the
+    /// Roots from `RETICLE_ALLOWED_ROOTS` ([`reticle_config::ToolSettings`]), else the
     /// working directory; `~` is `HOME` of `config`.
     pub fn configured(config: &Config) -> Self {
         let fallback = match &config.tools.allowed_roots {

@@ -354,7 +354,7 @@ enum CtlVerb {
 /// Runs `reticle ctl`. Exit 0 done, 1 the host refused or the operation failed,
 /// 2 the host could not be reached or the arguments are wrong.
 #[must_use]
-pub fn ctl(args: &CtlArgs, config: &crate::config::Config) -> ExitCode {
+pub fn ctl(args: &CtlArgs, config: &reticle_config::Config) -> ExitCode {
     match run_ctl(args, config) {
         Ok(code) => code,
         Err(message) => {
@@ -364,7 +364,7 @@ pub fn ctl(args: &CtlArgs, config: &crate::config::Config) -> ExitCode {
     }
 }
 
-fn run_ctl(args: &CtlArgs, config: &crate::config::Config) -> Result<ExitCode, String> {
+fn run_ctl(args: &CtlArgs, config: &reticle_config::Config) -> Result<ExitCode, String> {
     let ready_file = args
         .ready_file
         .clone()
@@ -450,7 +450,7 @@ fn run_ctl(args: &CtlArgs, config: &crate::config::Config) -> Result<ExitCode, S
                 say!("{}", answer["settings"]);
             } else {
                 let mut out = std::io::stdout().lock();
-                write!(out, "{}", crate::config::table(&answer["settings"]))
+                write!(out, "{}", reticle_config::table(&answer["settings"]))
                     .map_err(|e| e.to_string())?;
             }
             Ok(ExitCode::SUCCESS)

@@ -41,7 +41,7 @@ pub(crate) fn prepare(out: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
 
 /// Runs `reticle demo`. Exit 0 with the picture written, 1 on a tool error, 2 when the
 /// output directory or the worker cannot be set up.
-pub fn demo(opts: &DemoArgs, config: &crate::config::Config) -> ExitCode {
+pub fn demo(opts: &DemoArgs, config: &reticle_config::Config) -> ExitCode {
     let (dir, layout) = match prepare(&opts.out) {
         Ok(p) => p,
         Err(e) => {

@@ -57,9 +57,9 @@ pub struct EventLogConfig {
 
 impl EventLogConfig {
     /// `dir` with the caps `RETICLE_EVENTS_MAX_BYTES` / `RETICLE_EVENTS_KEEP` set
-    /// ([`crate::config::ServeSettings`]: a value that does not parse is ignored with a
+    /// ([`reticle_config::ServeSettings`]: a value that does not parse is ignored with a
     /// warning).
-    pub fn configured(dir: PathBuf, serve: &crate::config::ServeSettings) -> Self {
+    pub fn configured(dir: PathBuf, serve: &reticle_config::ServeSettings) -> Self {
         Self {
             dir,
             max_bytes: serve.events_max_bytes,

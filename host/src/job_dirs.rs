@@ -97,7 +97,7 @@ impl JobDirs {
                 "limit": "max_job_artifact_bytes",
                 "max": self.max_bytes,
                 "used": used,
-                "setting": crate::config::limits::MAX_JOB_ARTIFACT_BYTES_ENV,
+                "setting": reticle_config::limits::MAX_JOB_ARTIFACT_BYTES_ENV,
             }))
             .recoverable(true)
             .with_hint(

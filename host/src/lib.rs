@@ -8,7 +8,6 @@ pub mod bench;
 pub mod bench_chip;
 pub mod bench_http;
 pub mod cli;
-pub mod config;
 pub mod confine;
 pub mod control;
 pub mod demo_cli;

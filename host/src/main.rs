@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use reticle_host::config::Severity;
+use reticle_config::Severity;
 use reticle_host::mcp::server::ShutdownPolicy;
 use reticle_host::serve::{ServeOptions, serve};
 
@@ -154,7 +154,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse_from(reticle_host::eval_cli::spread_box_args(std::env::args_os()));
     // Every setting is read once, before anything can start a job (docs/SECURITY.md):
     // a limit that does not parse stops every command.
-    let config = match reticle_host::config::init() {
+    let config = match reticle_config::init() {
         Ok(config) => std::sync::Arc::new(config),
         Err(e) => {
             eprintln!("reticle: {e}");

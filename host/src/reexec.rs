@@ -27,7 +27,7 @@ use libmcp::SnapshotCapsule;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::config::names::SNAPSHOT_ENV;
+use reticle_config::names::SNAPSHOT_ENV;
 use crate::confine::RootsSource;
 use crate::jobs::JobRecord;
 use crate::state::StateSnapshot;

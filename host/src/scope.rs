@@ -24,7 +24,7 @@ pub struct ClientScope {
 
 impl ClientScope {
     /// A fresh scope reading within `roots`, with the session settings of `config`.
-    pub fn new(roots: AllowedRoots, config: &crate::config::Config) -> Self {
+    pub fn new(roots: AllowedRoots, config: &reticle_config::Config) -> Self {
         Self {
             roots,
             sessions: Sessions::configured(config),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use crate::config::Config;
+use reticle_config::Config;
 use crate::confine::AllowedRoots;
 use crate::control::ControlSocket;
 use crate::events::{EventLog, EventLogConfig};

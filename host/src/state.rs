@@ -16,7 +16,7 @@ use reticle_protocol::sync::lock;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::config::Config;
+use reticle_config::Config;
 use crate::events::{EventLog, iso_now, unix_ms};
 use crate::handover::Handover;
 use crate::supervisor::{SlotState, SupervisorEvent};
@@ -652,7 +652,7 @@ mod tests {
             },
             0,
         ));
-        let config = Arc::new(crate::config::Config::from_lookup(|_| None));
+        let config = Arc::new(reticle_config::Config::from_lookup(|_| None));
         let state = HostState::new(
             Arc::clone(&config),
             None,

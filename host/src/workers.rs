@@ -54,7 +54,7 @@ impl WorkerPool {
     /// A pool configured by `host` that reports worker events to `hook` and starts with
     /// `release`.
     pub fn with_hook(
-        host: &crate::config::Config,
+        host: &reticle_config::Config,
         hook: EventHook,
         release: ReleaseChoice,
     ) -> Arc<Self> {

@@ -73,7 +73,7 @@ const IDLE_SWEEP: Duration = Duration::from_secs(5);
 pub fn serve_http(
     options: ServeOptions,
     http: HttpOptions,
-    config: Arc<crate::config::Config>,
+    config: Arc<reticle_config::Config>,
 ) -> anyhow::Result<StopReason> {
     let logs = logging::init(
         &options.log_filter,

@@ -189,9 +189,9 @@ impl std::fmt::Debug for Jobs {
 
 impl Jobs {
     /// A table keeping finished jobs for `ttl`, with the default cap on unfinished jobs
-    /// ([`crate::config::limits::DEFAULT_MAX_ACTIVE_JOBS`]).
+    /// ([`reticle_config::limits::DEFAULT_MAX_ACTIVE_JOBS`]).
     pub fn new(ttl: Duration) -> Arc<Self> {
-        Self::with_max_active(ttl, crate::config::limits::DEFAULT_MAX_ACTIVE_JOBS)
+        Self::with_max_active(ttl, reticle_config::limits::DEFAULT_MAX_ACTIVE_JOBS)
     }
 
     /// A table keeping finished jobs for `ttl` and refusing a job while `max_active`
@@ -260,7 +260,7 @@ impl Jobs {
                 "limit": "max_active_jobs",
                 "max": self.max_active,
                 "active": active,
-                "setting": crate::config::limits::MAX_ACTIVE_JOBS_ENV,
+                "setting": reticle_config::limits::MAX_ACTIVE_JOBS_ENV,
             }))
             .recoverable(true)
             .with_fault(libmcp::FaultClass::Resource, Some(1000))

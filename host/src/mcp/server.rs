@@ -525,9 +525,9 @@ pub fn configured_dispatcher(workers: &Arc<WorkerPool>, state: &HostState) -> Ar
     let config = state.config();
     let limits = config.limits.job.clone();
     match config.executor.kind {
-        crate::config::ExecutorKind::Local => Dispatcher::new(local, limits),
+        reticle_config::ExecutorKind::Local => Dispatcher::new(local, limits),
         // Cluster arrays outlive this image at a reexec: the next one follows them (D63).
-        crate::config::ExecutorKind::Slurm => Dispatcher::new(
+        reticle_config::ExecutorKind::Slurm => Dispatcher::new(
             Arc::new(SlurmExecutor::new(
                 local,
                 SlurmSettings::from_config(config),

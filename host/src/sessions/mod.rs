@@ -22,7 +22,7 @@ use reticle_protocol::sync::lock;
 use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::{Value, json};
 
-use crate::config::names::ARTIFACT_ROOT_ENV;
+use reticle_config::names::ARTIFACT_ROOT_ENV;
 use crate::job_dirs::{create_private_dir, random_hex};
 
 /// Most shape ids a session remembers (oldest forgotten first).
@@ -136,9 +136,9 @@ pub fn write_artifact(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf, T
 
 impl Sessions {
     /// Sessions under `KLAYOUT_MCP_ARTIFACT_ROOT` with `KLAYOUT_MCP_SESSION_TTL_SECONDS`
-    /// ([`crate::config::ToolSettings`]), within the configured session and artifact
+    /// ([`reticle_config::ToolSettings`]), within the configured session and artifact
     /// limits.
-    pub fn configured(config: &crate::config::Config) -> Self {
+    pub fn configured(config: &reticle_config::Config) -> Self {
         let tools = &config.tools;
         Self::with_limits(
             tools.artifact_root.clone(),
@@ -150,14 +150,14 @@ impl Sessions {
     /// Sessions under `root` (made absolute against the working directory) with `ttl`,
     /// within the default limits.
     pub fn new(root: PathBuf, ttl: Duration) -> Self {
-        Self::with_limits(root, ttl, &crate::config::limits::HostLimits::default())
+        Self::with_limits(root, ttl, &reticle_config::limits::HostLimits::default())
     }
 
     /// Sessions under `root` with `ttl` within `limits` (live sessions, artifact bytes).
     pub fn with_limits(
         root: PathBuf,
         ttl: Duration,
-        limits: &crate::config::limits::HostLimits,
+        limits: &reticle_config::limits::HostLimits,
     ) -> Self {
         Self {
             inner: Mutex::new(Inner::default()),
@@ -201,7 +201,7 @@ impl Sessions {
             "limit": "max_sessions",
             "max": self.max_live,
             "live": live,
-            "setting": crate::config::limits::MAX_SESSIONS_ENV,
+            "setting": reticle_config::limits::MAX_SESSIONS_ENV,
         }))
         .recoverable(true)
         .with_hint("close_session a session you no longer need, then open again"))

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{EventHook, SupervisorError};
-use crate::config::names::default_worker_exe;
+use reticle_config::names::default_worker_exe;
 
 /// Most workers one supervisor runs.
 pub const MAX_WORKERS: usize = 64;
@@ -127,13 +127,13 @@ impl SupervisorConfig {
             .map(|bytes| bytes.saturating_mul(DATA_RLIMIT_FACTOR))
     }
 
-    /// Defaults overridden by the pool settings of `host` ([`crate::config::WorkerSettings`]:
+    /// Defaults overridden by the pool settings of `host` ([`reticle_config::WorkerSettings`]:
     /// `RETICLE_WORKERS`, `RETICLE_WORKER_BIN`, `RETICLE_JOB_TIMEOUT_S`,
     /// `RETICLE_WORKER_MEMORY_MB`; runtime directories under `XDG_RUNTIME_DIR`).
     ///
     /// # Errors
     /// A setting that did not parse (named), or a pool size out of range.
-    pub fn configured(host: &crate::config::Config) -> Result<Self, SupervisorError> {
+    pub fn configured(host: &reticle_config::Config) -> Result<Self, SupervisorError> {
         let settings = host.worker_settings().map_err(SupervisorError::Config)?;
         let mut config = Self {
             workers: settings.workers,

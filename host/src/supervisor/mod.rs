@@ -19,7 +19,7 @@
 //! use std::sync::Arc;
 //! use reticle_host::dispatch::{Dispatcher, LocalPool, Scope, Unit};
 //! use reticle_host::supervisor::{Supervisor, SupervisorConfig};
-//! let config = reticle_host::config::init()?; // in `main`: the one read of the settings
+//! let config = reticle_config::init()?; // in `main`: the one read of the settings
 //! let supervisor = Arc::new(Supervisor::start(SupervisorConfig::configured(&config)?).await?);
 //! let local = Arc::new(LocalPool::with_supervisor(Arc::clone(&supervisor)));
 //! let dispatcher = Dispatcher::new(local, config.limits.job.clone());

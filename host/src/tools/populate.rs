@@ -33,8 +33,8 @@ pub(super) fn tool() -> Tool {
 }
 
 /// Where to POST: `RETICLE_BACKEND_URL` + `RETICLE_BACKEND_ASSETS_PATH`
-/// ([`crate::config::ToolSettings`]).
-fn endpoint(tools: &crate::config::ToolSettings) -> Option<String> {
+/// ([`reticle_config::ToolSettings`]).
+fn endpoint(tools: &reticle_config::ToolSettings) -> Option<String> {
     let base = tools.backend_url.as_deref()?;
     let path = &tools.backend_assets_path;
     Some(format!(

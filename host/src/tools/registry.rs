@@ -288,7 +288,7 @@ impl ToolRegistry {
 
     /// The public tools, plus the debug tools when `serve` lists them
     /// (`RETICLE_DEBUG_TOOLS`, fault tests only).
-    pub fn for_settings(serve: &crate::config::ServeSettings) -> Self {
+    pub fn for_settings(serve: &reticle_config::ServeSettings) -> Self {
         let mut registry = Self::standard();
         if serve.debug_tools {
             for tool in debug::tools() {
@@ -404,7 +404,7 @@ impl ToolRegistry {
 /// Fault tests only (`RETICLE_DEBUG_TOOLS` and `RETICLE_DEBUG_ANSWER_DELAY=<tool>:<ms>`):
 /// holds `tool`'s answer after its effect, so a test can interrupt such a call (a reexec)
 /// and see the probe decide.
-async fn debug_answer_delay(serve: &crate::config::ServeSettings, tool: &str) {
+async fn debug_answer_delay(serve: &reticle_config::ServeSettings, tool: &str) {
     if let (true, Some((name, delay))) = (serve.debug_tools, &serve.debug_answer_delay)
         && name == tool
     {

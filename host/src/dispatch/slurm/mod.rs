@@ -100,13 +100,13 @@ pub struct SlurmSettings {
 impl SlurmSettings {
     /// The settings from the host's configuration (`RETICLE_SLURM_*`, the worker binary).
     #[must_use]
-    pub fn from_config(config: &crate::config::Config) -> Self {
+    pub fn from_config(config: &reticle_config::Config) -> Self {
         let e = &config.executor;
         let worker_bin = config
             .workers
             .worker_bin
             .clone()
-            .unwrap_or_else(crate::config::names::default_worker_exe);
+            .unwrap_or_else(reticle_config::names::default_worker_exe);
         Self {
             partition: e.partition.clone(),
             account: e.account.clone(),

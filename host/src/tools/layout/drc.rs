@@ -13,7 +13,7 @@ use reticle_protocol::{ErrorCode, SCHEMA_VERSION, ToolError};
 use serde_json::{Map, Value, json};
 
 use super::{decode_png, run_op, session, str_arg};
-use crate::config::names::KLAYOUT_BIN_ENV;
+use reticle_config::names::KLAYOUT_BIN_ENV;
 use crate::sessions::write_artifact;
 use crate::tools::{PayloadResult, Tool, ToolContext, ToolDef};
 
@@ -73,7 +73,7 @@ fn drc_failed(message: impl Into<String>, details: Value) -> ToolError {
 
 /// `KLAYOUT_BIN` (default `klayout`) as an absolute path: a bare name is looked up on the
 /// host's `PATH`.
-fn klayout_bin(config: &crate::config::Config) -> Result<PathBuf, ToolError> {
+fn klayout_bin(config: &reticle_config::Config) -> Result<PathBuf, ToolError> {
     let configured = config.tools.klayout_bin.clone();
     let not_found = || {
         drc_failed(

@@ -37,7 +37,7 @@ fn defaults_are_listed_with_their_source() {
     assert_eq!(c.tools.klayout_bin, "klayout");
     assert!(c.tools.artifact_root.is_absolute());
     assert!(c.tools.artifact_root.ends_with(".artifacts"));
-    assert_eq!(c.limits, crate::config::limits::HostLimits::default());
+    assert_eq!(c.limits, crate::limits::HostLimits::default());
     assert!(!c.serve.debug_tools);
     assert_eq!(setting(&c, "RETICLE_DRAIN_MS").source, Source::Default);
     assert_eq!(setting(&c, "RETICLE_MAX_SHAPES").value, "5000000");

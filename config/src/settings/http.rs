@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::super::HttpSettings;
 use super::{NON_NEGATIVE, OnError, Reader, Source, Spec, spec};
-use crate::config::Severity;
+use crate::Severity;
 
 impl Reader<'_> {
     /// A secret string setting (`None` when unset): recorded as set or not, never its value.

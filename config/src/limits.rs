@@ -1,9 +1,9 @@
 //! Resource limits an agent's calls run under (issue 10.4), read once at start.
 //!
-//! The host owns every limit: [`crate::config`] reads the settings below when the
+//! The host owns every limit: [`crate`] reads the settings below when the
 //! process starts, the dispatcher sends the per-job ones to the worker in every
 //! attempt's context ([`job_limits`] → `reticle_protocol::wire::JobLimits`), and the
-//! job table enforces its cap itself ([`crate::jobs::Jobs`]).
+//! job table enforces its cap itself (`Jobs`, in `reticle-dispatch`).
 //!
 //! | setting | default | exceeded |
 //! |---|---|---|
