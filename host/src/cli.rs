@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use serde_json::{Value, json};
 
-use crate::supervisor::SupervisorConfig;
+use reticle_dispatch::supervisor::SupervisorConfig;
 use reticle_assets::{self as assets, SchemaCatalog};
 
 /// `reticle bench ...`: `output-schema` ([`crate::bench`]) and `chip`

@@ -24,7 +24,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
 use tokio::sync::mpsc;
 
-use crate::events::{self, Since};
+use reticle_dispatch::events::{self, Since};
 use crate::mcp::server::{LoopCommand, Server};
 
 /// Writes one line to stdout (a `ctl` command's output is its own; the host's stdout

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 
 use serde_json::{Value, json};
 
-use crate::dispatch::{Dispatcher, LocalPool, Scope, Unit};
+use reticle_dispatch::{Dispatcher, LocalPool, Scope, Unit};
 use crate::tools::evaluate::table;
 
 /// The shipped demo layout: 60 nm lines 80 nm apart and a pad, ICCAD `.glp`.

@@ -16,10 +16,10 @@ use reticle_protocol::{ErrorCode, ToolError, schemas};
 use serde_json::{Map, Value, json};
 
 use crate::confine::AllowedRoots;
-use crate::dispatch::{
+use reticle_dispatch::{
     Dispatcher, Executor, FanOut, LocalPool, Scope, SlurmExecutor, SlurmSettings, Unit,
 };
-use crate::supervisor::{Supervisor, SupervisorConfig, WorkerStderr};
+use reticle_dispatch::supervisor::{Supervisor, SupervisorConfig, WorkerStderr};
 use crate::tools::evaluate::{OP, deck_is_path, table};
 use crate::tools::imaging::{Imaging, take_imaging};
 use crate::tools::schema_errors;
@@ -279,7 +279,7 @@ pub fn eval(opts: &EvalArgs, config: &reticle_config::Config) -> ExitCode {
                     local,
                     SlurmSettings::from_config(config),
                     None,
-                    crate::handover::Handover::new(),
+                    reticle_dispatch::handover::Handover::new(),
                 )),
                 config.limits.job.clone(),
             )
@@ -369,7 +369,7 @@ pub(crate) async fn start_workers(
         eprintln!("reticle {command}: {e}");
         ExitCode::from(2)
     })?;
-    config.workers = workers.clamp(1, crate::supervisor::MAX_WORKERS);
+    config.workers = workers.clamp(1, reticle_dispatch::supervisor::MAX_WORKERS);
     config.worker_stderr = WorkerStderr::Null;
     Supervisor::start(config).await.map(Arc::new).map_err(|e| {
         eprintln!("reticle {command}: cannot start a worker: {e}");

@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 
 use reticle_config::names::SNAPSHOT_ENV;
 use crate::confine::RootsSource;
-use crate::jobs::JobRecord;
+use reticle_dispatch::jobs::JobRecord;
 use crate::state::StateSnapshot;
 use reticle_transport::frame::Frame;
 use reticle_transport::stdin::PumpState;

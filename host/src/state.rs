@@ -17,10 +17,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use reticle_config::Config;
-use crate::events::{EventLog, iso_now, unix_ms};
-use crate::handover::Handover;
-use crate::supervisor::{SlotState, SupervisorEvent};
-use crate::workers::WorkerPool;
+use reticle_dispatch::events::{EventLog, iso_now, unix_ms};
+use reticle_dispatch::handover::Handover;
+use reticle_dispatch::supervisor::{SlotState, SupervisorEvent};
+use reticle_dispatch::workers::WorkerPool;
 use reticle_assets::SchemaCatalog;
 
 /// Latency samples kept per method for the percentiles (the most recent ones).
@@ -382,12 +382,12 @@ impl HostState {
     /// starting with the worker binaries `release` names.
     pub fn worker_pool(
         self: &Arc<Self>,
-        release: crate::workers::ReleaseChoice,
+        release: reticle_dispatch::workers::ReleaseChoice,
     ) -> Arc<WorkerPool> {
         let state = Arc::clone(self);
         WorkerPool::with_hook(
             &self.config,
-            crate::supervisor::EventHook::new(move |event| state.on_pool_event(event)),
+            reticle_dispatch::supervisor::EventHook::new(move |event| state.on_pool_event(event)),
             release,
         )
     }
@@ -645,7 +645,7 @@ mod tests {
     fn requests_reach_ledger_history_and_event_log_alike() {
         let dir = tempfile::tempdir().unwrap();
         let events = Arc::new(EventLog::open(
-            crate::events::EventLogConfig {
+            reticle_dispatch::events::EventLogConfig {
                 dir: dir.path().to_path_buf(),
                 max_bytes: 1 << 20,
                 keep: 1,
@@ -666,7 +666,7 @@ mod tests {
         drop(state.begin("tools/call:simulate", &json!("x")));
         let methods = state.method_aggregates();
         assert_eq!(methods.len(), 3);
-        let (records, _) = crate::events::read_since(dir.path(), &crate::events::Since::All);
+        let (records, _) = reticle_dispatch::events::read_since(dir.path(), &reticle_dispatch::events::Since::All);
         let outcomes: Vec<&str> = records
             .iter()
             .map(|r| r["outcome"].as_str().unwrap())

@@ -26,7 +26,7 @@ use std::time::Instant;
 use clap::Parser;
 use serde_json::{Map, Value, json};
 
-use crate::dispatch::{Dispatcher, FanOut, LocalPool, Scope, Unit};
+use reticle_dispatch::{Dispatcher, FanOut, LocalPool, Scope, Unit};
 use crate::eval_cli::{cli_runtime, start_workers};
 use crate::tools::evaluate::OP;
 
@@ -348,7 +348,7 @@ impl Runs {
 async fn pool(
     workers: usize,
     config: &reticle_config::Config,
-) -> Result<(Arc<crate::supervisor::Supervisor>, Arc<Dispatcher>), Failure> {
+) -> Result<(Arc<reticle_dispatch::supervisor::Supervisor>, Arc<Dispatcher>), Failure> {
     let supervisor = start_workers("bench chip", workers, config)
         .await
         .map_err(|_| (2, format!("could not start {workers} worker(s)")))?;

@@ -26,7 +26,7 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use crate::confine::AllowedRoots;
 use crate::control::ControlSocket;
-use crate::events::{EventLog, EventLogConfig};
+use reticle_dispatch::events::{EventLog, EventLogConfig};
 use crate::logging;
 use crate::mcp::server::{Server, StopReason, WORKER_STOP_BOUND, configured_dispatcher};
 use crate::readiness::ReadyFile;
@@ -34,7 +34,7 @@ use crate::scope::ClientScope;
 use crate::serve::ServeOptions;
 use crate::state::HostState;
 use crate::tools::ToolRegistry;
-use crate::workers::ReleaseChoice;
+use reticle_dispatch::workers::ReleaseChoice;
 use reticle_assets::SchemaCatalog;
 use reticle_transport::writer::Outbound;
 

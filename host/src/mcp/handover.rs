@@ -16,8 +16,8 @@ use tokio::task::JoinSet;
 use super::era::{self, LogLevel, RequestMeta, request_meta};
 use super::requests::{InFlight, InFlightRequest, ledger_key_of};
 use super::server::{RunEnd, Server, StopReason, log_join};
-use crate::dispatch::ProbeOutcome;
-use crate::jobs::{JobOptions, JobRecord, JobStatus, RestoredJob};
+use reticle_dispatch::ProbeOutcome;
+use reticle_dispatch::jobs::{JobOptions, JobRecord, JobStatus, RestoredJob};
 use crate::reexec::{PendingRequest, ServerSnapshot, SessionSnapshot, TaskWatch};
 use reticle_transport::frame::Frame;
 use reticle_transport::jsonrpc;
@@ -342,7 +342,7 @@ impl Server {
             ProbeOutcome::AlreadyCompleted(_) => ProbeResolution::AlreadyCompleted,
             ProbeOutcome::SafeToReplay => ProbeResolution::SafeToReplay,
         };
-        let decision = journal.disposition(Some(resolution), crate::dispatch::MAX_ATTEMPTS);
+        let decision = journal.disposition(Some(resolution), reticle_dispatch::MAX_ATTEMPTS);
         self.shared.state.events.record(
             "request.probe",
             json!({"id": id, "method": key, "evidence": format!("{resolution:?}"),

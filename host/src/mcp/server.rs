@@ -22,13 +22,13 @@ use tokio::task::JoinSet;
 
 use super::era::{self, LogLevel, RequestMeta};
 use super::requests::InFlight;
-use crate::dispatch::{Dispatcher, Executor, LocalPool, SlurmExecutor, SlurmSettings};
-use crate::jobs::Jobs;
+use reticle_dispatch::{Dispatcher, Executor, LocalPool, SlurmExecutor, SlurmSettings};
+use reticle_dispatch::jobs::Jobs;
 use crate::reexec::{PendingRequest, ServerSnapshot};
 use crate::scope::ClientScope;
 use crate::state::{FrameCounters, HostState};
 use crate::tools::{ToolRegistry, ToolShared};
-use crate::workers::WorkerPool;
+use reticle_dispatch::workers::WorkerPool;
 use reticle_journal::Journal;
 use reticle_transport::frame::{Frame, MAX_FRAME_BYTES};
 use reticle_transport::jsonrpc::{self, Incoming, PARSE_ERROR};

@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 use super::era::{RequestMeta, RpcError};
 use super::server::Server;
 use super::tasks::{self, LIST_PAGE, META_MODEL_IMMEDIATE_RESPONSE};
-use crate::jobs::{JobOptions, JobView};
+use reticle_dispatch::jobs::{JobOptions, JobView};
 use crate::tools::{CallOutcome, TaskRequest};
 
 impl Server {

@@ -19,7 +19,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
-use crate::jobs::{JobStatus, JobView};
+use reticle_dispatch::jobs::{JobStatus, JobView};
 
 /// `_meta` key tying a message to its task.
 pub const META_RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
@@ -143,7 +143,7 @@ pub fn modern_detailed(view: &JobView, call_result: Option<Value>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jobs::JobProgress;
+    use reticle_dispatch::jobs::JobProgress;
 
     fn view(status: JobStatus) -> JobView {
         let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_780_000_000);

@@ -10,14 +10,14 @@ use serde_json::{Map, Value, json};
 
 use super::output::{JobStarted, OutputSchema, ToolOutput};
 use super::{PayloadResult, ToolProbe, ToolResult};
-use crate::dispatch::{Dispatcher, Scope, Unit};
-use crate::jobs::{
+use reticle_dispatch::{Dispatcher, Scope, Unit};
+use reticle_dispatch::jobs::{
     self as job_table, JobOptions, JobReporter, JobStatus, JobView, Jobs, RestoredJob,
 };
 use crate::mcp::era::RequestMeta;
 use crate::scope::ClientScope;
 use crate::state::HostState;
-use crate::workers::WorkerPool;
+use reticle_dispatch::workers::WorkerPool;
 use reticle_journal::JournalHandle;
 use reticle_transport::writer::Outbound;
 

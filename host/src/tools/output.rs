@@ -18,7 +18,7 @@ use libmcp::FaultClass;
 use reticle_protocol::{ErrorCode, SCHEMA_VERSION, ToolError};
 use serde_json::{Value, json};
 
-use crate::jobs::{JobProgress, JobStatus, JobView};
+use reticle_dispatch::jobs::{JobProgress, JobStatus, JobView};
 
 /// A job that started (or was re-created after a reexec); the call returns at once.
 #[derive(Debug, Clone, PartialEq)]

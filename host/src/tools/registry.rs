@@ -17,8 +17,8 @@ use super::{
     PayloadResult, ToolResult, debug, evaluate, health, jobs, layout, normalize, optimize,
     populate, schema_tools, simulate, telemetry, violations,
 };
-use crate::dispatch::ProbeOutcome;
-use crate::jobs::JobView;
+use reticle_dispatch::ProbeOutcome;
+use reticle_dispatch::jobs::JobView;
 
 type BoxFuture = Pin<Box<dyn Future<Output = ToolResult> + Send>>;
 type Handler = Arc<dyn Fn(ToolContext, Map<String, Value>) -> BoxFuture + Send + Sync>;

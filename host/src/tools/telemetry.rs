@@ -5,10 +5,10 @@ use reticle_protocol::SCHEMA_VERSION;
 use serde_json::{Map, Value, json};
 
 use super::{Detail, PayloadResult, Tool, ToolContext, ToolDef};
-use crate::dispatch::Dispatcher;
-use crate::jobs::Jobs;
+use reticle_dispatch::Dispatcher;
+use reticle_dispatch::jobs::Jobs;
 use crate::state::HostState;
-use crate::workers::WorkerPool;
+use reticle_dispatch::workers::WorkerPool;
 use reticle_journal::Journal;
 
 pub(super) fn tool() -> Tool {

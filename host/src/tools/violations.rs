@@ -8,8 +8,8 @@ use reticle_protocol::{ErrorCode, SCHEMA_VERSION, ToolError};
 use serde_json::{Map, Value, json};
 
 use super::{Detail, PayloadResult, Tool, ToolContext, ToolDef, clip};
-use crate::dispatch::Unit;
-use crate::jobs::JobStatus;
+use reticle_dispatch::Unit;
+use reticle_dispatch::jobs::JobStatus;
 
 /// Canonical records listed in the porcelain of one page.
 const PORCELAIN_RECORDS: usize = 20;

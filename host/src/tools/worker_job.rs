@@ -8,7 +8,7 @@
 use serde_json::{Map, Value};
 
 use super::{PayloadResult, ToolContext, ToolResult};
-use crate::dispatch::FanOut;
+use reticle_dispatch::FanOut;
 
 /// Removes `wait` (the host's, never the worker's) and returns whether the call waits.
 /// (`render`/`detail` never reach a handler: the registry takes them out.)

@@ -1,3 +1,9 @@
+//! Where the host's work runs, and its record: the dispatcher (this module), the
+//! executors behind it (the local worker pool, Slurm), the worker supervisor
+//! ([`supervisor`]) and the host's handle on it ([`workers`]), the job table ([`jobs`]),
+//! the operator's event log ([`events`]) and the one handover flag ([`handover`]).
+//! It knows no MCP method, no tool and no client; it never parses layout bytes.
+//!
 //! The one way work reaches a worker.
 //!
 //! Every op — the MCP job tools, the observer tools, `reticle eval`, `reticle demo` —
@@ -18,12 +24,17 @@
 //! changes for it. `run` may be called concurrently, many times, under one scope: each
 //! call is one unit with its own attempts and replay decision.
 
+pub mod events;
 mod executor;
 mod fanout;
+pub mod handover;
+pub mod jobs;
 mod local;
 mod replay;
 mod scope;
 mod slurm;
+pub mod supervisor;
+pub mod workers;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -4,7 +4,7 @@
 //! decision lands in the journal. (Convergent replay is exercised end to end by
 //! `tests/tests/crash_replay.rs`.) No public tool of reticle is NeverReplay or
 //! ProbeRequired *and* runs on a worker yet, so these drive the dispatcher
-//! (`reticle_host::dispatch`) directly with the worker's `debug.sleep` op.
+//! (`reticle_dispatch`) directly with the worker's `debug.sleep` op.
 //!
 //! Like `supervisor.rs`, these need the worker binary built (`cargo build -p
 //! reticle-worker`) or `$RETICLE_WORKER_BIN`.
@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 use libmcp::{FaultClass, ReplayContract};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use reticle_host::dispatch::{Dispatcher, LocalPool, Probe, ProbeOutcome, Scope, Unit};
-use reticle_host::jobs::{JobStatus, JobView, Jobs};
-use reticle_host::supervisor::{SlotState, Supervisor, SupervisorConfig, WorkerStderr};
+use reticle_dispatch::{Dispatcher, LocalPool, Probe, ProbeOutcome, Scope, Unit};
+use reticle_dispatch::jobs::{JobStatus, JobView, Jobs};
+use reticle_dispatch::supervisor::{SlotState, Supervisor, SupervisorConfig, WorkerStderr};
 use reticle_journal::Journal;
 use reticle_protocol::ErrorCode;
 use reticle_protocol::wire::JobLimits;

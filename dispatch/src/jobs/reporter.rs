@@ -14,7 +14,7 @@ use crate::events::EventLog;
 /// moves forward), the runs started on workers, and that it got a worker.
 ///
 /// Clones report for the same job. One job may run several units concurrently (each its
-/// own attempt sequence, see [`crate::dispatch`]): the first run of the job counts as
+/// own attempt sequence, see [`crate`]): the first run of the job counts as
 /// its first attempt, every replay of any unit as one more.
 #[derive(Debug, Clone)]
 pub struct JobReporter {

@@ -2,7 +2,7 @@
 //!
 //! Set once, just before the session's requests and jobs are handed over; read by what
 //! must behave differently when dropped for a handover rather than for a cancel: a
-//! request's telemetry record stays open for the next image ([`crate::state`]), a
+//! request's telemetry record stays open for the next image (the host state, `HostState`), a
 //! dropped wait leaves its job to be re-attached ([`crate::jobs`]), and a Slurm batch
 //! leaves its arrays running for the next image to follow (D63). One value, shared by
 //! clones, so the three can never disagree.

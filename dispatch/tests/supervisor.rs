@@ -14,7 +14,7 @@ use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
-use reticle_host::supervisor::{
+use reticle_dispatch::supervisor::{
     CancelKind, CancelOutcome, DeathCause, JobContext, JobOutcome, KillOutcome, Progress,
     ResourceLimit, RunRequest, SlotState, Supervisor, SupervisorConfig, SupervisorError,
     WorkerStderr,

@@ -11,14 +11,14 @@
 //! by the driver deterministically (gate G2).
 //!
 //! # API
-//! The host reaches the pool through the dispatcher: [`crate::dispatch::LocalPool`] turns
+//! The host reaches the pool through the dispatcher: [`crate::LocalPool`] turns
 //! each attempt into the wire's [`RunRequest`] (the one place the host builds it) and
 //! calls [`Supervisor::run`].
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
-//! use reticle_host::dispatch::{Dispatcher, LocalPool, Scope, Unit};
-//! use reticle_host::supervisor::{Supervisor, SupervisorConfig};
+//! use reticle_dispatch::{Dispatcher, LocalPool, Scope, Unit};
+//! use reticle_dispatch::supervisor::{Supervisor, SupervisorConfig};
 //! let config = reticle_config::init()?; // in `main`: the one read of the settings
 //! let supervisor = Arc::new(Supervisor::start(SupervisorConfig::configured(&config)?).await?);
 //! let local = Arc::new(LocalPool::with_supervisor(Arc::clone(&supervisor)));
