@@ -7,8 +7,8 @@ use std::process::ExitCode;
 
 use serde_json::{Value, json};
 
-use reticle_dispatch::supervisor::SupervisorConfig;
 use reticle_assets::{self as assets, SchemaCatalog};
+use reticle_dispatch::supervisor::SupervisorConfig;
 
 /// `reticle bench ...`: `output-schema` ([`crate::bench`]) and `chip`
 /// ([`crate::bench_chip`]) run in the host; every other benchmark runs

@@ -24,8 +24,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
 use tokio::sync::mpsc;
 
-use reticle_dispatch::events::{self, Since};
 use crate::mcp::server::{LoopCommand, Server};
+use reticle_dispatch::events::{self, Since};
 
 /// Writes one line to stdout (a `ctl` command's output is its own; the host's stdout
 /// rule does not apply to this separate process).

@@ -9,10 +9,8 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use reticle_config::Config;
 use crate::confine::AllowedRoots;
 use crate::control::ControlSocket;
-use reticle_dispatch::events::{EventLog, EventLogConfig};
 use crate::logging;
 use crate::mcp::server::{Server, ShutdownPolicy, StopReason};
 use crate::readiness::ReadyFile;
@@ -20,8 +18,10 @@ use crate::reexec::{self, ReexecSnapshot};
 use crate::scope::ClientScope;
 use crate::state::HostState;
 use crate::tools::ToolRegistry;
-use reticle_dispatch::workers::ReleaseChoice;
 use reticle_assets::SchemaCatalog;
+use reticle_config::Config;
+use reticle_dispatch::events::{EventLog, EventLogConfig};
+use reticle_dispatch::workers::ReleaseChoice;
 use reticle_transport::stdin::StdinPump;
 use reticle_transport::writer::{self, Writer};
 

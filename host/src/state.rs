@@ -16,12 +16,12 @@ use reticle_protocol::sync::lock;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use reticle_assets::SchemaCatalog;
 use reticle_config::Config;
 use reticle_dispatch::events::{EventLog, iso_now, unix_ms};
 use reticle_dispatch::handover::Handover;
 use reticle_dispatch::supervisor::{SlotState, SupervisorEvent};
 use reticle_dispatch::workers::WorkerPool;
-use reticle_assets::SchemaCatalog;
 
 /// Latency samples kept per method for the percentiles (the most recent ones).
 pub const LATENCY_WINDOW: usize = 2048;
@@ -666,7 +666,8 @@ mod tests {
         drop(state.begin("tools/call:simulate", &json!("x")));
         let methods = state.method_aggregates();
         assert_eq!(methods.len(), 3);
-        let (records, _) = reticle_dispatch::events::read_since(dir.path(), &reticle_dispatch::events::Since::All);
+        let (records, _) =
+            reticle_dispatch::events::read_since(dir.path(), &reticle_dispatch::events::Since::All);
         let outcomes: Vec<&str> = records
             .iter()
             .map(|r| r["outcome"].as_str().unwrap())

@@ -26,9 +26,9 @@ use std::time::Instant;
 use clap::Parser;
 use serde_json::{Map, Value, json};
 
-use reticle_dispatch::{Dispatcher, FanOut, LocalPool, Scope, Unit};
 use crate::eval_cli::{cli_runtime, start_workers};
 use crate::tools::evaluate::OP;
+use reticle_dispatch::{Dispatcher, FanOut, LocalPool, Scope, Unit};
 
 mod text;
 use text::text;
@@ -348,7 +348,13 @@ impl Runs {
 async fn pool(
     workers: usize,
     config: &reticle_config::Config,
-) -> Result<(Arc<reticle_dispatch::supervisor::Supervisor>, Arc<Dispatcher>), Failure> {
+) -> Result<
+    (
+        Arc<reticle_dispatch::supervisor::Supervisor>,
+        Arc<Dispatcher>,
+    ),
+    Failure,
+> {
     let supervisor = start_workers("bench chip", workers, config)
         .await
         .map_err(|_| (2, format!("could not start {workers} worker(s)")))?;

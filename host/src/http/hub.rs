@@ -11,11 +11,11 @@ use reticle_protocol::sync::lock;
 use super::auth::Principal;
 use super::client::{Client, ClientKey};
 use crate::confine::AllowedRoots;
-use reticle_dispatch::Dispatcher;
 use crate::mcp::server::Server;
 use crate::scope::ClientScope;
 use crate::state::HostState;
 use crate::tools::ToolRegistry;
+use reticle_dispatch::Dispatcher;
 use reticle_dispatch::workers::WorkerPool;
 use reticle_transport::writer::Outbound;
 

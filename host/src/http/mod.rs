@@ -26,7 +26,6 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use crate::confine::AllowedRoots;
 use crate::control::ControlSocket;
-use reticle_dispatch::events::{EventLog, EventLogConfig};
 use crate::logging;
 use crate::mcp::server::{Server, StopReason, WORKER_STOP_BOUND, configured_dispatcher};
 use crate::readiness::ReadyFile;
@@ -34,8 +33,9 @@ use crate::scope::ClientScope;
 use crate::serve::ServeOptions;
 use crate::state::HostState;
 use crate::tools::ToolRegistry;
-use reticle_dispatch::workers::ReleaseChoice;
 use reticle_assets::SchemaCatalog;
+use reticle_dispatch::events::{EventLog, EventLogConfig};
+use reticle_dispatch::workers::ReleaseChoice;
 use reticle_transport::writer::Outbound;
 
 pub use hub::HttpLimits;

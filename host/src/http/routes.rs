@@ -22,7 +22,7 @@ use super::auth::{
 };
 use super::client::{Client, Reply};
 use super::hub::Hub;
-use crate::mcp::era::{self, META_PROTOCOL_VERSION};
+use reticle_transport::era::{self, META_PROTOCOL_VERSION};
 use reticle_transport::jsonrpc::{self, INVALID_REQUEST, Incoming, PARSE_ERROR};
 
 /// `Mcp-Session-Id`.

@@ -13,12 +13,12 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::era::{self, LogLevel, RequestMeta, request_meta};
 use super::requests::{InFlight, InFlightRequest, ledger_key_of};
 use super::server::{RunEnd, Server, StopReason, log_join};
+use crate::reexec::{PendingRequest, ServerSnapshot, SessionSnapshot, TaskWatch};
 use reticle_dispatch::ProbeOutcome;
 use reticle_dispatch::jobs::{JobOptions, JobRecord, JobStatus, RestoredJob};
-use crate::reexec::{PendingRequest, ServerSnapshot, SessionSnapshot, TaskWatch};
+use reticle_transport::era::{self, LogLevel, RequestMeta, request_meta};
 use reticle_transport::frame::Frame;
 use reticle_transport::jsonrpc;
 

@@ -7,11 +7,13 @@ use std::time::Duration;
 use reticle_protocol::sync::lock;
 use serde_json::{Map, Value, json};
 
-use super::era::{self, LogLevel, META_SERVER_INFO, RequestMeta, RpcError, negotiate_legacy};
 use super::server::Server;
-use super::tasks::{self, TASKS_EXTENSION};
+use super::tasks;
 use crate::tools::{TaskRequest, TaskSupport};
 use reticle_journal::JournalHandle;
+use reticle_transport::era::{
+    self, LogLevel, META_SERVER_INFO, RequestMeta, RpcError, TASKS_EXTENSION, negotiate_legacy,
+};
 use reticle_transport::jsonrpc::{self, METHOD_NOT_FOUND};
 
 /// How long the lists we serve stay fresh for a caching client (MCP caching).

@@ -1,6 +1,5 @@
-//! MCP semantics on top of the transport: eras, lifecycle, dispatch.
+//! MCP semantics on top of the transport: lifecycle, dispatch (the eras are `reticle_transport::era`).
 
-pub mod era;
 mod handover;
 mod methods;
 mod requests;

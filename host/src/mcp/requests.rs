@@ -10,9 +10,9 @@ use reticle_protocol::sync::lock;
 use serde_json::{Map, Value, json};
 use tokio::task::{AbortHandle, JoinSet};
 
-use super::era::{RequestMeta, RpcError, request_meta};
 use super::server::Server;
 use crate::state::FrameCounters;
+use reticle_transport::era::{RequestMeta, RpcError, request_meta};
 use reticle_transport::jsonrpc::{self, INVALID_REQUEST, METHOD_NOT_FOUND};
 
 /// A request being processed: enough to answer it after a reexec.

@@ -9,11 +9,11 @@ use reticle_protocol::ToolError;
 use reticle_protocol::sync::lock;
 use serde_json::{Map, Value, json};
 
-use super::era::{RequestMeta, RpcError};
 use super::server::Server;
 use super::tasks::{self, LIST_PAGE, META_MODEL_IMMEDIATE_RESPONSE};
-use reticle_dispatch::jobs::{JobOptions, JobView};
 use crate::tools::{CallOutcome, TaskRequest};
+use reticle_dispatch::jobs::{JobOptions, JobView};
+use reticle_transport::era::{RequestMeta, RpcError};
 
 impl Server {
     /// The `CreateTaskResult` of a call that ran as a task. A call that failed before

@@ -25,8 +25,6 @@ use reticle_dispatch::jobs::{JobStatus, JobView};
 pub const META_RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 /// `_meta` key of the text a host may hand the model while a task runs (2025-11-25).
 pub const META_MODEL_IMMEDIATE_RESPONSE: &str = "io.modelcontextprotocol/model-immediate-response";
-/// The 2026-07-28 tasks extension's identifier.
-pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 /// Suggested polling interval: jobs take from under a second to minutes.
 pub const POLL_INTERVAL_MS: u64 = 1000;
 /// Tasks per `tasks/list` page.

@@ -22,8 +22,8 @@ use reticle_protocol::sync::lock;
 use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::{Value, json};
 
-use reticle_config::names::ARTIFACT_ROOT_ENV;
 use crate::job_dirs::{create_private_dir, random_hex};
+use reticle_config::names::ARTIFACT_ROOT_ENV;
 
 /// Most shape ids a session remembers (oldest forgotten first).
 pub const MAX_LOCATORS: usize = 200_000;

@@ -10,15 +10,15 @@ use serde_json::{Map, Value, json};
 
 use super::output::{JobStarted, OutputSchema, ToolOutput};
 use super::{PayloadResult, ToolProbe, ToolResult};
-use reticle_dispatch::{Dispatcher, Scope, Unit};
+use crate::scope::ClientScope;
+use crate::state::HostState;
 use reticle_dispatch::jobs::{
     self as job_table, JobOptions, JobReporter, JobStatus, JobView, Jobs, RestoredJob,
 };
-use crate::mcp::era::RequestMeta;
-use crate::scope::ClientScope;
-use crate::state::HostState;
 use reticle_dispatch::workers::WorkerPool;
+use reticle_dispatch::{Dispatcher, Scope, Unit};
 use reticle_journal::JournalHandle;
+use reticle_transport::era::RequestMeta;
 use reticle_transport::writer::Outbound;
 
 /// What every call of one server shares.

@@ -5,11 +5,11 @@ use reticle_protocol::SCHEMA_VERSION;
 use serde_json::{Map, Value, json};
 
 use super::{Detail, PayloadResult, Tool, ToolContext, ToolDef};
+use crate::state::HostState;
 use reticle_dispatch::Dispatcher;
 use reticle_dispatch::jobs::Jobs;
-use crate::mcp::era::supported_versions;
-use crate::state::HostState;
 use reticle_dispatch::workers::WorkerPool;
+use reticle_transport::era::supported_versions;
 
 pub(super) fn tool() -> Tool {
     Tool::new(ToolDef {

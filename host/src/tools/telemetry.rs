@@ -5,9 +5,9 @@ use reticle_protocol::SCHEMA_VERSION;
 use serde_json::{Map, Value, json};
 
 use super::{Detail, PayloadResult, Tool, ToolContext, ToolDef};
+use crate::state::HostState;
 use reticle_dispatch::Dispatcher;
 use reticle_dispatch::jobs::Jobs;
-use crate::state::HostState;
 use reticle_dispatch::workers::WorkerPool;
 use reticle_journal::Journal;
 

@@ -13,9 +13,9 @@ use reticle_protocol::{ErrorCode, SCHEMA_VERSION, ToolError};
 use serde_json::{Map, Value, json};
 
 use super::{decode_png, run_op, session, str_arg};
-use reticle_config::names::KLAYOUT_BIN_ENV;
 use crate::sessions::write_artifact;
 use crate::tools::{PayloadResult, Tool, ToolContext, ToolDef};
+use reticle_config::names::KLAYOUT_BIN_ENV;
 
 /// Most markers `extract_markers` lists by default.
 const DEFAULT_MAX_MARKERS: u64 = 1000;

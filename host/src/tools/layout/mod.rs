@@ -19,8 +19,8 @@ use reticle_protocol::{ErrorCode, SCHEMA_VERSION, ToolError};
 use serde_json::{Map, Value, json};
 
 use super::{PayloadResult, Tool, ToolContext, ToolDef, ToolShared};
-use reticle_dispatch::ProbeOutcome;
 use crate::sessions::{SessionInfo, write_artifact};
+use reticle_dispatch::ProbeOutcome;
 /// Default `render_view` image size (seed 003's example).
 const DEFAULT_IMAGE: (u64, u64) = (1200, 800);
 

@@ -7,7 +7,10 @@
 
 use serde_json::{Map, Value, json};
 
-use reticle_transport::jsonrpc::{INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION};
+use crate::jsonrpc::{INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION};
+
+/// The 2026-07-28 tasks extension's identifier (in a request's client capabilities).
+pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// Per-request-metadata revisions we serve.
 pub const MODERN_VERSIONS: &[&str] = &["2026-07-28"];
@@ -199,7 +202,7 @@ pub fn request_meta(params: &Map<String, Value>) -> Result<RequestMeta, RpcError
     }
     let tasks_extension = caps
         .and_then(|c| c.get("extensions"))
-        .and_then(|e| e.get(super::tasks::TASKS_EXTENSION))
+        .and_then(|e| e.get(TASKS_EXTENSION))
         .is_some_and(Value::is_object);
     let log_level = match meta.get(META_LOG_LEVEL) {
         None => None,
