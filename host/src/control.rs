@@ -221,10 +221,10 @@ async fn handle(
     };
     match request["verb"].as_str() {
         Some("health") => {
-            json!({"ok": true, "health": crate::tools::health_payload(server.state(), &server.scope().roots, server.workers(), server.jobs(), server.dispatcher())})
+            json!({"ok": true, "health": reticle_tools::health_payload(server.state(), &server.scope().roots, server.workers(), server.jobs(), server.dispatcher())})
         }
         Some("telemetry") => {
-            json!({"ok": true, "telemetry": crate::tools::telemetry_payload(server.state(), server.workers(), server.jobs(), server.journal(), server.dispatcher())})
+            json!({"ok": true, "telemetry": reticle_tools::telemetry_payload(server.state(), server.workers(), server.jobs(), server.journal(), server.dispatcher())})
         }
         Some("config") => json!({
             "ok": true,
@@ -392,7 +392,7 @@ fn run_ctl(args: &CtlArgs, config: &reticle_config::Config) -> Result<ExitCode, 
     match &args.verb {
         CtlVerb::Health { json } => {
             let answer = request(&socket()?, &json!({"verb": "health"}))?;
-            print_answer(&answer, "health", *json, crate::tools::health_porcelain)
+            print_answer(&answer, "health", *json, reticle_tools::health_porcelain)
         }
         CtlVerb::Telemetry { json, log_dir } => {
             let answer = match socket().and_then(|s| request(&s, &json!({"verb": "telemetry"}))) {
@@ -416,7 +416,7 @@ fn run_ctl(args: &CtlArgs, config: &reticle_config::Config) -> Result<ExitCode, 
                 &answer,
                 "telemetry",
                 *json,
-                crate::tools::telemetry_porcelain,
+                reticle_tools::telemetry_porcelain,
             )
         }
         CtlVerb::Events { since, log_dir } => {
@@ -510,7 +510,7 @@ fn print_answer(
     answer: &Value,
     key: &str,
     json: bool,
-    porcelain: fn(&Value, crate::tools::Detail) -> String,
+    porcelain: fn(&Value, reticle_tools::Detail) -> String,
 ) -> Result<ExitCode, String> {
     if answer["ok"] != true {
         return print_outcome(answer);
@@ -518,7 +518,7 @@ fn print_answer(
     if json {
         say!("{}", answer[key]);
     } else {
-        say!("{}", porcelain(&answer[key], crate::tools::Detail::Full));
+        say!("{}", porcelain(&answer[key], reticle_tools::Detail::Full));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -14,8 +14,8 @@ use std::process::ExitCode;
 
 use serde_json::{Value, json};
 
-use crate::tools::evaluate::table;
 use reticle_dispatch::{Dispatcher, LocalPool, Scope, Unit};
+use reticle_tools::evaluate::table;
 
 /// The shipped demo layout: 60 nm lines 80 nm apart and a pad, ICCAD `.glp`.
 const DEMO_LAYOUT: &[u8] = include_bytes!("../../fixtures/layouts/lines_and_pad.glp");

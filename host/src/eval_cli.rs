@@ -15,14 +15,14 @@ use std::sync::Arc;
 use reticle_protocol::{ErrorCode, ToolError, schemas};
 use serde_json::{Map, Value, json};
 
-use crate::confine::AllowedRoots;
-use crate::tools::evaluate::{OP, deck_is_path, table};
-use crate::tools::imaging::{Imaging, take_imaging};
-use crate::tools::schema_errors;
 use reticle_dispatch::supervisor::{Supervisor, SupervisorConfig, WorkerStderr};
 use reticle_dispatch::{
     Dispatcher, Executor, FanOut, LocalPool, Scope, SlurmExecutor, SlurmSettings, Unit,
 };
+use reticle_tools::confine::AllowedRoots;
+use reticle_tools::evaluate::{OP, deck_is_path, table};
+use reticle_tools::imaging::{Imaging, take_imaging};
+use reticle_tools::schema_errors;
 
 /// Output format of `reticle eval`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -27,10 +27,10 @@ use libmcp::SnapshotCapsule;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::confine::RootsSource;
-use crate::state::StateSnapshot;
 use reticle_config::names::SNAPSHOT_ENV;
 use reticle_dispatch::jobs::JobRecord;
+use reticle_tools::confine::RootsSource;
+use reticle_tools::state::StateSnapshot;
 use reticle_transport::frame::Frame;
 use reticle_transport::stdin::PumpState;
 

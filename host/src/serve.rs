@@ -9,19 +9,19 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use crate::confine::AllowedRoots;
 use crate::control::ControlSocket;
 use crate::logging;
 use crate::mcp::server::{Server, ShutdownPolicy, StopReason};
 use crate::readiness::ReadyFile;
 use crate::reexec::{self, ReexecSnapshot};
-use crate::scope::ClientScope;
-use crate::state::HostState;
-use crate::tools::ToolRegistry;
 use reticle_assets::SchemaCatalog;
 use reticle_config::Config;
 use reticle_dispatch::events::{EventLog, EventLogConfig};
 use reticle_dispatch::workers::ReleaseChoice;
+use reticle_tools::ToolRegistry;
+use reticle_tools::confine::AllowedRoots;
+use reticle_tools::scope::ClientScope;
+use reticle_tools::state::HostState;
 use reticle_transport::stdin::StdinPump;
 use reticle_transport::writer::{self, Writer};
 
@@ -191,7 +191,7 @@ pub fn serve(options: ServeOptions, config: Arc<Config>) -> anyhow::Result<StopR
                 drop(ready);
                 // The last telemetry goes into the event log: after a disconnect there is
                 // no host left for `reticle ctl telemetry` to ask (D70).
-                let telemetry = crate::tools::telemetry_payload(
+                let telemetry = reticle_tools::telemetry_payload(
                     stopping.state(),
                     stopping.workers(),
                     stopping.jobs(),

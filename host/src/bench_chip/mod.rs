@@ -27,8 +27,8 @@ use clap::Parser;
 use serde_json::{Map, Value, json};
 
 use crate::eval_cli::{cli_runtime, start_workers};
-use crate::tools::evaluate::OP;
 use reticle_dispatch::{Dispatcher, FanOut, LocalPool, Scope, Unit};
+use reticle_tools::evaluate::OP;
 
 mod text;
 use text::text;

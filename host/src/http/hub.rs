@@ -10,13 +10,13 @@ use reticle_protocol::sync::lock;
 
 use super::auth::Principal;
 use super::client::{Client, ClientKey};
-use crate::confine::AllowedRoots;
 use crate::mcp::server::Server;
-use crate::scope::ClientScope;
-use crate::state::HostState;
-use crate::tools::ToolRegistry;
 use reticle_dispatch::Dispatcher;
 use reticle_dispatch::workers::WorkerPool;
+use reticle_tools::ToolRegistry;
+use reticle_tools::confine::AllowedRoots;
+use reticle_tools::scope::ClientScope;
+use reticle_tools::state::HostState;
 use reticle_transport::writer::Outbound;
 
 /// Bounds on the clients of one host.

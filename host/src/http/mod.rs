@@ -3,7 +3,7 @@
 //!
 //! One host process: one state, worker pool and dispatcher; many clients, each with an
 //! MCP [`crate::mcp::server::Server`] of its own (its jobs, layout sessions, violation
-//! cache and roots: [`crate::scope::ClientScope`]). The modules, by concern:
+//! cache and roots: [`reticle_tools::scope::ClientScope`]). The modules, by concern:
 //! - [`auth`]: bearer tokens, RFC 9728 metadata, `WWW-Authenticate`, Origin/Host checks;
 //! - [`routes`]: POST/GET/DELETE on `/mcp` and the metadata document (axum);
 //! - [`hub`]: the clients, their limit, idle expiry, and their end at shutdown;
@@ -24,18 +24,18 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::confine::AllowedRoots;
 use crate::control::ControlSocket;
 use crate::logging;
 use crate::mcp::server::{Server, StopReason, WORKER_STOP_BOUND, configured_dispatcher};
 use crate::readiness::ReadyFile;
-use crate::scope::ClientScope;
 use crate::serve::ServeOptions;
-use crate::state::HostState;
-use crate::tools::ToolRegistry;
 use reticle_assets::SchemaCatalog;
 use reticle_dispatch::events::{EventLog, EventLogConfig};
 use reticle_dispatch::workers::ReleaseChoice;
+use reticle_tools::ToolRegistry;
+use reticle_tools::confine::AllowedRoots;
+use reticle_tools::scope::ClientScope;
+use reticle_tools::state::HostState;
 use reticle_transport::writer::Outbound;
 
 pub use hub::HttpLimits;
@@ -275,7 +275,7 @@ async fn run(
     {
         tracing::warn!("workers not reaped within the exit bound; killed on drop");
     }
-    let telemetry = crate::tools::telemetry_payload(
+    let telemetry = reticle_tools::telemetry_payload(
         operator.state(),
         operator.workers(),
         operator.jobs(),

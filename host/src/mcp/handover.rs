@@ -282,7 +282,7 @@ impl Server {
                         .with_fault(libmcp::FaultClass::AmbiguousOutcome, None)
                         .recoverable(false)
                         .with_hint("check whether the call took effect before calling again");
-                    let mut result = crate::tools::error_result(&error);
+                    let mut result = reticle_tools::error_result(&error);
                     if request_meta(&params).is_ok_and(|m| m.is_modern()) {
                         result["resultType"] = json!("complete");
                     }
@@ -352,7 +352,7 @@ impl Server {
             (ProbeOutcome::AlreadyCompleted(payload), RequestDisposition::CompleteFromProbe) => {
                 journal.completed_from_probe();
                 let record = self.shared.state.resume(&key, id);
-                let answer = crate::tools::probe_answer(tool, &arguments, payload);
+                let answer = reticle_tools::probe_answer(tool, &arguments, payload);
                 match &answer.error {
                     Some(error) => record.error(&error.code.to_string()),
                     None => record.success(),
@@ -385,9 +385,9 @@ impl Server {
                 reticle_protocol::ErrorCode::JobNotFound,
                 format!("job {job_id} did not survive the reexec"),
             );
-            return jsonrpc::result(id, crate::tools::error_result(&error));
+            return jsonrpc::result(id, reticle_tools::error_result(&error));
         };
-        let view = crate::tools::wait_reporting_progress(
+        let view = reticle_tools::wait_reporting_progress(
             &self.shared.jobs,
             rx,
             &self.shared.out,

@@ -9,8 +9,8 @@ use serde_json::{Map, Value, json};
 
 use super::server::Server;
 use super::tasks;
-use crate::tools::{TaskRequest, TaskSupport};
 use reticle_journal::JournalHandle;
+use reticle_tools::{TaskRequest, TaskSupport};
 use reticle_transport::era::{
     self, LogLevel, META_SERVER_INFO, RequestMeta, RpcError, TASKS_EXTENSION, negotiate_legacy,
 };

@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use tokio::task::{AbortHandle, JoinSet};
 
 use super::server::Server;
-use crate::state::FrameCounters;
+use reticle_tools::state::FrameCounters;
 use reticle_transport::era::{RequestMeta, RpcError, request_meta};
 use reticle_transport::jsonrpc::{self, INVALID_REQUEST, METHOD_NOT_FOUND};
 

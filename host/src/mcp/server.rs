@@ -22,13 +22,13 @@ use tokio::task::JoinSet;
 
 use super::requests::InFlight;
 use crate::reexec::{PendingRequest, ServerSnapshot};
-use crate::scope::ClientScope;
-use crate::state::{FrameCounters, HostState};
-use crate::tools::{ToolRegistry, ToolShared};
 use reticle_dispatch::jobs::Jobs;
 use reticle_dispatch::workers::WorkerPool;
 use reticle_dispatch::{Dispatcher, Executor, LocalPool, SlurmExecutor, SlurmSettings};
 use reticle_journal::Journal;
+use reticle_tools::scope::ClientScope;
+use reticle_tools::state::{FrameCounters, HostState};
+use reticle_tools::{ToolRegistry, ToolShared};
 use reticle_transport::era::{self, LogLevel, RequestMeta};
 use reticle_transport::frame::{Frame, MAX_FRAME_BYTES};
 use reticle_transport::jsonrpc::{self, Incoming, PARSE_ERROR};

@@ -11,8 +11,8 @@ use serde_json::{Map, Value, json};
 
 use super::server::Server;
 use super::tasks::{self, LIST_PAGE, META_MODEL_IMMEDIATE_RESPONSE};
-use crate::tools::{CallOutcome, TaskRequest};
 use reticle_dispatch::jobs::{JobOptions, JobView};
+use reticle_tools::{CallOutcome, TaskRequest};
 use reticle_transport::era::{RequestMeta, RpcError};
 
 impl Server {
@@ -50,7 +50,7 @@ impl Server {
             Ok(view) => view,
             Err(e) => {
                 tracing::error!(job_id, error = %e, "a task's job vanished at creation");
-                return crate::tools::error_result(&e);
+                return reticle_tools::error_result(&e);
             }
         };
         if meta.is_modern() {
@@ -108,7 +108,7 @@ impl Server {
                     && view.progress.done > last_progress
                 {
                     last_progress = view.progress.done;
-                    let mut params = crate::tools::progress_params(token, &view);
+                    let mut params = reticle_tools::progress_params(token, &view);
                     params["_meta"] = tasks::related_task_meta(&view.job_id);
                     out.send(&json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}))
                         .await;

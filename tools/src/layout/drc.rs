@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 
 use super::{decode_png, run_op, session, str_arg};
 use crate::sessions::write_artifact;
-use crate::tools::{PayloadResult, Tool, ToolContext, ToolDef};
+use crate::{PayloadResult, Tool, ToolContext, ToolDef};
 use reticle_config::names::KLAYOUT_BIN_ENV;
 
 /// Most markers `extract_markers` lists by default.

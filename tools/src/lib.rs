@@ -1,3 +1,10 @@
+//! The tool surface of the reticle host and the state a call reads: the tools (this
+//! module), the host's shared state and telemetry ([`state`]), what one client sees
+//! ([`scope`]: allowed roots in [`confine`], layout sessions in [`sessions`], the violation
+//! cache in [`violation_cache`]) and job artifact directories ([`job_dirs`]).
+//! It knows no JSON-RPC method and no transport: the MCP server calls
+//! [`ToolRegistry::call`].
+//!
 //! The tools: the registry and call pipeline ([`registry`]), what handlers get
 //! ([`context`]), what they answer and the output check ([`output`]), how answers are
 //! shown ([`render`]), and one module per tool.
@@ -7,11 +14,13 @@
 //! against the tool's output schema, in every build, before it is sent — and a job's
 //! result before the job table stores it.
 
+pub mod confine;
 mod context;
 mod debug;
 pub mod evaluate;
 mod health;
 pub mod imaging;
+pub mod job_dirs;
 mod jobs;
 mod layout;
 pub mod normalize;
@@ -22,8 +31,12 @@ mod populate;
 mod registry;
 mod render;
 mod schema_tools;
+pub mod scope;
+pub mod sessions;
 mod simulate;
+pub mod state;
 mod telemetry;
+pub mod violation_cache;
 mod violations;
 pub mod worker_job;
 
@@ -31,7 +44,7 @@ use reticle_protocol::ToolError;
 use serde_json::Value;
 
 pub use context::{TaskRequest, ToolContext, ToolShared};
-pub(crate) use context::{progress_params, wait_reporting_progress};
+pub use context::{progress_params, wait_reporting_progress};
 pub use health::{payload as health_payload, porcelain as health_porcelain};
 pub use output::{JobStarted, ToolOutput, schema_errors};
 pub use registry::{

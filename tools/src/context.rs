@@ -230,7 +230,7 @@ impl ToolContext {
 }
 
 /// `notifications/progress` params for `view` under `token` (total and message when known).
-pub(crate) fn progress_params(token: &Value, view: &JobView) -> Value {
+pub fn progress_params(token: &Value, view: &JobView) -> Value {
     let mut params = json!({"progressToken": token, "progress": view.progress.done});
     if let Some(total) = view.progress.total {
         params["total"] = json!(total);
@@ -243,7 +243,7 @@ pub(crate) fn progress_params(token: &Value, view: &JobView) -> Value {
 
 /// Waits for a job to end on behalf of a call (dropping the wait cancels the job), sending
 /// `notifications/progress` for `token`, strictly increasing, when the call has one.
-pub(crate) async fn wait_reporting_progress(
+pub async fn wait_reporting_progress(
     jobs: &Arc<Jobs>,
     rx: tokio::sync::watch::Receiver<JobView>,
     out: &Outbound,

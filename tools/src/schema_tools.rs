@@ -239,7 +239,7 @@ fn diff_porcelain(payload: &Value, detail: Detail) -> String {
         .map(|op| {
             let value = op
                 .get("value")
-                .map(|v| format!(" {}", crate::tools::clip(&v.to_string(), 120)))
+                .map(|v| format!(" {}", crate::clip(&v.to_string(), 120)))
                 .unwrap_or_default();
             format!(
                 "{} {}{}",
