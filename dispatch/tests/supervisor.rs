@@ -2,7 +2,7 @@
 //!
 //! These tests spawn `target/<profile>/reticle-worker`, found next to the test
 //! executable's `deps/` directory (or at `$RETICLE_WORKER_BIN`). Cargo only builds it
-//! for `cargo test --workspace`; with `cargo test -p reticle-host` build it first:
+//! for `cargo test --workspace`; with `cargo test -p reticle-dispatch` build it first:
 //! `cargo build -p reticle-worker`. A missing binary fails the test with that hint.
 
 use std::os::unix::fs::PermissionsExt;

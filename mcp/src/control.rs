@@ -24,7 +24,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
 use tokio::sync::mpsc;
 
-use crate::mcp::server::{LoopCommand, Server};
+use crate::server::{LoopCommand, Server};
 use reticle_dispatch::events::{self, Since};
 
 /// Writes one line to stdout (a `ctl` command's output is its own; the host's stdout

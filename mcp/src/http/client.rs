@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 
 use super::auth::Principal;
 use super::stream::{DetachListener, EventStream};
-use crate::mcp::server::{ClientEnd, Server};
+use crate::server::{ClientEnd, Server};
 use reticle_transport::frame::Frame;
 use reticle_transport::writer::Outgoing;
 

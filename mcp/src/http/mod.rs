@@ -2,7 +2,7 @@
 //! that several agents share (the box with the GPU).
 //!
 //! One host process: one state, worker pool and dispatcher; many clients, each with an
-//! MCP [`crate::mcp::server::Server`] of its own (its jobs, layout sessions, violation
+//! MCP [`crate::server::Server`] of its own (its jobs, layout sessions, violation
 //! cache and roots: [`reticle_tools::scope::ClientScope`]). The modules, by concern:
 //! - [`auth`]: bearer tokens, RFC 9728 metadata, `WWW-Authenticate`, Origin/Host checks;
 //! - [`routes`]: POST/GET/DELETE on `/mcp` and the metadata document (axum);
@@ -26,9 +26,9 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use crate::control::ControlSocket;
 use crate::logging;
-use crate::mcp::server::{Server, StopReason, WORKER_STOP_BOUND, configured_dispatcher};
 use crate::readiness::ReadyFile;
 use crate::serve::ServeOptions;
+use crate::server::{Server, StopReason, WORKER_STOP_BOUND, configured_dispatcher};
 use reticle_assets::SchemaCatalog;
 use reticle_dispatch::events::{EventLog, EventLogConfig};
 use reticle_dispatch::workers::ReleaseChoice;

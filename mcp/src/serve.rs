@@ -11,9 +11,9 @@ use tokio::sync::mpsc;
 
 use crate::control::ControlSocket;
 use crate::logging;
-use crate::mcp::server::{Server, ShutdownPolicy, StopReason};
 use crate::readiness::ReadyFile;
 use crate::reexec::{self, ReexecSnapshot};
+use crate::server::{Server, ShutdownPolicy, StopReason};
 use reticle_assets::SchemaCatalog;
 use reticle_config::Config;
 use reticle_dispatch::events::{EventLog, EventLogConfig};

@@ -10,7 +10,7 @@ use reticle_protocol::sync::lock;
 
 use super::auth::Principal;
 use super::client::{Client, ClientKey};
-use crate::mcp::server::Server;
+use crate::server::Server;
 use reticle_dispatch::Dispatcher;
 use reticle_dispatch::workers::WorkerPool;
 use reticle_tools::ToolRegistry;
