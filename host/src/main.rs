@@ -47,7 +47,7 @@ enum Command {
     Eval(reticle_host::eval_cli::EvalArgs),
     /// Operate a running host over its control socket: `health`, `telemetry`,
     /// `events --since 10m`, `rollout --worker-bin PATH`, `rollback`, `reexec [--bin PATH]`.
-    Ctl(reticle_mcp::control::CtlArgs),
+    Ctl(reticle_host::ctl::CtlArgs),
     /// Evaluate a shipped layout end to end and write a PNG with the violations drawn on
     /// it: `reticle demo [--out DIR]`. Prints the report table and the picture's path.
     Demo(reticle_host::demo_cli::DemoArgs),
@@ -173,7 +173,7 @@ fn main() -> ExitCode {
         }
         Some(Command::Bench { args }) => return reticle_host::cli::bench(&args, &config),
         Some(Command::Eval(args)) => return reticle_host::eval_cli::eval(&args, &config),
-        Some(Command::Ctl(args)) => return reticle_mcp::control::ctl(&args, &config),
+        Some(Command::Ctl(args)) => return reticle_host::ctl::ctl(&args, &config),
         Some(Command::Demo(args)) => return reticle_host::demo_cli::demo(&args, &config),
         Some(Command::Config { json }) => return reticle_host::cli::print_config(&config, json),
         None => cli.serve,

@@ -1,9 +1,10 @@
 //! The MCP server of the reticle host: JSON-RPC methods and lifecycle on top of the
 //! transport ([`server`]: the loop and the `Server`; requests in flight, the methods, the
 //! tasks API of both eras, the reexec handover), the stdio server's wiring ([`serve`]),
-//! Streamable HTTP ([`http`]), the control socket and `reticle ctl` ([`control`]), the
-//! self-reexec ([`reexec`]), logging and the ready file. The protocol eras are
-//! `reticle_transport::era`; the tools it calls are `reticle_tools`.
+//! Streamable HTTP ([`http`]), the control socket ([`control`]; its command-line client,
+//! `reticle ctl`, is the binary's), the self-reexec ([`reexec`]), logging and the ready
+//! file. The protocol eras are `reticle_transport::era`; the tools it calls are
+//! `reticle_tools`.
 
 pub mod control;
 mod handover;
