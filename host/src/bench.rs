@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use reticle_protocol::SCHEMA_VERSION;
 use serde_json::{Value, json};
 
-use crate::jobs::{JobProgress, JobStatus};
-use crate::tools::{JobStarted, Tool, ToolOutput, ToolRegistry};
+use reticle_dispatch::jobs::{JobProgress, JobStatus};
+use reticle_tools::{JobStarted, Tool, ToolOutput, ToolRegistry};
 
 /// Rounds per measurement; the median round is reported.
 const ROUNDS: usize = 5;

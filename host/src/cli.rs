@@ -7,14 +7,14 @@ use std::process::ExitCode;
 
 use serde_json::{Value, json};
 
-use crate::supervisor::SupervisorConfig;
 use reticle_assets::{self as assets, SchemaCatalog};
+use reticle_dispatch::supervisor::SupervisorConfig;
 
 /// `reticle bench ...`: `output-schema` ([`crate::bench`]) and `chip`
 /// ([`crate::bench_chip`]) run in the host; every other benchmark runs
 /// `reticle-worker bench ...` (the engine lives in the worker binary, never in the host)
 /// with this process's stdio, and returns its exit status.
-pub fn bench(args: &[String], config: &crate::config::Config) -> ExitCode {
+pub fn bench(args: &[String], config: &reticle_config::Config) -> ExitCode {
     if args.first().map(String::as_str) == Some("output-schema") {
         return crate::bench::output_schema(&args[1..]);
     }
@@ -48,7 +48,7 @@ pub fn bench(args: &[String], config: &crate::config::Config) -> ExitCode {
 }
 
 /// `reticle config`: the effective settings of this environment, as a table or JSON.
-pub fn print_config(config: &crate::config::Config, json: bool) -> ExitCode {
+pub fn print_config(config: &reticle_config::Config, json: bool) -> ExitCode {
     let mut stdout = std::io::stdout().lock();
     let written = if json {
         writeln!(stdout, "{}", config.settings_json())

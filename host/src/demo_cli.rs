@@ -14,8 +14,8 @@ use std::process::ExitCode;
 
 use serde_json::{Value, json};
 
-use crate::dispatch::{Dispatcher, LocalPool, Scope, Unit};
-use crate::tools::evaluate::table;
+use reticle_dispatch::{Dispatcher, LocalPool, Scope, Unit};
+use reticle_tools::evaluate::table;
 
 /// The shipped demo layout: 60 nm lines 80 nm apart and a pad, ICCAD `.glp`.
 const DEMO_LAYOUT: &[u8] = include_bytes!("../../fixtures/layouts/lines_and_pad.glp");
@@ -41,7 +41,7 @@ pub(crate) fn prepare(out: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
 
 /// Runs `reticle demo`. Exit 0 with the picture written, 1 on a tool error, 2 when the
 /// output directory or the worker cannot be set up.
-pub fn demo(opts: &DemoArgs, config: &crate::config::Config) -> ExitCode {
+pub fn demo(opts: &DemoArgs, config: &reticle_config::Config) -> ExitCode {
     let (dir, layout) = match prepare(&opts.out) {
         Ok(p) => p,
         Err(e) => {

@@ -15,14 +15,14 @@ use std::sync::Arc;
 use reticle_protocol::{ErrorCode, ToolError, schemas};
 use serde_json::{Map, Value, json};
 
-use crate::confine::AllowedRoots;
-use crate::dispatch::{
+use reticle_dispatch::supervisor::{Supervisor, SupervisorConfig, WorkerStderr};
+use reticle_dispatch::{
     Dispatcher, Executor, FanOut, LocalPool, Scope, SlurmExecutor, SlurmSettings, Unit,
 };
-use crate::supervisor::{Supervisor, SupervisorConfig, WorkerStderr};
-use crate::tools::evaluate::{OP, deck_is_path, table};
-use crate::tools::imaging::{Imaging, take_imaging};
-use crate::tools::schema_errors;
+use reticle_tools::confine::AllowedRoots;
+use reticle_tools::evaluate::{OP, deck_is_path, table};
+use reticle_tools::imaging::{Imaging, take_imaging};
+use reticle_tools::schema_errors;
 
 /// Output format of `reticle eval`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -205,7 +205,7 @@ fn emit(format: EvalFormat, result: &Result<Value, ToolError>) -> ExitCode {
 
 /// Runs `reticle eval`. Exit 0 with a report, 1 on a tool error, 2 when the worker
 /// cannot start, 130 after Ctrl-C.
-pub fn eval(opts: &EvalArgs, config: &crate::config::Config) -> ExitCode {
+pub fn eval(opts: &EvalArgs, config: &reticle_config::Config) -> ExitCode {
     let roots = AllowedRoots::configured(config);
     let args = match prepare(opts.tool_arguments(), &roots) {
         Ok(a) => a,
@@ -239,11 +239,11 @@ pub fn eval(opts: &EvalArgs, config: &crate::config::Config) -> ExitCode {
     };
     let executor = match opts.executor.as_deref() {
         Some(raw) => {
-            crate::config::ExecutorKind::parse(raw).unwrap_or(crate::config::ExecutorKind::Local)
+            reticle_config::ExecutorKind::parse(raw).unwrap_or(reticle_config::ExecutorKind::Local)
         }
         None => config.executor.kind,
     };
-    let slurm = tiled && executor == crate::config::ExecutorKind::Slurm;
+    let slurm = tiled && executor == reticle_config::ExecutorKind::Slurm;
     let workers = if slurm {
         // Plan and merge only: the tiles run on the cluster.
         Some(1)
@@ -279,7 +279,7 @@ pub fn eval(opts: &EvalArgs, config: &crate::config::Config) -> ExitCode {
                     local,
                     SlurmSettings::from_config(config),
                     None,
-                    crate::handover::Handover::new(),
+                    reticle_dispatch::handover::Handover::new(),
                 )),
                 config.limits.job.clone(),
             )
@@ -331,7 +331,7 @@ fn prepare_out(out: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
 
 /// Workers of a tiled evaluation when `--workers` is not given: `RETICLE_WORKERS` when
 /// set, else one per core.
-fn default_workers(config: &crate::config::Config) -> Option<usize> {
+fn default_workers(config: &reticle_config::Config) -> Option<usize> {
     config
         .workers_explicit()
         .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
@@ -354,7 +354,7 @@ pub(crate) fn cli_runtime(command: &str) -> Result<tokio::runtime::Runtime, Exit
 /// stderr discarded); a failure is reported on stderr and becomes exit code 2.
 pub(crate) async fn one_worker(
     command: &str,
-    config: &crate::config::Config,
+    config: &reticle_config::Config,
 ) -> Result<Arc<Supervisor>, ExitCode> {
     start_workers(command, 1, config).await
 }
@@ -363,13 +363,13 @@ pub(crate) async fn one_worker(
 pub(crate) async fn start_workers(
     command: &str,
     workers: usize,
-    host: &crate::config::Config,
+    host: &reticle_config::Config,
 ) -> Result<Arc<Supervisor>, ExitCode> {
     let mut config = SupervisorConfig::configured(host).map_err(|e| {
         eprintln!("reticle {command}: {e}");
         ExitCode::from(2)
     })?;
-    config.workers = workers.clamp(1, crate::supervisor::MAX_WORKERS);
+    config.workers = workers.clamp(1, reticle_dispatch::supervisor::MAX_WORKERS);
     config.worker_stderr = WorkerStderr::Null;
     Supervisor::start(config).await.map(Arc::new).map_err(|e| {
         eprintln!("reticle {command}: cannot start a worker: {e}");

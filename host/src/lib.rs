@@ -1,33 +1,17 @@
-//! The reticle host: a long-lived MCP server on stdio that keeps sessions,
-//! jobs and telemetry, and sends heavy work to disposable worker processes.
+//! The `reticle` binary's commands other than the server: `reticle validate`, `reticle
+//! bench` ([`cli`], [`bench`], [`bench_chip`], [`bench_http`]), `reticle eval`
+//! ([`eval_cli`]), `reticle demo` ([`demo_cli`]) and `reticle ctl` ([`ctl`]). `main` is the one composition root:
+//! it reads the settings once (`reticle_config::init`) and hands them on.
 //!
-//! Start at [`serve::serve`]; the data path is `reticle_transport` (bounded frames in,
-//! one writer out) → `mcp::server` (eras, dispatch) → `tools` (schemas, handlers).
+//! The server itself is `reticle_mcp::serve::serve`; the data path is
+//! `reticle_transport` (bounded frames in, one writer out) → `reticle_mcp::server`
+//! (methods, dispatch) → `reticle_tools` (schemas, handlers) → `reticle_dispatch` (units,
+//! attempts, workers).
 
 pub mod bench;
 pub mod bench_chip;
 pub mod bench_http;
 pub mod cli;
-pub mod config;
-pub mod confine;
-pub mod control;
+pub mod ctl;
 pub mod demo_cli;
-pub mod dispatch;
 pub mod eval_cli;
-pub mod events;
-pub mod handover;
-pub mod http;
-pub mod job_dirs;
-pub mod jobs;
-pub mod logging;
-pub mod mcp;
-pub mod readiness;
-pub mod reexec;
-pub mod scope;
-pub mod serve;
-pub mod sessions;
-pub mod state;
-pub mod supervisor;
-pub mod tools;
-pub mod violation_cache;
-pub mod workers;

@@ -5,9 +5,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use reticle_host::config::Severity;
-use reticle_host::mcp::server::ShutdownPolicy;
-use reticle_host::serve::{ServeOptions, serve};
+use reticle_config::Severity;
+use reticle_mcp::serve::{ServeOptions, serve};
+use reticle_mcp::server::ShutdownPolicy;
 
 /// reticle: photomask verification for AI agents, over MCP.
 #[derive(Debug, Parser)]
@@ -47,7 +47,7 @@ enum Command {
     Eval(reticle_host::eval_cli::EvalArgs),
     /// Operate a running host over its control socket: `health`, `telemetry`,
     /// `events --since 10m`, `rollout --worker-bin PATH`, `rollback`, `reexec [--bin PATH]`.
-    Ctl(reticle_host::control::CtlArgs),
+    Ctl(reticle_host::ctl::CtlArgs),
     /// Evaluate a shipped layout end to end and write a PNG with the violations drawn on
     /// it: `reticle demo [--out DIR]`. Prints the report table and the picture's path.
     Demo(reticle_host::demo_cli::DemoArgs),
@@ -86,7 +86,7 @@ struct ServeArgs {
     /// Log to stderr only.
     #[arg(long)]
     no_log_file: bool,
-    /// Log filter (`tracing` syntax), e.g. `info` or `reticle_host=debug`
+    /// Log filter (`tracing` syntax), e.g. `info` or `reticle_mcp=debug`
     /// [setting: RETICLE_LOG, default info].
     #[arg(long)]
     log: Option<String>,
@@ -154,7 +154,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse_from(reticle_host::eval_cli::spread_box_args(std::env::args_os()));
     // Every setting is read once, before anything can start a job (docs/SECURITY.md):
     // a limit that does not parse stops every command.
-    let config = match reticle_host::config::init() {
+    let config = match reticle_config::init() {
         Ok(config) => std::sync::Arc::new(config),
         Err(e) => {
             eprintln!("reticle: {e}");
@@ -173,7 +173,7 @@ fn main() -> ExitCode {
         }
         Some(Command::Bench { args }) => return reticle_host::cli::bench(&args, &config),
         Some(Command::Eval(args)) => return reticle_host::eval_cli::eval(&args, &config),
-        Some(Command::Ctl(args)) => return reticle_host::control::ctl(&args, &config),
+        Some(Command::Ctl(args)) => return reticle_host::ctl::ctl(&args, &config),
         Some(Command::Demo(args)) => return reticle_host::demo_cli::demo(&args, &config),
         Some(Command::Config { json }) => return reticle_host::cli::print_config(&config, json),
         None => cli.serve,
@@ -212,7 +212,7 @@ fn main() -> ExitCode {
     };
     if let Some(addr) = args.http {
         let set = &settings.http;
-        let http = reticle_host::http::HttpOptions {
+        let http = reticle_mcp::http::HttpOptions {
             addr,
             tokens_file: args.tokens_file.or_else(|| set.tokens_file.clone()),
             tokens_env: set.tokens.clone(),
@@ -220,7 +220,7 @@ fn main() -> ExitCode {
             public_url: args.public_url.or_else(|| set.public_url.clone()),
             allowed_origins: args.allowed_origins,
             authorization_servers: args.authorization_servers,
-            limits: reticle_host::http::HttpLimits {
+            limits: reticle_mcp::http::HttpLimits {
                 max_body: reticle_transport::frame::MAX_FRAME_BYTES,
                 max_clients: args.max_sessions.unwrap_or(set.max_sessions).max(1),
                 idle: args
@@ -231,7 +231,7 @@ fn main() -> ExitCode {
                     .map_or(set.resume_grace, |ms| Duration::from_millis(ms.min(60_000))),
             },
         };
-        return match reticle_host::http::serve_http(options, http, std::sync::Arc::clone(&config)) {
+        return match reticle_mcp::http::serve_http(options, http, std::sync::Arc::clone(&config)) {
             Ok(_) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("reticle: {e:#}");

@@ -26,9 +26,9 @@ use std::time::Instant;
 use clap::Parser;
 use serde_json::{Map, Value, json};
 
-use crate::dispatch::{Dispatcher, FanOut, LocalPool, Scope, Unit};
 use crate::eval_cli::{cli_runtime, start_workers};
-use crate::tools::evaluate::OP;
+use reticle_dispatch::{Dispatcher, FanOut, LocalPool, Scope, Unit};
+use reticle_tools::evaluate::OP;
 
 mod text;
 use text::text;
@@ -171,7 +171,7 @@ fn layout_format(path: &Path) -> Option<&'static str> {
 
 /// `reticle bench chip [options]`: exit 0 with the figures, 1 when a run fails or the
 /// determinism check does, 2 on a usage error, missing data or no worker, 130 on Ctrl-C.
-pub fn chip(args: &[String], config: &crate::config::Config) -> ExitCode {
+pub fn chip(args: &[String], config: &reticle_config::Config) -> ExitCode {
     let opts = match ChipArgs::try_parse_from(
         std::iter::once("reticle bench chip".to_owned()).chain(args.iter().cloned()),
     ) {
@@ -347,8 +347,14 @@ impl Runs {
 /// A dispatcher over a fresh supervisor of `workers` workers.
 async fn pool(
     workers: usize,
-    config: &crate::config::Config,
-) -> Result<(Arc<crate::supervisor::Supervisor>, Arc<Dispatcher>), Failure> {
+    config: &reticle_config::Config,
+) -> Result<
+    (
+        Arc<reticle_dispatch::supervisor::Supervisor>,
+        Arc<Dispatcher>,
+    ),
+    Failure,
+> {
     let supervisor = start_workers("bench chip", workers, config)
         .await
         .map_err(|_| (2, format!("could not start {workers} worker(s)")))?;
@@ -448,7 +454,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 /// The whole bench; the report as JSON.
-async fn bench(opts: &ChipArgs, config: &crate::config::Config) -> Result<Value, Failure> {
+async fn bench(opts: &ChipArgs, config: &reticle_config::Config) -> Result<Value, Failure> {
     let layout = opts.layout.clone().unwrap_or_else(default_layout);
     let layout = layout.canonicalize().map_err(|e| {
         (
@@ -496,7 +502,7 @@ async fn measure(
     opts: &ChipArgs,
     runs: &Runs,
     format: &str,
-    config: &crate::config::Config,
+    config: &reticle_config::Config,
 ) -> Result<Value, Failure> {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let workers = opts.workers.map_or(cores, usize::from);

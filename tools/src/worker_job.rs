@@ -1,0 +1,108 @@
+//! Running one worker op as a job: the part `simulate`, `evaluate` and `optimize` share.
+//!
+//! The tool resolves path arguments (through `confine`) before calling [`run_op_with`];
+//! the job then runs the op as its one unit through the dispatcher (queue, progress into
+//! the job, Convergent replay after a lost worker), applies the tool's payload hook, and
+//! the job table stores the payload once it passed the output schema.
+
+use serde_json::{Map, Value};
+
+use super::{PayloadResult, ToolContext, ToolResult};
+use reticle_dispatch::FanOut;
+
+/// Removes `wait` (the host's, never the worker's) and returns whether the call waits.
+/// (`render`/`detail` never reach a handler: the registry takes them out.)
+pub(super) fn take_wait(args: &mut Map<String, Value>) -> bool {
+    args.remove("wait")
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false)
+}
+
+/// Resolves the `layout` argument through the caller's allowed roots (`confine`) and puts
+/// the resolved path in its place.
+///
+/// # Errors
+/// The roots' refusal (`INVALID_INPUT`, `FILE_NOT_FOUND`, `PATH_NOT_ALLOWED`).
+pub(super) fn resolve_layout(
+    ctx: &ToolContext,
+    args: &mut Map<String, Value>,
+) -> Result<(), reticle_protocol::ToolError> {
+    let raw = args
+        .get("layout")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let path = ctx.scope.roots.resolve_read(&raw)?;
+    args.insert("layout".into(), serde_json::json!(path));
+    Ok(())
+}
+
+/// A payload hook: runs in the job when the worker's payload arrives, before it is
+/// checked and stored (`evaluate` fills the session's violation cache, D45).
+pub(super) type OnResult = Box<dyn FnOnce(Value) -> PayloadResult + Send>;
+
+/// What a job may have besides its arguments.
+#[derive(Default)]
+pub(super) struct JobExtras {
+    /// A host-created directory under the artifact root the job may write to (D44),
+    /// held by the job to its end so the retention sweep leaves it alone (D49).
+    pub artifact_dir: Option<crate::job_dirs::JobDir>,
+    /// Applied to the worker's payload.
+    pub on_result: Option<OnResult>,
+}
+
+/// Runs worker op `op` on `args` (paths already resolved) as a job of the calling tool,
+/// with an optional artifact directory and payload hook.
+pub(super) async fn run_op_with(
+    ctx: &ToolContext,
+    op: &'static str,
+    args: Map<String, Value>,
+    wait: bool,
+    extras: JobExtras,
+) -> ToolResult {
+    let unit = ctx.unit(op, &Value::Object(args)).with_artifact_dir(
+        extras
+            .artifact_dir
+            .as_ref()
+            .map(|d| d.path().display().to_string()),
+    );
+    let dispatcher = std::sync::Arc::clone(&ctx.dispatcher);
+    let on_result = extras.on_result;
+    let job_dir = extras.artifact_dir;
+    ctx.run_as_job(wait, move |scope| async move {
+        // In use until the job ends, however it ends (a cancel drops this future).
+        let _job_dir = job_dir;
+        let payload = dispatcher.run(&scope, unit).await?;
+        match on_result {
+            Some(hook) => hook(payload),
+            None => Ok(payload),
+        }
+    })
+    .await
+}
+
+/// Runs a tool's work on a region in tiles as a job (docs/DECISIONS.md D57): ops
+/// `<prefix>.plan`, `<prefix>.tile` (one unit per tile, spread over the executor) and
+/// `<prefix>.merge` (see [`FanOut`]), in a new job artifact directory `<dir_prefix>_…`
+/// held until the job ends and kept for the artifact TTL after (D49).
+pub(super) async fn run_tiled(
+    ctx: &ToolContext,
+    prefix: &'static str,
+    dir_prefix: &'static str,
+    args: Map<String, Value>,
+    wait: bool,
+) -> ToolResult {
+    let job_dir = ctx.scope.sessions.new_job_dir(dir_prefix)?;
+    let dispatcher = std::sync::Arc::clone(&ctx.dispatcher);
+    ctx.run_as_job(wait, move |scope| async move {
+        let dir = job_dir.path().display().to_string();
+        let fan_out = FanOut {
+            prefix,
+            artifact_dir: &dir,
+        };
+        let payload = fan_out.run(&dispatcher, &scope, args).await;
+        drop(job_dir);
+        payload
+    })
+    .await
+}
