@@ -13,7 +13,7 @@ use reticle_tests::{Host, alive, check_jsonrpc_line, children_of, fixtures_dir};
 use serde_json::{Value, json};
 
 const REQUESTS: usize = 200;
-/// The host's bound on runs of one job (`MAX_ATTEMPTS` in `host/src/tools/simulate.rs`).
+/// The host's bound on runs of one job (`MAX_ATTEMPTS`, `reticle-dispatch`).
 const MAX_ATTEMPTS: u32 = 3;
 
 /// A small deterministic generator (the seed is printed, so a failure can be replayed).
