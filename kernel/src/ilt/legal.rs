@@ -1,5 +1,7 @@
 //! ILT whose output passes the deck's mask rules: the optimisation of [`super`], then
-//! the projection and repair of [`crate::mrc`], then assist features that earn their
+//! the projection and repair of [`crate::mrc`] (in the curvilinear style, of two
+//! candidates: the smooth boundary with disks and the block mask with squares, the
+//! better legal one kept, docs/DECISIONS.md D110), then assist features that earn their
 //! place, then the metrics of the polygons as written (rasterised with exact area
 //! coverage, the mask that a re-read of the written file images).
 
@@ -118,7 +120,7 @@ pub fn optimize_legal(
         MaskStyle::Curvilinear => run.problem.binarised_smooth(&run.latent, target),
         MaskStyle::Manhattan => run.problem.binarised(&run.latent, target),
     };
-    let req = LegalizeRequest {
+    let curvy_req = LegalizeRequest {
         proposal: &proposal,
         target,
         window: bx,
@@ -130,7 +132,6 @@ pub fn optimize_legal(
         style: plan.style,
         grid_px: plan.grid_px,
     };
-    let mut legal = mrc::legalize(&req, cancel)?;
     let frame = PixelFrame {
         left_nm: plan.origin_dbu.0,
         bottom_nm: plan.origin_dbu.1,
@@ -143,12 +144,61 @@ pub fn optimize_legal(
         all.extend_from_slice(&l.polygons);
         rasterize_in(&all, &frame)
     };
+    // The curvilinear style also legalizes the block mask as a Manhattan candidate (the
+    // square elements lose less under a Euclidean width rule, D100) and keeps the one
+    // with the better L2 + PVB: rectilinear polygons are curvilinear polygons too (D110).
+    // The two legalizations run side by side (their tracing and checks are serial).
+    let block = (plan.style == MaskStyle::Curvilinear
+        && !mrc::MrcLimits::of(plan.rules).is_empty())
+    .then(|| run.problem.binarised(&run.latent, target));
+    let square_req = block.as_ref().map(|block| LegalizeRequest {
+        proposal: block,
+        style: MaskStyle::Manhattan,
+        ..curvy_req
+    });
+    let (legal, square) = rayon::join(
+        || mrc::legalize(&curvy_req, cancel),
+        || {
+            square_req
+                .as_ref()
+                .map(|r| mrc::legalize(r, cancel))
+                .transpose()
+        },
+    );
+    let (mut legal, square) = (legal?, square?);
+    let mut req = curvy_req;
+    // The first imaging of the chosen mask, reused by the assist test below.
+    let mut imaged: Option<(Grid<f32>, LithoOutput)> = None;
+    if let (Some(square), Some(square_req)) = (square, square_req) {
+        let score = |l: &LegalMask| -> Result<(Grid<f32>, LithoOutput, u64), ImagingError> {
+            let cov = coverage_of(l);
+            let out = image_printed(&cov, target, &corners, params, cancel)?;
+            let m = metrics_of(&out, target, params)?;
+            Ok((cov, out, m.l2 + m.pvb))
+        };
+        let (cc, co, cs) = score(&legal)?;
+        let (sc, so, ss) = score(&square)?;
+        let curvy_ok = legal.violations.is_empty();
+        if square.violations.is_empty() && (ss < cs || !curvy_ok) {
+            legal = square;
+            req = square_req;
+            imaged = Some((sc, so));
+        } else {
+            imaged = Some((cc, co));
+        }
+    }
 
     // Assist features: those that print at any corner go; then all of them go unless
     // the mask scores better (L2 + PVB) with them. The legal mask is imaged once for both
     // the print test and its metrics; again only when something was removed.
-    let mut coverage = coverage_of(&legal);
-    let mut out = image_printed(&coverage, target, &corners, params, cancel)?;
+    let (mut coverage, mut out) = match imaged {
+        Some(x) => x,
+        None => {
+            let c = coverage_of(&legal);
+            let o = image_printed(&c, target, &corners, params, cancel)?;
+            (c, o)
+        }
+    };
     let (labels, sizes) = morph::components(&legal.pixels);
     let is_assist = assist_labels(target, &labels, sizes.len());
     let mut assists = AssistSummary::default();
