@@ -8,7 +8,7 @@
 //!
 //! - [`model`]: [`Library`], [`Cell`], [`Shape`], [`Instance`] — one model for all formats.
 //! - [`gds`]: GDSII stream reader ([`read_gds`]) and writer ([`write_gds`]).
-//! - [`oasis`]: OASIS reader ([`read_oasis`]).
+//! - [`oasis`]: OASIS reader ([`read_oasis`]) and writer ([`write_oasis`]).
 //! - [`read_layout`]: either format, detected from the bytes or named by the caller.
 //! - [`flatten`](mod@flatten): hierarchy → polygons per layer ([`flatten()`], [`walk`]),
 //!   with clip box, layer filter and limits enforced while walking.
@@ -53,7 +53,7 @@ pub use model::{
     Cell, HierarchyError, Instance, LayerKey, LayerName, Library, Path, PathEnds, Repetition,
     Shape, Text, Transform,
 };
-pub use oasis::{OasisError, read_oasis};
+pub use oasis::{OasisError, OasisWriteError, read_oasis, write_oasis};
 pub use read::{Format, LayoutError, read_layout, sha256_hex};
 pub use stats::flat_shape_counts;
 pub use transform::{Affine, CoordinateOverflow};

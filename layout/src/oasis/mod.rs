@@ -1,4 +1,5 @@
-//! OASIS (SEMI P39) reader producing the same [`crate::Library`] model as GDSII.
+//! OASIS (SEMI P39) reader producing the same [`crate::Library`] model as GDSII, and a
+//! writer ([`write_oasis`]) for the inverse.
 //!
 //! Covers every record type: name tables (explicit and implicit reference numbers, forward
 //! references resolved at END), CELL, both PLACEMENTs, TEXT, RECTANGLE, POLYGON (all
@@ -13,8 +14,10 @@
 mod cursor;
 mod geometry;
 mod reader;
+mod writer;
 
 pub use reader::read_oasis;
+pub use writer::{OasisWriteError, write_oasis};
 
 use crate::model::HierarchyError;
 

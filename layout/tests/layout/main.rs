@@ -12,6 +12,7 @@ mod hostile;
 mod index;
 mod klayout_crosscheck;
 mod oasis;
+mod oasis_write;
 mod observe_klayout;
 mod observe_real_gds;
 mod props;
