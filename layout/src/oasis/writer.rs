@@ -509,7 +509,7 @@ impl Writer {
         let o = inst.transform.offset;
         let mut rep = Vec::new();
         match &inst.repetition {
-            None => return Ok((o, None)),
+            None => Ok((o, None)),
             Some(Repetition::Array {
                 cols,
                 rows,
