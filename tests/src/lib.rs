@@ -217,9 +217,17 @@ impl Host {
     /// # Panics
     /// On timeout (10 s) or a line that is not JSON.
     pub fn recv(&self) -> Value {
+        self.recv_within(Duration::from_secs(10))
+    }
+
+    /// The next stdout line parsed as JSON, waiting up to `quiet` for it.
+    ///
+    /// # Panics
+    /// On timeout or a line that is not JSON.
+    pub fn recv_within(&self, quiet: Duration) -> Value {
         let line = self
-            .recv_line(Duration::from_secs(10))
-            .unwrap_or_else(|| panic!("no response within 10 s; stderr:\n{}", self.stderr()));
+            .recv_line(quiet)
+            .unwrap_or_else(|| panic!("no response within {quiet:?}; stderr:\n{}", self.stderr()));
         serde_json::from_str(&line)
             .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"))
     }
@@ -249,11 +257,7 @@ impl Host {
             &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
         );
         loop {
-            let line = self.recv_line(quiet).unwrap_or_else(|| {
-                panic!("no response within {quiet:?}; stderr:\n{}", self.stderr())
-            });
-            let message: Value = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
+            let message = self.recv_within(quiet);
             check_jsonrpc_value(&message).unwrap_or_else(|e| panic!("{e}: {message}"));
             if message.get("id") == Some(&id) {
                 return message;
