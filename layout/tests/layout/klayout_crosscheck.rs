@@ -6,7 +6,7 @@
 use crate::common;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use reticle_layout::{
@@ -14,16 +14,6 @@ use reticle_layout::{
     read_gds, read_oasis,
 };
 use serde_json::Value;
-
-fn klayout_bin() -> Option<PathBuf> {
-    let bin =
-        std::env::var_os("KLAYOUT_BIN").map_or_else(|| PathBuf::from("klayout"), PathBuf::from);
-    let ok = Command::new(&bin)
-        .arg("-v")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    ok.then_some(bin)
-}
 
 /// The reference facts, computed once per test binary (KLayout takes seconds to start).
 fn reference() -> Option<&'static (tempfile::TempDir, Value)> {
@@ -34,7 +24,7 @@ fn reference() -> Option<&'static (tempfile::TempDir, Value)> {
 
 /// Runs the reference script; returns the output folder and the parsed reference JSON.
 fn run_reference_script() -> Option<(tempfile::TempDir, Value)> {
-    let Some(bin) = klayout_bin() else {
+    let Some(bin) = common::klayout_bin() else {
         eprintln!("SKIP: klayout not found (set KLAYOUT_BIN or install Debian's klayout)");
         return None;
     };

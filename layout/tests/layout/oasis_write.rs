@@ -718,22 +718,12 @@ fn end_record_is_the_last_256_bytes() {
     assert_eq!(*end.last().expect("byte"), 0, "validation scheme 0");
 }
 
-fn klayout_bin() -> Option<PathBuf> {
-    let bin =
-        std::env::var_os("KLAYOUT_BIN").map_or_else(|| PathBuf::from("klayout"), PathBuf::from);
-    let ok = Command::new(&bin)
-        .arg("-v")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    ok.then_some(bin)
-}
-
 /// KLayout reads the OASIS we write from the sample library, the edge-case library and the
 /// real 45 nm GDS, and finds the same cells, top cells, placements and texts as in the
 /// source, with an empty XOR per layer of every top cell.
 #[test]
 fn klayout_reads_our_oasis_as_the_source() {
-    let Some(bin) = klayout_bin() else {
+    let Some(bin) = common::klayout_bin() else {
         eprintln!("SKIP: klayout not found (set KLAYOUT_BIN or install Debian's klayout)");
         return;
     };

@@ -6,8 +6,10 @@
 //! `list_cells`, `list_layers` and `query_region` must agree. Skips (with `SKIP:`) when
 //! `klayout` is not installed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
+
+use crate::common;
 
 use reticle_layout::observe::cells::{list_cells, select_top_cell};
 use reticle_layout::observe::layers::list_layers;
@@ -26,16 +28,6 @@ const BOXES: [[i64; 4]; 3] = [
     [9000, -1000, 10_500, 1500],
     [47_000, 100, 47_800, 700],
 ];
-
-fn klayout_bin() -> Option<PathBuf> {
-    let bin =
-        std::env::var_os("KLAYOUT_BIN").map_or_else(|| PathBuf::from("klayout"), PathBuf::from);
-    let ok = Command::new(&bin)
-        .arg("-v")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    ok.then_some(bin)
-}
 
 fn run_script(bin: &Path, script: &str, args: &[String]) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -57,7 +49,7 @@ fn run_script(bin: &Path, script: &str, args: &[String]) {
 
 #[test]
 fn observer_queries_match_klayout() {
-    let Some(bin) = klayout_bin() else {
+    let Some(bin) = common::klayout_bin() else {
         eprintln!("SKIP: klayout not found (set KLAYOUT_BIN or install Debian's klayout)");
         return;
     };

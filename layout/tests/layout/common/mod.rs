@@ -112,3 +112,14 @@ pub fn bboxes(polys: &[Polygon]) -> Vec<BBox> {
 }
 
 pub mod oas;
+
+/// `KLAYOUT_BIN` (default `klayout` on `PATH`), when it runs (`-v` answers).
+pub fn klayout_bin() -> Option<PathBuf> {
+    let bin =
+        std::env::var_os("KLAYOUT_BIN").map_or_else(|| PathBuf::from("klayout"), PathBuf::from);
+    let ok = std::process::Command::new(&bin)
+        .arg("-v")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok.then_some(bin)
+}
