@@ -167,37 +167,33 @@ pub fn optimize_legal(
     );
     let (mut legal, square) = (legal?, square?);
     let mut req = curvy_req;
-    // The first imaging of the chosen mask, reused by the assist test below.
-    let mut imaged: Option<(Grid<f32>, LithoOutput)> = None;
-    if let (Some(square), Some(square_req)) = (square, square_req) {
-        let score = |l: &LegalMask| -> Result<(Grid<f32>, LithoOutput, u64), ImagingError> {
-            let cov = coverage_of(l);
-            let out = image_printed(&cov, target, &corners, params, cancel)?;
-            let m = metrics_of(&out, target, params)?;
-            Ok((cov, out, m.l2 + m.pvb))
-        };
-        let (cc, co, cs) = score(&legal)?;
-        let (sc, so, ss) = score(&square)?;
-        let curvy_ok = legal.violations.is_empty();
-        if square.violations.is_empty() && (ss < cs || !curvy_ok) {
-            legal = square;
-            req = square_req;
-            imaged = Some((sc, so));
-        } else {
-            imaged = Some((cc, co));
-        }
-    }
+    let image = |l: &LegalMask| -> Result<(Grid<f32>, LithoOutput), ImagingError> {
+        let cov = coverage_of(l);
+        let out = image_printed(&cov, target, &corners, params, cancel)?;
+        Ok((cov, out))
+    };
+    let score = |out: &LithoOutput| metrics_of(out, target, params).map(|m| m.l2 + m.pvb);
 
     // Assist features: those that print at any corner go; then all of them go unless
     // the mask scores better (L2 + PVB) with them. The legal mask is imaged once for both
-    // the print test and its metrics; again only when something was removed.
-    let (mut coverage, mut out) = match imaged {
-        Some(x) => x,
-        None => {
-            let c = coverage_of(&legal);
-            let o = image_printed(&c, target, &corners, params, cancel)?;
-            (c, o)
+    // the choice of candidate, the print test and its metrics; again only when something
+    // was removed.
+    let (mut coverage, mut out) = match (square, square_req) {
+        (Some(square), Some(square_req)) => {
+            let curvy_imaged = image(&legal)?;
+            let square_imaged = image(&square)?;
+            let (curvy_score, square_score) = (score(&curvy_imaged.1)?, score(&square_imaged.1)?);
+            if square.violations.is_empty()
+                && (square_score < curvy_score || !legal.violations.is_empty())
+            {
+                legal = square;
+                req = square_req;
+                square_imaged
+            } else {
+                curvy_imaged
+            }
         }
+        _ => image(&legal)?,
     };
     let (labels, sizes) = morph::components(&legal.pixels);
     let is_assist = assist_labels(target, &labels, sizes.len());
@@ -226,8 +222,7 @@ pub fn optimize_legal(
     };
     if drop.iter().any(|&d| d) {
         legal = mrc::rebuild(&req, without(&drop), legal.repair_rounds);
-        coverage = coverage_of(&legal);
-        out = image_printed(&coverage, target, &corners, params, cancel)?;
+        (coverage, out) = image(&legal)?;
     }
     let mut after = metrics_of(&out, target, params)?;
     let kept: Vec<usize> = (1..sizes.len())
