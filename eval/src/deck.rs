@@ -24,6 +24,10 @@ pub const SHIPPED_DECKS: &[(&str, &str)] = &[
         "nangate45_m1v1",
         include_str!("../../fixtures/decks/nangate45_m1v1.json"),
     ),
+    (
+        "nangate45_m1_litho",
+        include_str!("../../fixtures/decks/nangate45_m1_litho.json"),
+    ),
 ];
 
 /// A deck file's text and its file name (for the report's `deck.source`).

@@ -38,7 +38,7 @@ pub enum EvalFormat {
 pub struct EvalArgs {
     /// The layout (.glp, .gds, .oas).
     pub layout: String,
-    /// Rule deck: a shipped name (iccad13_m1, nangate45_m1v1) or a deck JSON path.
+    /// Rule deck: a shipped name (iccad13_m1, nangate45_m1v1, nangate45_m1_litho) or a deck JSON path.
     #[arg(long, default_value = "iccad13_m1")]
     pub deck: String,
     /// layer/datatype to evaluate (default: the deck's only layer).
