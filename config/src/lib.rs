@@ -26,13 +26,13 @@ use std::time::Duration;
 use limits::HostLimits;
 
 pub use settings::{
-    DEBUG_TOOLS_ENV, DEFAULT_ASSETS_PATH, DRC_TIMEOUT_ENV, DRC_TIMEOUT_OLD_ENV, Setting, Source,
-    table,
+    DEBUG_TOOLS_ENV, DEFAULT_ASSETS_PATH, DRC_TIMEOUT_ENV, DRC_TIMEOUT_OLD_ENV, Setting,
+    SettingSource, table,
 };
 
 /// How a malformed value is handled: which commands it stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Severity {
+pub enum ConfigSeverity {
     /// Every command stops at start (exit 2): a limit the host could not honour.
     Fatal,
     /// `reticle serve` stops at start (exit 2); other commands do not read it.
@@ -50,7 +50,7 @@ pub struct ConfigError {
     /// What is wrong, naming the variable and its value.
     pub message: String,
     /// Which commands it stops.
-    pub severity: Severity,
+    pub severity: ConfigSeverity,
 }
 
 /// Settings of `reticle serve` (each can also be given as a command-line flag).
@@ -195,6 +195,13 @@ pub struct ExecutorSettings {
 /// Process basics the host uses (not settings of its own).
 #[derive(Debug, Clone, Default)]
 pub struct ProcessEnv {
+    /// The whole environment as it was when [`Config::from_env`] read it (empty from
+    /// [`Config::from_lookup`]): the one snapshot. Its allow-listed part reaches each
+    /// worker and `sbatch` (D33); nothing else of the host reads the environment.
+    pub vars: Vec<(OsString, OsString)>,
+    /// `RETICLE_DATA_DIR`: the reference data (benchmarks; `None`: not set, each user
+    /// falls back to `../shared/data` beside the workspace).
+    pub data_dir: Option<PathBuf>,
     /// `HOME`: `~` in path arguments, the default log directory.
     pub home: Option<OsString>,
     /// `PATH`: where a bare `KLAYOUT_BIN` is looked up.
@@ -232,20 +239,32 @@ pub struct Config {
 /// first, before handing the value (or its parts) to every command and part.
 ///
 /// # Errors
-/// A [`Severity::Fatal`] setting that does not parse (the message names it).
+/// A [`ConfigSeverity::Fatal`] setting that does not parse (the message names it).
 pub fn init() -> Result<Config, String> {
     let config = Config::from_env();
-    if let Some(error) = config.errors_of(Severity::Fatal).next() {
+    if let Some(error) = config.errors_of(ConfigSeverity::Fatal).next() {
         return Err(error.message.clone());
     }
     Ok(config)
 }
 
 impl Config {
-    /// The settings of this process's environment.
+    /// The settings of this process's environment, read once (the snapshot is kept in
+    /// [`ProcessEnv::vars`]).
     #[must_use]
     pub fn from_env() -> Self {
-        Self::from_lookup(|name| std::env::var_os(name))
+        Self::from_vars(std::env::vars_os().collect())
+    }
+
+    /// The settings of the environment `vars`, which is kept as [`ProcessEnv::vars`].
+    #[must_use]
+    pub fn from_vars(vars: Vec<(OsString, OsString)>) -> Self {
+        let by_name: std::collections::BTreeMap<&OsString, &OsString> =
+            vars.iter().map(|(k, v)| (k, v)).collect();
+        let mut config =
+            Self::from_lookup(|name| by_name.get(&OsString::from(name)).map(|v| (*v).clone()));
+        config.process.vars = vars;
+        config
     }
 
     /// The settings `lookup` (an environment) gives.
@@ -260,7 +279,7 @@ impl Config {
     }
 
     /// Values that did not parse and stop what `severity` names.
-    pub fn errors_of(&self, severity: Severity) -> impl Iterator<Item = &ConfigError> {
+    pub fn errors_of(&self, severity: ConfigSeverity) -> impl Iterator<Item = &ConfigError> {
         self.errors.iter().filter(move |e| e.severity == severity)
     }
 
@@ -269,7 +288,7 @@ impl Config {
     /// # Errors
     /// Its message (it names the variable).
     pub fn worker_settings(&self) -> Result<&WorkerSettings, String> {
-        match self.errors_of(Severity::Workers).next() {
+        match self.errors_of(ConfigSeverity::Workers).next() {
             Some(error) => Err(error.message.clone()),
             None => Ok(&self.workers),
         }
@@ -280,7 +299,8 @@ impl Config {
     #[must_use]
     pub fn workers_explicit(&self) -> Option<usize> {
         let set = self.settings.iter().any(|s| {
-            s.name == names::WORKERS_ENV && matches!(s.source, Source::Env | Source::OldName(_))
+            s.name == names::WORKERS_ENV
+                && matches!(s.source, SettingSource::Env | SettingSource::OldName(_))
         });
         set.then_some(self.workers.workers)
     }

@@ -14,7 +14,7 @@ use super::names::{
     SESSION_TTL_ENV, WORKER_BIN_ENV, WORKER_MEMORY_ENV, WORKERS_ENV, default_worker_exe,
 };
 use super::{
-    Config, ConfigError, ExecutorKind, ExecutorSettings, ProcessEnv, ServeSettings, Severity,
+    Config, ConfigError, ConfigSeverity, ExecutorKind, ExecutorSettings, ProcessEnv, ServeSettings,
     ToolSettings, WorkerSettings,
 };
 
@@ -22,7 +22,7 @@ mod http;
 
 /// Where an effective value came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
+pub enum SettingSource {
     /// Not set: the default.
     Default,
     /// The variable of that name.
@@ -34,7 +34,7 @@ pub enum Source {
     Invalid,
 }
 
-impl std::fmt::Display for Source {
+impl std::fmt::Display for SettingSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Default => f.write_str("default"),
@@ -45,7 +45,7 @@ impl std::fmt::Display for Source {
     }
 }
 
-impl Serialize for Source {
+impl Serialize for SettingSource {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)
     }
@@ -59,7 +59,7 @@ pub struct Setting {
     /// The effective value, as text (empty: none).
     pub value: String,
     /// Where it came from.
-    pub source: Source,
+    pub source: SettingSource,
     /// Which process reads it: `host` or `workers` (passed through, D33).
     pub read_by: &'static str,
     /// What it sets.
@@ -94,18 +94,22 @@ pub const DEBUG_TOOLS_ENV: &str = "RETICLE_DEBUG_TOOLS";
 pub const DEBUG_ANSWER_DELAY_ENV: &str = "RETICLE_DEBUG_ANSWER_DELAY";
 
 /// Reads variables through a lookup and records what it read.
-struct Reader<'a> {
+struct SettingsReader<'a> {
     lookup: &'a dyn Fn(&str) -> Option<OsString>,
     settings: Vec<Setting>,
     errors: Vec<ConfigError>,
     warnings: Vec<String>,
 }
 
-impl Reader<'_> {
+impl SettingsReader<'_> {
     /// The raw value of `spec` (its name first, then its old names); empty is unset.
-    fn raw(&self, spec: &Spec) -> Option<(OsString, Source)> {
-        std::iter::once((spec.name, Source::Env))
-            .chain(spec.old.iter().map(|old| (*old, Source::OldName(old))))
+    fn raw(&self, spec: &Spec) -> Option<(OsString, SettingSource)> {
+        std::iter::once((spec.name, SettingSource::Env))
+            .chain(
+                spec.old
+                    .iter()
+                    .map(|old| (*old, SettingSource::OldName(old))),
+            )
             .find_map(|(name, source)| {
                 (self.lookup)(name)
                     .filter(|v| !v.is_empty())
@@ -113,7 +117,7 @@ impl Reader<'_> {
             })
     }
 
-    fn record(&mut self, spec: &Spec, value: String, source: Source, read_by: &'static str) {
+    fn record(&mut self, spec: &Spec, value: String, source: SettingSource, read_by: &'static str) {
         self.settings.push(Setting {
             name: spec.name,
             value,
@@ -127,7 +131,7 @@ impl Reader<'_> {
     fn text(&mut self, spec: &Spec) -> Option<String> {
         let raw = self.raw(spec);
         let value = raw.as_ref().map(|(v, _)| v.to_string_lossy().into_owned());
-        let source = raw.map_or(Source::Default, |(_, s)| s);
+        let source = raw.map_or(SettingSource::Default, |(_, s)| s);
         self.record(spec, value.clone().unwrap_or_default(), source, "host");
         value
     }
@@ -137,7 +141,7 @@ impl Reader<'_> {
         let raw = self.raw(spec);
         let (value, source) = match raw {
             Some((v, source)) => (v.to_string_lossy().into_owned(), source),
-            None => (default.to_owned(), Source::Default),
+            None => (default.to_owned(), SettingSource::Default),
         };
         self.record(spec, value.clone(), source, "host");
         value
@@ -146,7 +150,7 @@ impl Reader<'_> {
     /// A path setting (`None` when unset).
     fn path(&mut self, spec: &Spec) -> Option<PathBuf> {
         let raw = self.raw(spec);
-        let source = raw.as_ref().map_or(Source::Default, |(_, s)| *s);
+        let source = raw.as_ref().map_or(SettingSource::Default, |(_, s)| *s);
         let value = raw.map(|(v, _)| PathBuf::from(v));
         let shown = value
             .as_ref()
@@ -157,10 +161,10 @@ impl Reader<'_> {
     }
 
     /// A path setting with a default: the effective value is what is shown.
-    fn path_or(&mut self, spec: &Spec, default: PathBuf) -> (PathBuf, Source) {
+    fn path_or(&mut self, spec: &Spec, default: PathBuf) -> (PathBuf, SettingSource) {
         let (value, source) = match self.raw(spec) {
             Some((v, source)) => (PathBuf::from(v), source),
-            None => (default, Source::Default),
+            None => (default, SettingSource::Default),
         };
         self.record(spec, value.display().to_string(), source, "host");
         (value, source)
@@ -170,7 +174,7 @@ impl Reader<'_> {
     /// default is in force.
     fn integer(&mut self, spec: &Spec, default: u64, unit: &str, on_error: OnError) -> u64 {
         let Some((raw, source)) = self.raw(spec) else {
-            self.record(spec, default.to_string(), Source::Default, "host");
+            self.record(spec, default.to_string(), SettingSource::Default, "host");
             return default;
         };
         let raw = raw.to_string_lossy().into_owned();
@@ -181,7 +185,7 @@ impl Reader<'_> {
             }
             Err(_) => {
                 let used = match source {
-                    Source::OldName(old) => old,
+                    SettingSource::OldName(old) => old,
                     _ => spec.name,
                 };
                 match on_error {
@@ -194,7 +198,7 @@ impl Reader<'_> {
                         "{used}={raw:?} is not a number of {unit}; using {default}"
                     )),
                 }
-                self.record(spec, default.to_string(), Source::Invalid, "host");
+                self.record(spec, default.to_string(), SettingSource::Invalid, "host");
                 default
             }
         }
@@ -203,7 +207,7 @@ impl Reader<'_> {
     /// A switch: `1`/`true`/`yes`/`on` or `0`/`false`/`no`/`off` (any case).
     fn switch(&mut self, spec: &Spec) -> bool {
         let Some((raw, source)) = self.raw(spec) else {
-            self.record(spec, "false".into(), Source::Default, "host");
+            self.record(spec, "false".into(), SettingSource::Default, "host");
             return false;
         };
         let raw = raw.to_string_lossy().into_owned();
@@ -221,9 +225,9 @@ impl Reader<'_> {
                 self.errors.push(ConfigError {
                     name: spec.name,
                     message: format!("{}={raw:?} is not true or false", spec.name),
-                    severity: Severity::Serve,
+                    severity: ConfigSeverity::Serve,
                 });
-                self.record(spec, "false".into(), Source::Invalid, "host");
+                self.record(spec, "false".into(), SettingSource::Invalid, "host");
                 false
             }
         }
@@ -233,7 +237,7 @@ impl Reader<'_> {
     fn passed_to_workers(&mut self, spec: &Spec, default: &str) {
         let (value, source) = match self.raw(spec) {
             Some((v, s)) => (v.to_string_lossy().into_owned(), s),
-            None => (default.to_owned(), Source::Default),
+            None => (default.to_owned(), SettingSource::Default),
         };
         self.record(spec, value, source, "workers");
     }
@@ -242,8 +246,8 @@ impl Reader<'_> {
 /// What a malformed integer does.
 #[derive(Clone, Copy)]
 enum OnError {
-    /// Stops the commands `Severity` names; the text says what the value should be.
-    Stop(Severity, &'static str),
+    /// Stops the commands `ConfigSeverity` names; the text says what the value should be.
+    Stop(ConfigSeverity, &'static str),
     /// The default is used, with a warning once logging is up.
     Warn,
 }
@@ -257,8 +261,10 @@ pub(super) fn read(lookup: &dyn Fn(&str) -> Option<OsString>) -> Config {
         path: lookup("PATH"),
         xdg_state_home: lookup("XDG_STATE_HOME"),
         xdg_runtime_dir: lookup("XDG_RUNTIME_DIR"),
+        data_dir: lookup("RETICLE_DATA_DIR").map(PathBuf::from),
+        vars: Vec::new(),
     };
-    let mut r = Reader {
+    let mut r = SettingsReader {
         lookup,
         settings: Vec::new(),
         errors: Vec::new(),
@@ -299,7 +305,7 @@ pub(super) fn read(lookup: &dyn Fn(&str) -> Option<OsString>) -> Config {
         r.settings.push(Setting {
             name: "RETICLE_CHECK_OUTPUT",
             value: "ignored".into(),
-            source: Source::Env,
+            source: SettingSource::Env,
             read_by: "host",
             meaning: "no effect: every result is checked against its output schema (D52)",
         });
@@ -317,8 +323,8 @@ pub(super) fn read(lookup: &dyn Fn(&str) -> Option<OsString>) -> Config {
     }
 }
 
-fn read_serve(r: &mut Reader<'_>, process: &ProcessEnv) -> ServeSettings {
-    let stop = OnError::Stop(Severity::Serve, NON_NEGATIVE);
+fn read_serve(r: &mut SettingsReader<'_>, process: &ProcessEnv) -> ServeSettings {
+    let stop = OnError::Stop(ConfigSeverity::Serve, NON_NEGATIVE);
     ServeSettings {
         ready_file: r
             .path_or(
@@ -337,7 +343,7 @@ fn read_serve(r: &mut Reader<'_>, process: &ProcessEnv) -> ServeSettings {
                 ),
                 default_log_dir(process),
             );
-            (source != Source::Default).then_some(dir)
+            (source != SettingSource::Default).then_some(dir)
         },
         default_log_dir: default_log_dir(process),
         log_filter: r.text_or(&spec("RETICLE_LOG", "log filter (tracing syntax)"), "info"),
@@ -427,13 +433,13 @@ fn parse_answer_delay(text: &str) -> Option<(String, Duration)> {
     (!tool.is_empty()).then(|| (tool.to_owned(), Duration::from_millis(ms.min(60_000))))
 }
 
-fn read_workers(r: &mut Reader<'_>) -> WorkerSettings {
-    let stop = OnError::Stop(Severity::Workers, NON_NEGATIVE);
+fn read_workers(r: &mut SettingsReader<'_>) -> WorkerSettings {
+    let stop = OnError::Stop(ConfigSeverity::Workers, NON_NEGATIVE);
     let workers = r.integer(
         &spec(WORKERS_ENV, "worker processes in the pool"),
         1,
         "workers",
-        OnError::Stop(Severity::Workers, "a number"),
+        OnError::Stop(ConfigSeverity::Workers, "a number"),
     );
     let (worker_bin, source) = r.path_or(
         &spec(
@@ -442,7 +448,7 @@ fn read_workers(r: &mut Reader<'_>) -> WorkerSettings {
         ),
         default_worker_exe(),
     );
-    let worker_bin = (source != Source::Default).then_some(worker_bin);
+    let worker_bin = (source != SettingSource::Default).then_some(worker_bin);
     let timeout_s = r.integer(
         &spec(
             JOB_TIMEOUT_ENV,
@@ -469,7 +475,7 @@ fn read_workers(r: &mut Reader<'_>) -> WorkerSettings {
     }
 }
 
-fn read_executor(r: &mut Reader<'_>, tools: &ToolSettings) -> ExecutorSettings {
+fn read_executor(r: &mut SettingsReader<'_>, tools: &ToolSettings) -> ExecutorSettings {
     let raw = r.text_or(
         &spec(
             "RETICLE_EXECUTOR",
@@ -481,7 +487,7 @@ fn read_executor(r: &mut Reader<'_>, tools: &ToolSettings) -> ExecutorSettings {
         r.errors.push(ConfigError {
             name: "RETICLE_EXECUTOR",
             message: format!("RETICLE_EXECUTOR: {message}"),
-            severity: Severity::Fatal,
+            severity: ConfigSeverity::Fatal,
         });
         ExecutorKind::Local
     });
@@ -505,7 +511,7 @@ fn read_executor(r: &mut Reader<'_>, tools: &ToolSettings) -> ExecutorSettings {
             ),
             8,
             "tiles",
-            OnError::Stop(Severity::Fatal, "a positive integer"),
+            OnError::Stop(ConfigSeverity::Fatal, "a positive integer"),
         )
         .max(1);
     let (shared_dir, _) = r.path_or(
@@ -525,7 +531,7 @@ fn read_executor(r: &mut Reader<'_>, tools: &ToolSettings) -> ExecutorSettings {
     }
 }
 
-fn read_limits(r: &mut Reader<'_>) -> HostLimits {
+fn read_limits(r: &mut SettingsReader<'_>) -> HostLimits {
     let look = r.lookup;
     let parsed = HostLimits::from_lookup(|name| look(name).and_then(|v| v.into_string().ok()));
     let limits = parsed.clone().unwrap_or_default();
@@ -538,14 +544,14 @@ fn read_limits(r: &mut Reader<'_>) -> HostLimits {
         r.errors.push(ConfigError {
             name,
             message,
-            severity: Severity::Fatal,
+            severity: ConfigSeverity::Fatal,
         });
     }
     for (name, meaning) in limits::SETTINGS {
         let source = if look(name).is_some() {
-            Source::Env
+            SettingSource::Env
         } else {
-            Source::Default
+            SettingSource::Default
         };
         r.settings.push(Setting {
             name,
@@ -561,7 +567,7 @@ fn read_limits(r: &mut Reader<'_>) -> HostLimits {
     limits
 }
 
-fn read_tools(r: &mut Reader<'_>) -> ToolSettings {
+fn read_tools(r: &mut SettingsReader<'_>) -> ToolSettings {
     let allowed_roots = r.raw(&spec("RETICLE_ALLOWED_ROOTS", ""));
     r.record(
         &spec(
@@ -572,7 +578,9 @@ fn read_tools(r: &mut Reader<'_>) -> ToolSettings {
             .as_ref()
             .map(|(v, _)| v.to_string_lossy().into_owned())
             .unwrap_or_default(),
-        allowed_roots.as_ref().map_or(Source::Default, |(_, s)| *s),
+        allowed_roots
+            .as_ref()
+            .map_or(SettingSource::Default, |(_, s)| *s),
         "host",
     );
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
@@ -589,7 +597,7 @@ fn read_tools(r: &mut Reader<'_>) -> ToolSettings {
                 "where layout sessions and jobs keep their artifacts",
             ),
             root.display().to_string(),
-            configured.map_or(Source::Default, |(_, s)| s),
+            configured.map_or(SettingSource::Default, |(_, s)| s),
             "host",
         );
         root
@@ -632,12 +640,12 @@ fn read_tools(r: &mut Reader<'_>) -> ToolSettings {
     let backend_assets_path = match (r.lookup)(assets_spec.name) {
         Some(v) => {
             let v = v.to_string_lossy().into_owned();
-            r.record(&assets_spec, v.clone(), Source::Env, "host");
+            r.record(&assets_spec, v.clone(), SettingSource::Env, "host");
             v
         }
         None => {
             let v = DEFAULT_ASSETS_PATH.to_owned();
-            r.record(&assets_spec, v.clone(), Source::Default, "host");
+            r.record(&assets_spec, v.clone(), SettingSource::Default, "host");
             v
         }
     };

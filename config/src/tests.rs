@@ -39,10 +39,13 @@ fn defaults_are_listed_with_their_source() {
     assert!(c.tools.artifact_root.ends_with(".artifacts"));
     assert_eq!(c.limits, crate::limits::HostLimits::default());
     assert!(!c.serve.debug_tools);
-    assert_eq!(setting(&c, "RETICLE_DRAIN_MS").source, Source::Default);
+    assert_eq!(
+        setting(&c, "RETICLE_DRAIN_MS").source,
+        SettingSource::Default
+    );
     assert_eq!(setting(&c, "RETICLE_MAX_SHAPES").value, "5000000");
     assert_eq!(setting(&c, "RETICLE_BACKEND").read_by, "workers");
-    assert_eq!(c.errors_of(Severity::Fatal).count(), 0);
+    assert_eq!(c.errors_of(ConfigSeverity::Fatal).count(), 0);
     assert!(c.worker_settings().is_ok());
 }
 
@@ -68,7 +71,7 @@ fn values_are_typed_with_their_units_and_zero_means_no_limit() {
     assert_eq!(c.serve.events_max_bytes, 4096, "floor");
     assert_eq!(c.limits.max_sessions, 3);
     assert_eq!(c.tools.session_ttl, Duration::from_secs(7));
-    assert_eq!(setting(&c, "RETICLE_WORKERS").source, Source::Env);
+    assert_eq!(setting(&c, "RETICLE_WORKERS").source, SettingSource::Env);
 }
 
 #[test]
@@ -77,7 +80,7 @@ fn an_old_name_is_accepted_and_the_new_one_wins() {
     assert_eq!(old.tools.drc_timeout, Duration::from_secs(42));
     assert_eq!(
         setting(&old, "RETICLE_DRC_TIMEOUT_S").source,
-        Source::OldName("RETICLE_DRC_TIMEOUT_SECONDS")
+        SettingSource::OldName("RETICLE_DRC_TIMEOUT_SECONDS")
     );
     let both = config(&[
         ("RETICLE_DRC_TIMEOUT_SECONDS", "42"),
@@ -89,12 +92,12 @@ fn an_old_name_is_accepted_and_the_new_one_wins() {
 #[test]
 fn malformed_values_stop_what_they_always_stopped() {
     let c = config(&[("RETICLE_MAX_SHAPES", "0")]);
-    let fatal: Vec<_> = c.errors_of(Severity::Fatal).collect();
+    let fatal: Vec<_> = c.errors_of(ConfigSeverity::Fatal).collect();
     assert_eq!(fatal.len(), 1);
     assert!(fatal[0].message.contains("RETICLE_MAX_SHAPES"), "{fatal:?}");
 
     let c = config(&[("RETICLE_WORKERS", "many")]);
-    assert_eq!(c.errors_of(Severity::Fatal).count(), 0);
+    assert_eq!(c.errors_of(ConfigSeverity::Fatal).count(), 0);
     assert_eq!(
         c.worker_settings().unwrap_err(),
         "RETICLE_WORKERS=\"many\" is not a number"
@@ -106,7 +109,7 @@ fn malformed_values_stop_what_they_always_stopped() {
     );
 
     let c = config(&[("RETICLE_DRAIN_MS", "soon")]);
-    assert_eq!(c.errors_of(Severity::Serve).count(), 1);
+    assert_eq!(c.errors_of(ConfigSeverity::Serve).count(), 1);
 
     // The event log and the session TTL fall back to their defaults with a warning.
     let c = config(&[
@@ -116,7 +119,10 @@ fn malformed_values_stop_what_they_always_stopped() {
     assert_eq!(c.serve.events_keep, 4);
     assert_eq!(c.tools.session_ttl, Duration::from_secs(3600));
     assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
-    assert_eq!(setting(&c, "RETICLE_EVENTS_KEEP").source, Source::Invalid);
+    assert_eq!(
+        setting(&c, "RETICLE_EVENTS_KEEP").source,
+        SettingSource::Invalid
+    );
 }
 
 #[test]

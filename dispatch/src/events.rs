@@ -68,7 +68,8 @@ impl EventLogConfig {
     }
 }
 
-struct Sink {
+/// The open `events.jsonl` and its size so far.
+struct EventFile {
     file: File,
     size: u64,
 }
@@ -77,7 +78,7 @@ struct Sink {
 /// but not written.
 pub struct EventLog {
     config: Option<EventLogConfig>,
-    sink: Mutex<Option<Sink>>,
+    sink: Mutex<Option<EventFile>>,
     seq: AtomicU64,
 }
 
@@ -135,7 +136,7 @@ impl EventLog {
         }
     }
 
-    fn open_sink(config: &EventLogConfig) -> Option<Sink> {
+    fn open_sink(config: &EventLogConfig) -> Option<EventFile> {
         use std::os::unix::fs::DirBuilderExt;
         let opened = std::fs::DirBuilder::new()
             .recursive(true)
@@ -144,7 +145,7 @@ impl EventLog {
             .and_then(|()| open_append(&config.dir.join(EVENTS_FILE)))
             .and_then(|file| {
                 let size = file.metadata()?.len();
-                Ok(Sink { file, size })
+                Ok(EventFile { file, size })
             });
         match opened {
             Ok(sink) => Some(sink),

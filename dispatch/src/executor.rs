@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 
 use reticle_journal::{JournalHandle, UnitJournal};
 
-pub use crate::supervisor::{DeathCause, Progress};
+pub use crate::supervisor::{AttemptProgress, DeathCause};
 
 /// One run of one unit on one worker.
 #[derive(Debug, Clone, PartialEq)]
@@ -142,7 +142,7 @@ pub trait Executor: Send + Sync {
     fn run(
         &self,
         attempt: AttemptRequest,
-        progress: mpsc::Sender<Progress>,
+        progress: mpsc::Sender<AttemptProgress>,
     ) -> BoxFuture<'_, Result<JobOutcome, ExecutorError>>;
 
     /// Its state for `health`.

@@ -46,8 +46,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 pub use executor::{
-    AttemptLoss, AttemptRequest, BatchStats, BoxFuture, DeathCause, Executor, ExecutorError,
-    ExecutorHealth, Progress, TileBatch,
+    AttemptLoss, AttemptProgress, AttemptRequest, BatchStats, BoxFuture, DeathCause, Executor,
+    ExecutorError, ExecutorHealth, TileBatch,
 };
 pub use fanout::FanOut;
 pub use local::LocalPool;
@@ -66,7 +66,7 @@ pub const MAX_ATTEMPTS: u8 = 3;
 const PROGRESS_BUFFER: usize = 64;
 
 /// A per-unit progress sink ([`Unit::on_progress`]).
-type UnitProgress = Box<dyn Fn(&Progress) + Send + Sync>;
+type UnitProgress = Box<dyn Fn(&AttemptProgress) + Send + Sync>;
 
 /// One unit of work: an op, its arguments, and how it may be run again.
 pub struct Unit {
@@ -137,7 +137,7 @@ impl Unit {
     /// Sends this unit's progress frames to `sink` instead of the scope (a caller that
     /// runs many units aggregates them and reports with [`Scope::report`]).
     #[must_use]
-    pub fn on_progress(mut self, sink: impl Fn(&Progress) + Send + Sync + 'static) -> Self {
+    pub fn on_progress(mut self, sink: impl Fn(&AttemptProgress) + Send + Sync + 'static) -> Self {
         self.on_progress = Some(Box::new(sink));
         self
     }
@@ -279,7 +279,7 @@ impl Dispatcher {
                     limits: self.job_limits.clone(),
                 },
             };
-            let (tx, mut rx) = mpsc::channel::<Progress>(PROGRESS_BUFFER);
+            let (tx, mut rx) = mpsc::channel::<AttemptProgress>(PROGRESS_BUFFER);
             // Progress is forwarded while the attempt runs; the executor drops its sender
             // when the attempt ends, which ends this loop too.
             let forward = async {

@@ -11,7 +11,8 @@ use reticle_protocol::wire::{JobOutcome, RunRequest};
 use tokio::sync::mpsc;
 
 use super::executor::{
-    AttemptLoss, AttemptRequest, BoxFuture, Executor, ExecutorError, ExecutorHealth, Progress,
+    AttemptLoss, AttemptProgress, AttemptRequest, BoxFuture, Executor, ExecutorError,
+    ExecutorHealth,
 };
 use crate::supervisor::{SlotMode, SlotState, Supervisor, SupervisorError};
 use crate::workers::WorkerPool;
@@ -72,7 +73,7 @@ impl Executor for LocalPool {
     fn run(
         &self,
         attempt: AttemptRequest,
-        progress: mpsc::Sender<Progress>,
+        progress: mpsc::Sender<AttemptProgress>,
     ) -> BoxFuture<'_, Result<JobOutcome, ExecutorError>> {
         Box::pin(async move {
             let supervisor = self.supervisor().await.map_err(ExecutorError::Refused)?;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use libmcp::ReplayContract;
 
-use super::executor::Progress;
+use super::executor::AttemptProgress;
 use crate::jobs::JobReporter;
 use reticle_journal::{Journal, JournalHandle, UnitJournal};
 
@@ -28,10 +28,10 @@ pub enum ScopeKind {
 
 /// Where a scope's progress goes.
 #[derive(Clone)]
-enum Sink {
+enum ScopeSink {
     Job(JobReporter),
     Call,
-    Cli(Arc<dyn Fn(&Progress) + Send + Sync>),
+    Cli(Arc<dyn Fn(&AttemptProgress) + Send + Sync>),
 }
 
 /// The context units run in: an id, the request's journal entry, the roots workers may
@@ -42,7 +42,7 @@ pub struct Scope {
     id: String,
     journal: JournalHandle,
     allowed_roots: Vec<String>,
-    sink: Sink,
+    sink: ScopeSink,
 }
 
 impl std::fmt::Debug for Scope {
@@ -63,7 +63,7 @@ impl Scope {
             id: reporter.job_id(),
             journal,
             allowed_roots,
-            sink: Sink::Job(reporter),
+            sink: ScopeSink::Job(reporter),
         }
     }
 
@@ -75,7 +75,7 @@ impl Scope {
             id: format!("{prefix}_{}", uuid::Uuid::new_v4().simple()),
             journal,
             allowed_roots,
-            sink: Sink::Call,
+            sink: ScopeSink::Call,
         }
     }
 
@@ -85,7 +85,7 @@ impl Scope {
     pub fn cli(
         id: impl Into<String>,
         allowed_roots: Vec<String>,
-        on_progress: impl Fn(&Progress) + Send + Sync + 'static,
+        on_progress: impl Fn(&AttemptProgress) + Send + Sync + 'static,
     ) -> Self {
         let id = id.into();
         let journal = Journal::new().open(&format!("cli:{id}"), ReplayContract::Convergent);
@@ -93,7 +93,7 @@ impl Scope {
             id,
             journal,
             allowed_roots,
-            sink: Sink::Cli(Arc::new(on_progress)),
+            sink: ScopeSink::Cli(Arc::new(on_progress)),
         }
     }
 
@@ -107,9 +107,9 @@ impl Scope {
     #[must_use]
     pub fn kind(&self) -> ScopeKind {
         match self.sink {
-            Sink::Job(_) => ScopeKind::Job,
-            Sink::Call => ScopeKind::Call,
-            Sink::Cli(_) => ScopeKind::Cli,
+            ScopeSink::Job(_) => ScopeKind::Job,
+            ScopeSink::Call => ScopeKind::Call,
+            ScopeSink::Cli(_) => ScopeKind::Cli,
         }
     }
 
@@ -130,12 +130,12 @@ impl Scope {
     /// forward; a synchronous call has none.
     pub fn report(&self, done: f64, total: Option<f64>, message: Option<String>) {
         match &self.sink {
-            Sink::Job(reporter) => {
+            ScopeSink::Job(reporter) => {
                 reporter.running();
                 reporter.report(done, total, message);
             }
-            Sink::Call => {}
-            Sink::Cli(on_progress) => on_progress(&Progress {
+            ScopeSink::Call => {}
+            ScopeSink::Cli(on_progress) => on_progress(&AttemptProgress {
                 job_id: self.id.clone(),
                 // Whole units for the command line's bar.
                 done: done as u64,
@@ -152,26 +152,26 @@ impl Scope {
 
     /// A unit starts a run (`replay`: again, after its worker died).
     pub(super) fn attempt_started(&self, replay: bool) {
-        if let Sink::Job(reporter) = &self.sink {
+        if let ScopeSink::Job(reporter) = &self.sink {
             reporter.attempt(replay);
         }
     }
 
     /// A unit's run reached a worker (its first progress frame): a job turns `running`.
     pub(super) fn running(&self) {
-        if let Sink::Job(reporter) = &self.sink {
+        if let ScopeSink::Job(reporter) = &self.sink {
             reporter.running();
         }
     }
 
     /// One progress frame of the scope's only unit (or of a unit without its own sink).
-    pub(super) fn progress(&self, p: &Progress) {
+    pub(super) fn progress(&self, p: &AttemptProgress) {
         match &self.sink {
-            Sink::Job(reporter) => {
+            ScopeSink::Job(reporter) => {
                 reporter.report(p.done as f64, Some(p.total as f64), Some(p.message.clone()));
             }
-            Sink::Call => {}
-            Sink::Cli(on_progress) => on_progress(p),
+            ScopeSink::Call => {}
+            ScopeSink::Cli(on_progress) => on_progress(p),
         }
     }
 

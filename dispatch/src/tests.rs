@@ -50,12 +50,12 @@ impl Executor for Scripted {
     fn run(
         &self,
         attempt: AttemptRequest,
-        progress: mpsc::Sender<Progress>,
+        progress: mpsc::Sender<AttemptProgress>,
     ) -> BoxFuture<'_, Result<JobOutcome, ExecutorError>> {
         Box::pin(async move {
             self.seen.lock().unwrap().push(attempt.attempt_id.clone());
             let _ = progress
-                .send(Progress {
+                .send(AttemptProgress {
                     job_id: attempt.attempt_id.clone(),
                     done: 1,
                     total: 2,

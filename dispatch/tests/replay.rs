@@ -43,6 +43,8 @@ fn worker_exe() -> PathBuf {
 async fn supervisor(runtime: &tempfile::TempDir) -> Arc<Supervisor> {
     let config = SupervisorConfig {
         workers: 1,
+        // The host's environment, as the host's `Config` snapshot would hold it.
+        host_env: std::env::vars_os().collect(),
         worker_env: vec![("RETICLE_BACKEND".into(), "cpu".into())],
         runtime_dir_base: Some(runtime.path().to_path_buf()),
         heartbeat_interval: Duration::from_millis(200),
@@ -241,6 +243,8 @@ async fn limited_supervisor(
 ) -> Arc<Supervisor> {
     let mut config = SupervisorConfig {
         workers: 1,
+        // The host's environment, as the host's `Config` snapshot would hold it.
+        host_env: std::env::vars_os().collect(),
         worker_env: vec![("RETICLE_BACKEND".into(), "cpu".into())],
         runtime_dir_base: Some(runtime.path().to_path_buf()),
         heartbeat_interval: Duration::from_millis(200),

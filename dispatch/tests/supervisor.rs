@@ -15,7 +15,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 use reticle_dispatch::supervisor::{
-    CancelKind, CancelOutcome, DeathCause, JobContext, JobOutcome, KillOutcome, Progress,
+    AttemptProgress, CancelKind, CancelOutcome, DeathCause, JobContext, JobOutcome, KillOutcome,
     ResourceLimit, RunRequest, SlotState, Supervisor, SupervisorConfig, SupervisorError,
     WorkerStderr,
 };
@@ -40,6 +40,8 @@ fn worker_exe() -> PathBuf {
 fn config(workers: usize, runtime_base: &std::path::Path) -> SupervisorConfig {
     SupervisorConfig {
         workers,
+        // The host's environment, as the host's `Config` snapshot would hold it.
+        host_env: std::env::vars_os().collect(),
         worker_env: vec![("RETICLE_BACKEND".into(), "cpu".into())],
         runtime_dir_base: Some(runtime_base.to_path_buf()),
         heartbeat_interval: Duration::from_millis(200),
@@ -106,7 +108,7 @@ async fn running_long_job(
     id: &'static str,
 ) -> (
     tokio::task::JoinHandle<Result<JobOutcome, SupervisorError>>,
-    mpsc::Receiver<Progress>,
+    mpsc::Receiver<AttemptProgress>,
 ) {
     let (tx, mut rx) = mpsc::channel(64);
     let s = Arc::clone(supervisor);
@@ -148,7 +150,7 @@ async fn handshake_then_a_job_with_monotonic_progress() {
     );
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
 
-    let (tx, mut rx) = mpsc::channel::<Progress>(64);
+    let (tx, mut rx) = mpsc::channel::<AttemptProgress>(64);
     let outcome = supervisor
         .run(sleep_job("job_1", 300, 3), tx)
         .await

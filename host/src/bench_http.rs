@@ -73,13 +73,13 @@ fn parse(args: &[String]) -> Result<Options, String> {
 }
 
 /// The server under test; stopped (SIGTERM) on drop.
-struct Server {
+struct BenchServer {
     child: Child,
     url: String,
     _dir: tempfile::TempDir,
 }
 
-impl Drop for Server {
+impl Drop for BenchServer {
     fn drop(&mut self) {
         if let Ok(pid) = i32::try_from(self.child.id()) {
             let _ = nix::sys::signal::kill(
@@ -91,7 +91,7 @@ impl Drop for Server {
     }
 }
 
-fn start_server(token: &str, clients: usize) -> Result<(Server, std::path::PathBuf), String> {
+fn start_server(token: &str, clients: usize) -> Result<(BenchServer, std::path::PathBuf), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let (data, layout) = crate::demo_cli::prepare(&dir.path().join("data"))
         .map_err(|e| format!("cannot write the layout: {e}"))?;
@@ -116,7 +116,7 @@ fn start_server(token: &str, clients: usize) -> Result<(Server, std::path::PathB
         .stderr(Stdio::inherit())
         .spawn()
         .map_err(|e| format!("cannot start reticle serve --http: {e}"))?;
-    let mut server = Server {
+    let mut server = BenchServer {
         child,
         url: String::new(),
         _dir: dir,

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use reticle_config::Severity;
+use reticle_config::ConfigSeverity;
 use reticle_mcp::serve::{ServeOptions, serve};
 use reticle_mcp::server::ShutdownPolicy;
 
@@ -178,7 +178,7 @@ fn main() -> ExitCode {
         Some(Command::Config { json }) => return reticle_host::cli::print_config(&config, json),
         None => cli.serve,
     };
-    if let Some(e) = config.errors_of(Severity::Serve).next() {
+    if let Some(e) = config.errors_of(ConfigSeverity::Serve).next() {
         eprintln!("reticle: {}", e.message);
         return ExitCode::from(2);
     }

@@ -49,7 +49,7 @@ impl Track {
 
 /// One open request.
 #[derive(Debug, Clone)]
-struct Entry {
+struct OpenEntry {
     contract: ReplayContract,
     /// The request's own execution (answered in the host, or a single run).
     request: Track,
@@ -57,7 +57,7 @@ struct Entry {
     units: BTreeMap<u32, Track>,
 }
 
-impl Entry {
+impl OpenEntry {
     /// The request's knowledge: its units' combined, once it has any.
     fn knowledge(&self) -> ExecutionKnowledge {
         if self.units.is_empty() {
@@ -104,9 +104,9 @@ struct Totals {
 }
 
 #[derive(Debug, Default)]
-struct Inner {
+struct JournalState {
     next: u64,
-    open: HashMap<u64, Entry>,
+    open: HashMap<u64, OpenEntry>,
     totals: Totals,
 }
 
@@ -116,7 +116,7 @@ type ReplayHook = Box<dyn Fn(&str) + Send + Sync>;
 /// The journal of one host.
 #[derive(Default)]
 pub struct Journal {
-    inner: Mutex<Inner>,
+    inner: Mutex<JournalState>,
     /// Told of every replay a journaled request starts (the host's telemetry counts
     /// them per method: seed 004's retry counts, layout ops included).
     on_replay: std::sync::OnceLock<ReplayHook>,
@@ -159,7 +159,7 @@ impl Journal {
         let _ = self.on_replay.set(Box::new(hook));
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, JournalState> {
         lock(&self.inner)
     }
 
@@ -172,7 +172,7 @@ impl Journal {
             let seq = inner.next;
             inner.open.insert(
                 seq,
-                Entry {
+                OpenEntry {
                     contract,
                     request: Track::NEW,
                     units: BTreeMap::new(),
@@ -273,7 +273,7 @@ impl JournalHandle {
         f: impl FnOnce(ReplayContract, &mut Track, &mut Totals) -> R,
     ) -> Option<R> {
         let mut inner = self.0.journal.lock();
-        let Inner { open, totals, .. } = &mut *inner;
+        let JournalState { open, totals, .. } = &mut *inner;
         let entry = open.get_mut(&self.0.seq)?;
         let contract = entry.contract;
         let track = match unit {
@@ -296,7 +296,7 @@ impl JournalHandle {
     /// What the host knows about the execution now (its units' combined, once it has any).
     pub fn knowledge(&self) -> Option<ExecutionKnowledge> {
         let inner = self.0.journal.lock();
-        inner.open.get(&self.0.seq).map(Entry::knowledge)
+        inner.open.get(&self.0.seq).map(OpenEntry::knowledge)
     }
 
     /// Runs of the request itself started so far.

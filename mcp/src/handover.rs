@@ -3,7 +3,7 @@
 //! in the next image, restore the session, re-run the unfinished jobs under their ids,
 //! and answer the requests the previous image left pending.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use libmcp::{ProbeResolution, ReplayContract, RequestDisposition};
@@ -18,6 +18,7 @@ use super::server::{RunEnd, Server, StopReason, log_join};
 use crate::reexec::{PendingRequest, ServerSnapshot, SessionSnapshot, TaskWatch};
 use reticle_dispatch::ProbeOutcome;
 use reticle_dispatch::jobs::{JobOptions, JobRecord, JobStatus, RestoredJob};
+use reticle_tools::WaitedJob;
 use reticle_transport::era::{self, LogLevel, RequestMeta, request_meta};
 use reticle_transport::frame::Frame;
 use reticle_transport::jsonrpc;
@@ -56,7 +57,7 @@ impl Server {
             }
             let busy = lock(&self.in_flight)
                 .values()
-                .filter(|r| r.request.job.get().is_none())
+                .filter(|r| r.request.waited_job.get().is_none())
                 .count();
             if busy == 0 || Instant::now() >= deadline {
                 break;
@@ -111,7 +112,7 @@ impl Server {
             .map(|entry| {
                 let r = &entry.request;
                 let (id, method, params) = (r.id.clone(), r.method.clone(), r.params.clone());
-                match r.job.get() {
+                match r.waited_job.get() {
                     Some(job_id) => PendingRequest::AwaitJob {
                         id,
                         job_id: job_id.clone(),
@@ -293,15 +294,13 @@ impl Server {
                 self.shared.out.send(&response).await;
             }
             PendingRequest::AwaitJob { id, job_id, params } => {
-                let job = Arc::new(OnceLock::new());
-                let _ = job.set(job_id.clone());
                 // The same shape as the original call's entry: a second reexec hands it
                 // over again.
                 let request = InFlightRequest {
                     id: id.clone(),
                     method: "tools/call".to_owned(),
                     params: params.clone(),
-                    job,
+                    waited_job: WaitedJob::of(job_id.clone()),
                 };
                 let server = self.clone();
                 self.register(tasks, request, async move {

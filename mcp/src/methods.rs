@@ -1,7 +1,7 @@
 //! The protocol methods a server answers itself (`initialize`, `server/discover`,
 //! `tools/list`, `logging/setLevel`) and `tools/call`.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use reticle_protocol::sync::lock;
@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use super::server::Server;
 use super::tasks;
 use reticle_journal::JournalHandle;
-use reticle_tools::{TaskRequest, TaskSupport};
+use reticle_tools::{TaskRequest, TaskSupport, WaitedJob};
 use reticle_transport::era::{
     self, LogLevel, META_SERVER_INFO, RequestMeta, RpcError, TASKS_EXTENSION, negotiate_legacy,
 };
@@ -103,7 +103,7 @@ impl Server {
         mut params: Map<String, Value>,
         meta: Arc<RequestMeta>,
         journal: JournalHandle,
-        waiting_on: Arc<OnceLock<String>>,
+        waited_job: WaitedJob,
     ) -> Result<Value, RpcError> {
         let name = match params.remove("name") {
             Some(Value::String(name)) => name,
@@ -129,7 +129,7 @@ impl Server {
             .shared
             .context(Arc::clone(&meta), journal)
             .with_task(task.clone())
-            .waiting_on(waiting_on);
+            .with_waited_job(waited_job);
         let outcome = self.tools.call(tool, ctx, arguments).await;
         if let Some(task) = task {
             return Ok(self.task_created(&name, &task, outcome, &meta).await);

@@ -3,7 +3,7 @@
 //! of one request to its method, with its telemetry record and journal entry.
 
 use std::future::Future;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use libmcp::ReplayContract;
 use reticle_protocol::sync::lock;
@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 use tokio::task::{AbortHandle, JoinSet};
 
 use super::server::Server;
+use reticle_tools::WaitedJob;
 use reticle_tools::state::FrameCounters;
 use reticle_transport::era::{RequestMeta, RpcError, request_meta};
 use reticle_transport::jsonrpc::{self, INVALID_REQUEST, METHOD_NOT_FOUND};
@@ -21,7 +22,7 @@ pub(super) struct InFlightRequest {
     pub(super) method: String,
     pub(super) params: Map<String, Value>,
     /// The job the request waits on, once it does (a waiting `tools/call`).
-    pub(super) job: Arc<OnceLock<String>>,
+    pub(super) waited_job: WaitedJob,
 }
 
 /// A request in flight: the request and the handle that aborts its task.
@@ -62,12 +63,12 @@ impl Server {
                 .await;
             return;
         }
-        let job = Arc::new(OnceLock::new());
+        let waited_job = WaitedJob::default();
         let request = InFlightRequest {
             id: id.clone(),
             method: method.clone(),
             params: params.clone(),
-            job: Arc::clone(&job),
+            waited_job: waited_job.clone(),
         };
         let server = self.clone();
         self.register(tasks, request, async move {
@@ -77,7 +78,7 @@ impl Server {
             let request_id = id.clone();
             let inner = AbortOnDrop(tokio::spawn(async move {
                 server
-                    .handle_request(&request_id, &method, params, job, resumed)
+                    .handle_request(&request_id, &method, params, waited_job, resumed)
                     .await
             }));
             match inner.join().await {
@@ -143,7 +144,7 @@ impl Server {
         id: &Value,
         method: &str,
         params: Map<String, Value>,
-        job_cell: Arc<OnceLock<String>>,
+        waited_job: WaitedJob,
         resumed: bool,
     ) -> Value {
         let meta = match request_meta(&params) {
@@ -177,7 +178,7 @@ impl Server {
             "server/discover" => Ok(self.discover()),
             "tools/list" => self.tools_list(&params, &meta),
             "tools/call" => {
-                self.tools_call(params, Arc::clone(&meta), journal.clone(), job_cell)
+                self.tools_call(params, Arc::clone(&meta), journal.clone(), waited_job)
                     .await
             }
             "logging/setLevel" if !meta.is_modern() => self.set_level(&params),

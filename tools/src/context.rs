@@ -56,7 +56,7 @@ impl ToolShared {
             task: None,
             presentation: Map::new(),
             arguments: Map::new(),
-            waiting_on: Arc::default(),
+            waited_job: WaitedJob::default(),
             restore: None,
             tool: "",
             output: None,
@@ -92,9 +92,9 @@ pub struct ToolContext {
     /// The call's validated arguments (set by the registry): a job keeps them as its
     /// recipe, so a host reexec can run it again.
     pub arguments: Map<String, Value>,
-    /// The id of the job this call waits on, once it does (the server reads it while
-    /// the call waits, to re-attach the call to its job after a reexec).
-    pub waiting_on: Arc<OnceLock<String>>,
+    /// The job this call waits on, once it does (the server's in-flight entry shares
+    /// it, to re-attach the call to its job after a reexec).
+    pub waited_job: WaitedJob,
     /// Set when the call re-creates a job from a reexec snapshot: the job keeps its id
     /// and history, and the call returns at once.
     pub restore: Option<RestoredJob>,
@@ -106,6 +106,33 @@ pub struct ToolContext {
     /// The tool's probe, when it is ProbeRequired (set by the registry): its units
     /// carry it ([`Self::unit`]).
     pub(crate) probe: Option<ToolProbe>,
+}
+
+/// The id of the job a `tools/call` waits on, once it does: one cell shared by the call's
+/// [`ToolContext`] (which sets it) and the server's entry for the request in flight (which
+/// reads it at a reexec, to hand the waiting call over to its job). Clones share the cell.
+#[derive(Debug, Clone, Default)]
+pub struct WaitedJob(Arc<OnceLock<String>>);
+
+impl WaitedJob {
+    /// A cell that already holds `job_id` (a call re-attached to its job).
+    #[must_use]
+    pub fn of(job_id: String) -> Self {
+        let waited_job = Self::default();
+        waited_job.set(job_id);
+        waited_job
+    }
+
+    /// Records the job; the first id set stays.
+    pub fn set(&self, job_id: String) {
+        let _ = self.0.set(job_id);
+    }
+
+    /// The job waited on, if the call waits on one.
+    #[must_use]
+    pub fn get(&self) -> Option<&String> {
+        self.0.get()
+    }
 }
 
 /// A call the client (2025-11-25 `params.task`) or the server (2026-07-28 tasks
@@ -124,10 +151,11 @@ impl ToolContext {
         self
     }
 
-    /// The call's waiting job id goes into `cell` (the server's in-flight entry).
+    /// The call's waited job goes into `waited_job` (shared with the server's in-flight
+    /// entry).
     #[must_use]
-    pub fn waiting_on(mut self, cell: Arc<OnceLock<String>>) -> Self {
-        self.waiting_on = cell;
+    pub fn with_waited_job(mut self, waited_job: WaitedJob) -> Self {
+        self.waited_job = waited_job;
         self
     }
 
@@ -223,7 +251,7 @@ impl ToolContext {
             return Ok(ToolOutput::Started(JobStarted::of(&rx.borrow())));
         }
         // Only a call that waits is "waiting on its job": a reexec re-attaches it to the job.
-        let _ = self.waiting_on.set(rx.borrow().job_id.clone());
+        self.waited_job.set(rx.borrow().job_id.clone());
         let view = wait_reporting_progress(&self.jobs, rx, &self.out, token).await;
         final_payload(view).map(ToolOutput::Finished)
     }

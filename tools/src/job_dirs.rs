@@ -57,7 +57,7 @@ pub struct JobDirs {
 }
 
 /// One directory under `jobs/` as the sweep sees it.
-struct Entry {
+struct JobDirEntry {
     path: PathBuf,
     modified: SystemTime,
     bytes: u64,
@@ -146,7 +146,7 @@ impl JobDirs {
     }
 
     /// The directories under `jobs` (links and files are not ours and are left alone).
-    fn entries(&self, jobs: &Path) -> Vec<Entry> {
+    fn entries(&self, jobs: &Path) -> Vec<JobDirEntry> {
         let in_use = lock(&self.in_use).clone();
         let Ok(read) = std::fs::read_dir(jobs) else {
             return Vec::new();
@@ -157,7 +157,7 @@ impl JobDirs {
                 meta.is_dir().then(|| {
                     let path = entry.path();
                     let (bytes, newest) = tree_bytes(&path, meta.modified().ok());
-                    Entry {
+                    JobDirEntry {
                         in_use: in_use.contains(&path),
                         modified: newest.unwrap_or(SystemTime::UNIX_EPOCH),
                         bytes,

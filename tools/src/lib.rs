@@ -43,7 +43,7 @@ pub mod worker_job;
 use reticle_protocol::ToolError;
 use serde_json::Value;
 
-pub use context::{TaskRequest, ToolContext, ToolShared};
+pub use context::{TaskRequest, ToolContext, ToolShared, WaitedJob};
 pub use context::{progress_params, wait_reporting_progress};
 pub use health::{payload as health_payload, porcelain as health_porcelain};
 pub use output::{JobStarted, ToolOutput, schema_errors};

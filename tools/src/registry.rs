@@ -20,8 +20,8 @@ use super::{
 use reticle_dispatch::ProbeOutcome;
 use reticle_dispatch::jobs::JobView;
 
-type BoxFuture = Pin<Box<dyn Future<Output = ToolResult> + Send>>;
-type Handler = Arc<dyn Fn(ToolContext, Map<String, Value>) -> BoxFuture + Send + Sync>;
+type HandlerFuture = Pin<Box<dyn Future<Output = ToolResult> + Send>>;
+type Handler = Arc<dyn Fn(ToolContext, Map<String, Value>) -> HandlerFuture + Send + Sync>;
 type Porcelain = fn(&Value, Detail) -> String;
 /// A ProbeRequired tool's probe: after a call was interrupted with its outcome unknown,
 /// did its effect happen (and what was its answer), or is running it again safe?

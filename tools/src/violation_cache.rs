@@ -42,7 +42,7 @@ pub struct CachedRecord {
 }
 
 #[derive(Debug, Default)]
-struct Inner {
+struct CachedEvaluations {
     evaluations: VecDeque<(u64, Arc<Evaluation>, Vec<String>)>,
     index: HashMap<String, (u64, CachedRecord)>,
     next: u64,
@@ -51,11 +51,11 @@ struct Inner {
 /// Violation id → the evaluation and record it came from, for one session.
 #[derive(Debug, Default)]
 pub struct ViolationCache {
-    inner: Mutex<Inner>,
+    inner: Mutex<CachedEvaluations>,
 }
 
 impl ViolationCache {
-    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+    fn inner(&self) -> std::sync::MutexGuard<'_, CachedEvaluations> {
         lock(&self.inner)
     }
 

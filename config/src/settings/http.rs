@@ -3,23 +3,23 @@
 use std::time::Duration;
 
 use super::super::HttpSettings;
-use super::{NON_NEGATIVE, OnError, Reader, Source, Spec, spec};
-use crate::Severity;
+use super::{NON_NEGATIVE, OnError, SettingSource, SettingsReader, Spec, spec};
+use crate::ConfigSeverity;
 
-impl Reader<'_> {
+impl SettingsReader<'_> {
     /// A secret string setting (`None` when unset): recorded as set or not, never its value.
     fn secret(&mut self, spec: &Spec) -> Option<String> {
         let raw = self.raw(spec);
         let value = raw.as_ref().map(|(v, _)| v.to_string_lossy().into_owned());
-        let source = raw.map_or(Source::Default, |(_, s)| s);
+        let source = raw.map_or(SettingSource::Default, |(_, s)| s);
         let shown = if value.is_some() { "(set, hidden)" } else { "" };
         self.record(spec, shown.to_owned(), source, "host");
         value
     }
 }
 
-pub(super) fn read_http(r: &mut Reader<'_>) -> HttpSettings {
-    let stop = OnError::Stop(Severity::Serve, NON_NEGATIVE);
+pub(super) fn read_http(r: &mut SettingsReader<'_>) -> HttpSettings {
+    let stop = OnError::Stop(ConfigSeverity::Serve, NON_NEGATIVE);
     HttpSettings {
         tokens_file: r.path(&spec(
             "RETICLE_HTTP_TOKENS_FILE",

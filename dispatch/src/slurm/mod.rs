@@ -25,6 +25,7 @@
 //! treated as ended.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ffi::OsString;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,8 +41,8 @@ use tokio::sync::mpsc;
 
 use super::MAX_ATTEMPTS;
 use super::executor::{
-    AttemptLoss, AttemptRequest, BatchStats, BoxFuture, Executor, ExecutorError, ExecutorHealth,
-    Progress, TileBatch,
+    AttemptLoss, AttemptProgress, AttemptRequest, BatchStats, BoxFuture, Executor, ExecutorError,
+    ExecutorHealth, TileBatch,
 };
 use super::replay::{AfterLoss, after_loss};
 use crate::events::EventLog;
@@ -95,6 +96,10 @@ pub struct SlurmSettings {
     pub shared_dir: PathBuf,
     /// The `reticle-worker` binary the nodes run (absolute).
     pub worker_bin: PathBuf,
+    /// The whole environment `sbatch` runs with (and exports to the elements): what a
+    /// pool worker gets from the host's environment snapshot (D33), the allocator
+    /// settings, and `SLURM_CONF`, the one client setting sbatch itself needs.
+    pub sbatch_env: Vec<(OsString, OsString)>,
 }
 
 impl SlurmSettings {
@@ -114,8 +119,22 @@ impl SlurmSettings {
             tiles_per_task: e.tiles_per_task.max(1),
             shared_dir: e.shared_dir.clone(),
             worker_bin: worker_bin.canonicalize().unwrap_or(worker_bin),
+            sbatch_env: sbatch_environment(&config.process.vars),
         }
     }
+}
+
+/// The environment `sbatch` runs with, from the host's environment `host`: the worker
+/// allow-list's part of it and the allocator settings (so a tile is as fast on a node as
+/// in the pool), then `SLURM_CONF`; never the host's whole environment (tokens, keys).
+fn sbatch_environment(host: &[(OsString, OsString)]) -> Vec<(OsString, OsString)> {
+    let allocator: Vec<(OsString, OsString)> = crate::supervisor::WORKER_ALLOCATOR
+        .iter()
+        .map(|(k, v)| ((*k).into(), (*v).into()))
+        .collect();
+    let mut env = crate::supervisor::worker_environment(host.iter().cloned(), &allocator);
+    env.extend(host.iter().filter(|(k, _)| k == "SLURM_CONF").cloned());
+    env
 }
 
 /// Element counts of one array, for health and telemetry.
@@ -214,19 +233,9 @@ impl SlurmExecutor {
             .arg("--cpus-per-task=1")
             .arg(format!("--chdir={}", dir.display()))
             // An element gets what a pool worker gets (D33): sbatch runs with the
-            // worker's environment (the host's allowed variables and the allocator
-            // settings, so a tile is as fast on a node as in the pool) and exports it;
-            // never the host's whole environment (tokens, keys). `SLURM_CONF` is the
-            // one client setting sbatch itself needs.
+            // worker's environment and exports it ([`SlurmSettings::sbatch_env`]).
             .env_clear()
-            .envs(crate::supervisor::worker_environment(
-                std::env::vars_os(),
-                &crate::supervisor::WORKER_ALLOCATOR
-                    .iter()
-                    .map(|(k, v)| ((*k).into(), (*v).into()))
-                    .collect::<Vec<_>>(),
-            ))
-            .envs(std::env::var_os("SLURM_CONF").map(|v| ("SLURM_CONF", v)))
+            .envs(s.sbatch_env.iter().cloned())
             .arg("--export=ALL");
         let log = dir.display().to_string();
         if log.contains('%') || log.contains('\\') {
@@ -589,7 +598,7 @@ impl Executor for SlurmExecutor {
     fn run(
         &self,
         attempt: AttemptRequest,
-        progress: mpsc::Sender<Progress>,
+        progress: mpsc::Sender<AttemptProgress>,
     ) -> BoxFuture<'_, Result<JobOutcome, ExecutorError>> {
         self.local.run(attempt, progress)
     }

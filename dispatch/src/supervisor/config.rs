@@ -35,6 +35,10 @@ pub struct SupervisorConfig {
     pub worker_exe: PathBuf,
     /// Extra arguments for the worker.
     pub worker_args: Vec<OsString>,
+    /// The host's environment, as `reticle_config::Config` read it once at start
+    /// (`ProcessEnv::vars`): only its allow-listed part reaches a worker (D33). Empty by
+    /// default: a worker then sees only `worker_env` and the socket variables.
+    pub host_env: Vec<(OsString, OsString)>,
     /// Extra environment for the worker (the socket variables are always set).
     pub worker_env: Vec<(OsString, OsString)>,
     /// Parent of the per-worker runtime directories; `None`: `/tmp` ([`Self::configured`]
@@ -87,6 +91,7 @@ impl Default for SupervisorConfig {
             workers: 1,
             worker_exe: default_worker_exe(),
             worker_args: Vec::new(),
+            host_env: Vec::new(),
             worker_env: WORKER_ALLOCATOR
                 .iter()
                 .map(|(k, v)| ((*k).into(), (*v).into()))
@@ -129,7 +134,8 @@ impl SupervisorConfig {
 
     /// Defaults overridden by the pool settings of `host` ([`reticle_config::WorkerSettings`]:
     /// `RETICLE_WORKERS`, `RETICLE_WORKER_BIN`, `RETICLE_JOB_TIMEOUT_S`,
-    /// `RETICLE_WORKER_MEMORY_MB`; runtime directories under `XDG_RUNTIME_DIR`).
+    /// `RETICLE_WORKER_MEMORY_MB`; runtime directories under `XDG_RUNTIME_DIR`; the
+    /// environment snapshot the workers' allow-listed variables come from).
     ///
     /// # Errors
     /// A setting that did not parse (named), or a pool size out of range.
@@ -139,6 +145,7 @@ impl SupervisorConfig {
             workers: settings.workers,
             job_timeout: settings.job_timeout,
             memory_limit_bytes: settings.memory_limit_bytes,
+            host_env: host.process.vars.clone(),
             runtime_dir_base: host
                 .process
                 .xdg_runtime_dir

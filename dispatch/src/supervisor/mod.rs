@@ -91,7 +91,7 @@ use slot::{Slot, SlotCommand};
 
 /// One progress report of a running job (`done` never decreases within a job).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Progress {
+pub struct AttemptProgress {
     /// The job.
     pub job_id: String,
     /// Units done.
@@ -142,7 +142,7 @@ enum AttemptEntry {
 /// A job waiting for a worker.
 struct QueuedJob {
     request: RunRequest,
-    progress: mpsc::Sender<Progress>,
+    progress: mpsc::Sender<AttemptProgress>,
     reply: oneshot::Sender<Result<JobOutcome, SupervisorError>>,
 }
 
@@ -314,7 +314,7 @@ impl Supervisor {
     pub async fn run(
         &self,
         request: RunRequest,
-        progress: mpsc::Sender<Progress>,
+        progress: mpsc::Sender<AttemptProgress>,
     ) -> Result<JobOutcome, SupervisorError> {
         if *self.inner.shutdown.borrow() {
             return Err(SupervisorError::ShuttingDown);

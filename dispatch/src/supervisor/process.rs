@@ -302,7 +302,10 @@ pub async fn start_worker(
         // worker unless it is on the allow-list; the configured extras and the socket
         // variables come last and win.
         .env_clear()
-        .envs(worker_environment(std::env::vars_os(), &config.worker_env))
+        .envs(worker_environment(
+            config.host_env.iter().cloned(),
+            &config.worker_env,
+        ))
         .env(WORKER_SOCKET_ENV, &socket_path)
         .env(WORKER_PARENT_PID_ENV, std::process::id().to_string())
         .stdin(Stdio::null())
@@ -571,18 +574,21 @@ mod tests {
     /// hello) through `start_worker` and checks what reached it.
     #[tokio::test]
     async fn a_spawned_worker_sees_only_the_explicit_environment() {
-        let Some(secret) = std::env::vars_os()
-            .map(|(k, _)| k)
-            .find(|k| k.to_str().is_some_and(|k| !worker_env_allowed(k)))
-        else {
-            eprintln!("skip: the test process has no variable outside the allow-list");
-            return;
-        };
+        // The host's environment as the config snapshot holds it: a secret, an ordinary
+        // allowed variable, and one the configured extras override.
+        let secret = "AWS_SECRET_ACCESS_KEY";
+        assert!(!worker_env_allowed(secret));
+        let host_env = pairs(&[
+            (secret, "s3cr3t"),
+            ("PATH", "/usr/bin:/bin"),
+            ("RETICLE_BACKEND", "gpu"),
+        ]);
         let dir = tempfile::tempdir().unwrap();
         let dump = dir.path().join("env.txt");
         let config = SupervisorConfig {
             worker_exe: "/bin/sh".into(),
             worker_args: vec!["-c".into(), format!("env > '{}'", dump.display()).into()],
+            host_env,
             worker_env: vec![("RETICLE_BACKEND".into(), "cpu".into())],
             runtime_dir_base: Some(dir.path().to_path_buf()),
             worker_stderr: WorkerStderr::Null,
@@ -609,12 +615,17 @@ mod tests {
             .filter_map(|l| l.split_once('='))
             .map(|(k, _)| k)
             .collect();
-        let secret = secret.to_str().unwrap();
         assert!(
             !names.contains(&secret),
             "{secret} leaked into the worker: {names:?}"
         );
-        for expected in ["RETICLE_BACKEND", WORKER_SOCKET_ENV, WORKER_PARENT_PID_ENV] {
+        assert!(text.lines().any(|l| l == "RETICLE_BACKEND=cpu"), "{text}");
+        for expected in [
+            "PATH",
+            "RETICLE_BACKEND",
+            WORKER_SOCKET_ENV,
+            WORKER_PARENT_PID_ENV,
+        ] {
             assert!(names.contains(&expected), "{expected} missing: {names:?}");
         }
         for name in &names {

@@ -15,7 +15,7 @@ use super::process::{LiveWorker, start_worker};
 use super::runtime_dir::RuntimeDir;
 use super::snapshot::{SlotMode, SlotState};
 use super::wire::{ConnEvent, write_message};
-use super::{AttemptEntry, CancelKind, DeathCause, Inner, KillOutcome, Progress, QueuedJob};
+use super::{AttemptEntry, AttemptProgress, CancelKind, DeathCause, Inner, KillOutcome, QueuedJob};
 use super::{ResourceLimit, SlotShared, SupervisorConfig, SupervisorError, SupervisorEvent};
 
 /// Resolves once shutdown is requested (the watch guard never lives across an await).
@@ -402,7 +402,7 @@ impl Slot {
                 {
                     a.last_done = Some(done);
                     // Lossy by design: a slow consumer must not stall the heartbeats.
-                    let _ = a.job.progress.try_send(Progress {
+                    let _ = a.job.progress.try_send(AttemptProgress {
                         job_id,
                         done,
                         total,

@@ -149,13 +149,14 @@ fn load_average() -> Option<f64> {
         .ok()
 }
 
-/// The default layout: `$RETICLE_DATA_DIR/gds/gcd_45nm.gds`, the data folder defaulting
-/// to `../shared/data` beside the workspace (as the engine's benchmarks find it).
-fn default_layout() -> PathBuf {
-    std::env::var_os("RETICLE_DATA_DIR")
+/// The default layout: `$RETICLE_DATA_DIR/gds/gcd_45nm.gds` (`data_dir`, from the
+/// config), the data folder defaulting to `../shared/data` beside the workspace (as the
+/// engine's benchmarks find it).
+fn default_layout(data_dir: Option<&Path>) -> PathBuf {
+    data_dir
         .map_or_else(
             || PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data")),
-            PathBuf::from,
+            Path::to_path_buf,
         )
         .join(LAYOUT_FILE)
 }
@@ -455,7 +456,10 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 /// The whole bench; the report as JSON.
 async fn bench(opts: &ChipArgs, config: &reticle_config::Config) -> Result<Value, Failure> {
-    let layout = opts.layout.clone().unwrap_or_else(default_layout);
+    let layout = opts
+        .layout
+        .clone()
+        .unwrap_or_else(|| default_layout(config.process.data_dir.as_deref()));
     let layout = layout.canonicalize().map_err(|e| {
         (
             2,

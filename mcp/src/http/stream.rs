@@ -32,7 +32,7 @@ pub trait DetachListener: Send + Sync {
 }
 
 #[derive(Debug, Default)]
-struct Inner {
+struct StreamBuffer {
     events: VecDeque<(u64, Bytes)>,
     next_seq: u64,
     finished: bool,
@@ -53,7 +53,7 @@ pub struct EventStream {
     /// Events carry ids and can be replayed (legacy sessions); a 2026-07-28 stream
     /// cannot be resumed, and its disconnect is its cancellation.
     pub resumable: bool,
-    inner: Mutex<Inner>,
+    inner: Mutex<StreamBuffer>,
     changed: watch::Sender<u64>,
 }
 
@@ -64,15 +64,15 @@ impl EventStream {
             id,
             request_id,
             resumable,
-            inner: Mutex::new(Inner {
+            inner: Mutex::new(StreamBuffer {
                 next_seq: 1,
-                ..Inner::default()
+                ..StreamBuffer::default()
             }),
             changed: watch::channel(0).0,
         })
     }
 
-    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+    fn inner(&self) -> std::sync::MutexGuard<'_, StreamBuffer> {
         lock(&self.inner)
     }
 
@@ -132,7 +132,7 @@ impl EventStream {
             inner.reader
         };
         self.changed.send_modify(|v| *v += 1);
-        let reader = Reader {
+        let reader = AttachedReader {
             stream: Arc::clone(self),
             changes: self.changed.subscribe(),
             next: after + 1,
@@ -161,7 +161,7 @@ impl EventStream {
 
 /// The attached reader: yields the events after `next`, keep-alive comments while
 /// nothing comes, and ends after the final event (or when another reader takes over).
-struct Reader {
+struct AttachedReader {
     stream: Arc<EventStream>,
     changes: watch::Receiver<u64>,
     next: u64,
@@ -171,7 +171,7 @@ struct Reader {
     owner: Weak<dyn DetachListener>,
 }
 
-impl Reader {
+impl AttachedReader {
     async fn next_chunk(&mut self) -> Option<Bytes> {
         if self.done {
             return None;
@@ -220,7 +220,7 @@ impl Reader {
     }
 }
 
-impl Drop for Reader {
+impl Drop for AttachedReader {
     fn drop(&mut self) {
         let still_mine = {
             let mut inner = self.stream.inner();

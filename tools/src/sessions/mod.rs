@@ -66,7 +66,7 @@ struct Session {
 }
 
 #[derive(Debug, Default)]
-struct Inner {
+struct SessionTable {
     live: HashMap<String, Session>,
     expired: BTreeSet<String>,
     expired_order: VecDeque<String>,
@@ -75,7 +75,7 @@ struct Inner {
     closed_order: VecDeque<String>,
 }
 
-impl Inner {
+impl SessionTable {
     fn remember_closed(&mut self, id: &str) {
         if self.closed.insert(id.to_owned()) {
             self.closed_order.push_back(id.to_owned());
@@ -91,7 +91,7 @@ impl Inner {
 /// Every session of this host process.
 #[derive(Debug)]
 pub struct Sessions {
-    inner: Mutex<Inner>,
+    inner: Mutex<SessionTable>,
     ttl: Duration,
     configured_root: PathBuf,
     root: OnceLock<PathBuf>,
@@ -160,7 +160,7 @@ impl Sessions {
         limits: &reticle_config::limits::HostLimits,
     ) -> Self {
         Self {
-            inner: Mutex::new(Inner::default()),
+            inner: Mutex::new(SessionTable::default()),
             ttl,
             configured_root: root,
             root: OnceLock::new(),
@@ -212,7 +212,7 @@ impl Sessions {
         self.ttl
     }
 
-    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+    fn inner(&self) -> std::sync::MutexGuard<'_, SessionTable> {
         lock(&self.inner)
     }
 
@@ -427,7 +427,7 @@ impl Sessions {
         }
     }
 
-    fn missing(&self, inner: &Inner, id: &str) -> ToolError {
+    fn missing(&self, inner: &SessionTable, id: &str) -> ToolError {
         if inner.expired.contains(id) {
             ToolError::new(
                 ErrorCode::SessionExpired,
