@@ -22,6 +22,9 @@
 //!   ([`flat_shape_counts`]).
 //! - [`glp`]: the ICCAD-2013 `.glp` text format.
 //! - [`path`], [`clip`], [`transform`]: path outlines, rectangle clipping, placements.
+//! - [`writeback`]: a repaired layout written back ([`write_back`]): every input layer
+//!   kept, a mask layer with the optimized mask inside a region and the drawn shapes
+//!   outside, hierarchy kept outside the region; [`write_layout`] in either format.
 
 pub mod bbox;
 pub mod clip;
@@ -39,6 +42,7 @@ pub mod path;
 pub mod read;
 pub mod stats;
 pub mod transform;
+pub mod writeback;
 
 pub use bbox::cell_bboxes;
 pub use flatten::{
@@ -57,3 +61,7 @@ pub use oasis::{OasisError, OasisWriteError, read_oasis, write_oasis};
 pub use read::{Format, LayoutError, read_layout, sha256_hex};
 pub use stats::flat_shape_counts;
 pub use transform::{Affine, CoordinateOverflow};
+pub use writeback::{
+    WriteLayoutError, Writeback, WritebackError, WritebackReport, WritebackRequest,
+    default_mask_layer, write_back, write_layout,
+};
