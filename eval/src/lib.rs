@@ -20,6 +20,10 @@
 //! 5. [`report`]: the `evaluate` payload ([`report::report`]): counts, `by_rule`, pass
 //!    rates, truncation or degradation to aggregate.
 //!
+//! Reading and imaging a window come before step 2: [`source`] reads one window of a
+//! layout's bytes, [`region_source`] a region box by box, and [`imaging`] images a window
+//! at the three corners on the backend the caller hands it.
+//!
 //! [`optimize`] holds the repair loop's logic around the ILT: which records a
 //! `violation_id` targets (`scope: group | record_only`), the window plus halo, the
 //! optimized mask as pixels and polygons, and the before/after comparison.
@@ -29,11 +33,14 @@ pub mod error;
 pub mod found;
 pub mod gauges;
 pub mod heatmap;
+pub mod imaging;
 pub mod merge;
 pub mod optimize;
 pub mod printed;
 pub mod records;
+pub mod region_source;
 pub mod report;
+pub mod source;
 pub mod stitch;
 pub mod tile;
 pub mod tiles;

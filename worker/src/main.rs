@@ -8,16 +8,23 @@
 //! `reticle-worker bench ...` runs the engine benchmarks instead (see [`bench`]);
 //! `reticle-worker batch MANIFEST` runs one element of a cluster job array (see [`batch`]).
 
+mod artifacts;
 mod backend;
 mod batch;
 mod bench;
 mod bench_ilt;
 mod cache;
+mod deck_job;
+mod imaging;
 mod job;
+mod layouts;
+mod op;
 mod ops;
 mod parent;
+mod records_file;
 mod server;
 mod settings;
+mod tiled;
 
 use std::process::ExitCode;
 

@@ -7,8 +7,8 @@ use reticle_protocol::error::{ErrorCode, ToolError};
 use reticle_protocol::sync::lock;
 use serde::Deserialize;
 
-use super::{Op, parse_args};
 use crate::job::JobCtx;
+use crate::op::{Op, parse_args};
 
 /// Most one call may allocate (4 GiB): a typo must not take the machine down.
 const MAX_BYTES: u64 = 4 << 30;

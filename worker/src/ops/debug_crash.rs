@@ -6,8 +6,8 @@ use std::time::Duration;
 use reticle_protocol::error::ToolError;
 use serde::Deserialize;
 
-use super::{Op, cancelled, parse_args};
 use crate::job::JobCtx;
+use crate::op::{Op, cancelled, parse_args};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

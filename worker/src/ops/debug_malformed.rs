@@ -4,8 +4,8 @@
 
 use reticle_protocol::error::ToolError;
 
-use super::Op;
 use crate::job::JobCtx;
+use crate::op::Op;
 
 /// The `debug.malformed` op.
 pub struct DebugMalformed;

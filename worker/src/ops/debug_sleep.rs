@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use reticle_protocol::error::ToolError;
 use serde::Deserialize;
 
-use super::{Op, cancelled, parse_args};
 use crate::job::JobCtx;
+use crate::op::{Op, cancelled, parse_args};
 
 /// Longest single sleep between two cancellation checks.
 const CHECK_EVERY: Duration = Duration::from_millis(10);

@@ -12,11 +12,12 @@ use reticle_protocol::error::ToolError;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::deck_job::parse_deck_args;
-use super::{Op, artifacts, cancelled};
+use crate::artifacts;
+use crate::deck_job::parse_deck_args;
 use crate::job::JobCtx;
+use crate::op::{Op, cancelled};
 
-/// `demo.render`'s own arguments (the shared ones are [`super::deck_job::DeckArgs`]).
+/// `demo.render`'s own arguments (the shared ones are [`crate::deck_job::DeckArgs`]).
 #[derive(Deserialize, Default)]
 #[serde(default, deny_unknown_fields)]
 struct Own {

@@ -21,9 +21,9 @@ use reticle_protocol::error::{ErrorCode, ToolError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::observe::{LayoutRef, load, observe_error};
-use super::{Op, cancelled, parse_args};
 use crate::job::JobCtx;
+use crate::layouts::{LayoutRef, load, observe_error};
+use crate::op::{Op, cancelled, parse_args};
 
 /// Name of the report KLayout writes in the run directory (`$report` in the deck).
 pub const REPORT_FILE: &str = "report.lyrdb";

@@ -5,8 +5,8 @@ use std::sync::atomic::Ordering;
 use reticle_protocol::error::ToolError;
 use serde::Deserialize;
 
-use super::{Op, parse_args};
 use crate::job::JobCtx;
+use crate::op::{Op, parse_args};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

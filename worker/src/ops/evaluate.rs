@@ -2,7 +2,7 @@
 //!
 //! The adapter: parse the arguments, load the deck (a shipped one, or a file read through
 //! the job's roots), image the window exactly as `simulate` images it (the shared
-//! [`super::simulate::image`]), and hand the imaged window to
+//! [`crate::imaging::image`]), and hand the imaged window to
 //! [`reticle_eval::report::report`], which checks every rule, builds the records (tiles,
 //! groups, canonical/shadow, ids) and the payload. See `reticle_eval` for what the
 //! report holds and why (docs/DECISIONS.md D23, D24).
@@ -12,14 +12,14 @@ use reticle_protocol::error::ToolError;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::Op;
-use super::deck_job::parse_deck_args;
+use crate::deck_job::parse_deck_args;
 use crate::job::JobCtx;
+use crate::op::Op;
 
 /// Progress steps of one evaluation.
 const STEPS: u64 = 7;
 
-/// `evaluate`'s own arguments (the shared ones are [`super::deck_job::DeckArgs`]).
+/// `evaluate`'s own arguments (the shared ones are [`crate::deck_job::DeckArgs`]).
 #[derive(Deserialize, Default)]
 #[serde(default, deny_unknown_fields)]
 struct Own {

@@ -7,10 +7,9 @@
 //! authoritative; the cache only saves re-parsing.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::Arc;
 
 use base64::Engine as _;
+use reticle_layout::Library;
 use reticle_layout::observe::cells::{cell_by_name, describe_cell, layout_summary, list_cells};
 use reticle_layout::observe::layers::list_layers;
 use reticle_layout::observe::measure::{MeasureMode, analyze_waveguide, measure_geometry};
@@ -21,109 +20,17 @@ use reticle_layout::observe::render::{
     Annotation, RenderSpec, RenderStyle, render_view, resolve_annotations, set_view,
 };
 use reticle_layout::observe::{LayerRef, MicronBox, ObserveError};
-use reticle_layout::{Format, LayoutIndex, Library, read_layout, sha256_hex};
 use reticle_protocol::error::{ErrorCode, ToolError};
-use reticle_protocol::sync::lock;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Op, parse_args};
 use crate::job::JobCtx;
-
-/// A session's layout as the host names it.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LayoutRef {
-    /// Absolute path (the worker re-checks it against the job's roots).
-    pub path: PathBuf,
-    /// `gds` or `oasis`.
-    pub format: String,
-    /// The sha256 recorded at `open_layout`; absent only for `layout.open` itself.
-    #[serde(default)]
-    pub sha256: Option<String>,
-}
-
-/// A seed 003 error from an observer query, as a tool error with the same code.
-#[must_use]
-pub fn observe_error(e: &ObserveError) -> ToolError {
-    let code: ErrorCode =
-        serde_json::from_value(json!(e.code())).unwrap_or(ErrorCode::InternalError);
-    ToolError::new(code, e.to_string()).with_details(e.details())
-}
+use crate::layouts::{LayoutRef, load, observe_error};
+use crate::op::{Op, parse_args};
 
 fn ok<T: serde::Serialize>(value: &T) -> Result<Value, ToolError> {
     serde_json::to_value(value)
         .map_err(|e| ToolError::new(ErrorCode::InternalError, format!("serialize: {e}")))
-}
-
-/// Reads, hashes and parses the layout, or takes it from the worker's cache.
-///
-/// # Errors
-/// `FILE_NOT_FOUND` (missing, unreadable, or changed since it was opened),
-/// `PATH_NOT_ALLOWED`, `QUERY_TOO_LARGE` (file over the size limit), `UNSUPPORTED_FORMAT`
-/// (the bytes are not a valid layout of that format).
-pub fn load(ctx: &JobCtx<'_>, layout: &LayoutRef) -> Result<(Arc<Library>, String), ToolError> {
-    let (index, sha) = load_indexed(ctx, layout)?;
-    Ok((Arc::clone(index.library_arc()), sha))
-}
-
-/// [`load`], with the layout's spatial index (built cell by cell as queries need it).
-///
-/// # Errors
-/// As [`load`].
-pub fn load_indexed(
-    ctx: &JobCtx<'_>,
-    layout: &LayoutRef,
-) -> Result<(Arc<LayoutIndex>, String), ToolError> {
-    let path = ctx.readable(&layout.path)?;
-    if let Some(sha) = &layout.sha256 {
-        let hit = lock(&ctx.state.layouts).get(sha);
-        if let Some(lib) = hit {
-            return Ok((lib, sha.clone()));
-        }
-    }
-    let format = Format::from_name(&layout.format).ok_or_else(|| {
-        ToolError::new(
-            ErrorCode::UnsupportedFormat,
-            format!(
-                "unsupported format {:?} (gds, gdsii, oas, oasis)",
-                layout.format
-            ),
-        )
-        .with_details(json!({"format": layout.format}))
-    })?;
-    let size =
-        crate::job::check_file_size(&path, ctx.context.limits.max_layout_bytes, "layout file")?;
-    let bytes = std::fs::read(&path).map_err(|e| {
-        ToolError::new(
-            ErrorCode::FileNotFound,
-            format!("cannot read {}: {e}", path.display()),
-        )
-        .with_details(json!({"path": path}))
-    })?;
-    let sha = sha256_hex(&bytes);
-    if let Some(expected) = &layout.sha256
-        && expected != &sha
-    {
-        return Err(ToolError::new(
-            ErrorCode::FileNotFound,
-            "the layout file changed since open_layout (its sha256 differs); open it again",
-        )
-        .with_details(json!({"path": path, "expected_sha256": expected, "sha256": sha})));
-    }
-    let limits = crate::job::layout_limits(&ctx.context.limits);
-    let lib = read_layout(&bytes, Some(format), &limits)
-        .map_err(|e| crate::job::read_error(&e, &path.to_string_lossy(), format.name()))?;
-    let index = LayoutIndex::new(Arc::new(lib)).map_err(|e| {
-        ToolError::new(
-            ErrorCode::UnsupportedFormat,
-            format!("invalid hierarchy: {e}"),
-        )
-        .with_details(json!({"path": path}))
-    })?;
-    let index = Arc::new(index);
-    lock(&ctx.state.layouts).insert(sha.clone(), Arc::clone(&index), size.saturating_mul(4));
-    Ok((index, sha))
 }
 
 /// One observer op: a name and a function.

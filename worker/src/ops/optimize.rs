@@ -2,7 +2,7 @@
 //! (seed 000 §2c/§5, issue 7 item 5; docs/DECISIONS.md D44–D46).
 //!
 //! 1. The clip is imaged and evaluated exactly as `evaluate` does it (the shared
-//!    [`super::simulate::image`] and [`reticle_eval::report::report`]), so the violation
+//!    [`crate::imaging::image`] and [`reticle_eval::report::report`]), so the violation
 //!    ids of the re-evaluation are the ids `evaluate` handed out.
 //! 2. The target is resolved: a `violation_id` must be one of those records (its layout
 //!    hash must be the file's, else `LAYOUT_NOT_PINNED`; its deck hash the deck's); with
@@ -37,11 +37,12 @@ use reticle_protocol::error::{ErrorCode, ToolError};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::deck_job::parse_deck_args;
-use super::{Op, artifacts, cancelled, eval_error};
+use crate::artifacts;
+use crate::deck_job::parse_deck_args;
 use crate::job::JobCtx;
+use crate::op::{Op, cancelled, eval_error};
 
-/// `optimize`'s own arguments (the shared ones are [`super::deck_job::DeckArgs`]).
+/// `optimize`'s own arguments (the shared ones are [`crate::deck_job::DeckArgs`]).
 #[derive(Deserialize, Default)]
 #[serde(default, deny_unknown_fields)]
 struct Own {

@@ -11,15 +11,18 @@ use reticle_protocol::error::ToolError;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::pages::{DEFAULT_PAGE_RECORDS, Filter, PageRequest, RecordWriter, read_page};
-use super::{
-    PlanRequest, artifacts, image_tile, invalid, is_glp, plan_region, tile_of, tile_summary,
-    tiles_in_order, write_tile,
-};
+use reticle_eval::region_source::RegionSource;
+
+use crate::artifacts;
+use crate::deck_job::{DeckArgs, parse_deck_args};
 use crate::job::JobCtx;
-use crate::ops::deck_job::{DeckArgs, parse_deck_args};
-use crate::ops::region_source::RegionSource;
-use crate::ops::{Op, eval_error};
+use crate::layouts::open_region;
+use crate::op::{Op, eval_error};
+use crate::records_file::{DEFAULT_PAGE_RECORDS, Filter, PageRequest, RecordWriter, read_page};
+use crate::tiled::{
+    PlanRequest, image_tile, invalid, is_glp, plan_region, tile_of, tile_summary, tiles_in_order,
+    write_tile,
+};
 
 /// The picture of a merged report.
 pub const HEATMAP_FILE: &str = "heatmap.png";
@@ -43,7 +46,7 @@ fn open(ctx: &JobCtx<'_>, args: &DeckArgs, own: &Own) -> Result<(Setup, RegionSo
     let setup = args.setup(ctx, own.tile_nm, own.report_level, own.limits, |_| Ok(()))?;
     let context_layers = reticle_eval::deck::context_layers(&setup.deck, setup.target);
     let layer = (!is_glp(&args.layout)).then(|| setup.target.to_string());
-    let source = RegionSource::open(
+    let source = open_region(
         ctx,
         &args.layout,
         args.cell.as_deref(),

@@ -14,14 +14,16 @@ use reticle_protocol::error::{ErrorCode, ToolError};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{
-    PlanRequest, artifacts, image_tile, internal, invalid, plan_region, tile_of, tile_summary,
-    tiles_in_order, write_tile,
-};
+use reticle_eval::region_source::RegionSource;
+
+use crate::artifacts::{self, image_files};
 use crate::job::JobCtx;
-use crate::ops::region_source::RegionSource;
-use crate::ops::simulate::image_files;
-use crate::ops::{Op, eval_error, parse_args};
+use crate::layouts::open_region;
+use crate::op::{Op, cancelled, eval_error, parse_args};
+use crate::tiled::{
+    PlanRequest, image_tile, internal, invalid, plan_region, tile_of, tile_summary, tiles_in_order,
+    write_tile,
+};
 
 /// `simulate`'s arguments plus what the host adds for a tiled job.
 #[derive(Deserialize)]
@@ -50,7 +52,7 @@ struct Args {
 
 impl Args {
     fn open(&self, ctx: &JobCtx<'_>) -> Result<RegionSource, ToolError> {
-        RegionSource::open(
+        open_region(
             ctx,
             &self.layout,
             self.cell.as_deref(),
@@ -236,7 +238,7 @@ impl Op for Merge {
             sum.add(&tile.metrics);
             tiles += 1;
             if ctx.cancel.is_cancelled() {
-                return Err(crate::ops::cancelled(ctx.job_id));
+                return Err(cancelled(ctx.job_id));
             }
         }
         let resist = Resist::ICCAD2013;

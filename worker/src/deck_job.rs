@@ -14,8 +14,9 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
-use super::{cancelled, eval_error, invalid_arguments, parse_args, simulate};
+use crate::imaging::{Window, image};
 use crate::job::JobCtx;
+use crate::op::{cancelled, eval_error, invalid_arguments, parse_args};
 
 /// Largest rule-deck file read.
 const MAX_DECK_BYTES: u64 = 4 << 20;
@@ -61,7 +62,7 @@ pub(crate) fn parse_deck_args<T: DeserializeOwned>(
 }
 
 impl DeckArgs {
-    /// The `simulate` arguments that image this window for checking `deck` on `target`:
+    /// The window that images this window for checking `deck` on `target`:
     /// the target layer (a `.glp` file's shapes are its one layer, named by level, so no
     /// layer is passed) plus the second layers its enclosure rules read, in the box
     /// `box_um` (µm; `None`: around the layer's extent).
@@ -70,12 +71,12 @@ impl DeckArgs {
         deck: &RuleDeck,
         target: LayerRef,
         box_um: Option<[f64; 4]>,
-    ) -> simulate::Args {
+    ) -> Window {
         let is_glp = self
             .layout
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("glp"));
-        simulate::Args {
+        Window {
             layout: self.layout.clone(),
             layer: (!is_glp).then(|| target.to_string()),
             cell: self.cell.clone(),
@@ -144,7 +145,7 @@ impl DeckArgs {
         box_um: Option<[f64; 4]>,
         total: u64,
     ) -> Result<ImagedWindow, ToolError> {
-        let (imaged, _) = simulate::image(ctx, self.imaging(deck, target, box_um), total)?;
+        let (imaged, _) = image(ctx, self.imaging(deck, target, box_um), total)?;
         Ok(imaged)
     }
 }

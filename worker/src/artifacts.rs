@@ -134,6 +134,69 @@ pub fn npy_u8(grid: &Grid<u8>) -> Vec<u8> {
     npy("|u1", grid.height, grid.width, &grid.data)
 }
 
+/// The nominal corner's aerial image, resist response and print as `.npy` (numbers) and
+/// PNG (to look at) in `dir` (row 0 of the grids is the bottom of the picture): what
+/// `images: true` writes, for one window or a stitched region.
+pub fn image_files(
+    dir: &std::path::Path,
+    aerial: &Grid<f32>,
+    response: &Grid<f32>,
+    printed: &Grid<u8>,
+    target: &Grid<u8>,
+) -> Result<Value, ToolError> {
+    // Intensities map to grey with the open-frame scale clipped at the image's maximum;
+    // the resist threshold is where the picture's contrast sits.
+    let hi = aerial
+        .data
+        .iter()
+        .copied()
+        .fold(f32::MIN_POSITIVE, f32::max);
+    let grey = |v: f32| -> [u8; 4] {
+        let g = (v.clamp(0.0, 1.0) * 255.0).round() as u8;
+        [g, g, g, 255]
+    };
+    let aerial_png = png_rgba(
+        aerial.width,
+        aerial.height,
+        &rgba_of(aerial, |_, _, &v| grey(v / hi)),
+    )?;
+    let resist_png = png_rgba(
+        response.width,
+        response.height,
+        &rgba_of(response, |_, _, &v| grey(v)),
+    )?;
+    let printed_png = png_rgba(
+        printed.width,
+        printed.height,
+        &rgba_of(printed, |x, y, &v| match (v != 0, *target.at(x, y) != 0) {
+            (true, true) => [235, 235, 235, 255],
+            (true, false) => [60, 200, 90, 255],
+            (false, true) => [220, 60, 60, 255],
+            (false, false) => [16, 16, 24, 255],
+        }),
+    )?;
+    let images = json!({
+        "corner": "nominal",
+        "orientation": "row 0 of the .npy and the bottom row of the PNG are the bottom of the window",
+        "aerial": {
+            "npy": write(dir, "aerial_nominal.npy", &npy_f32(aerial))?,
+            "png": write(dir, "aerial_nominal.png", &aerial_png)?,
+            "png_scale": "grey = intensity / max intensity",
+        },
+        "resist": {
+            "npy": write(dir, "resist_nominal.npy", &npy_f32(response))?,
+            "png": write(dir, "resist_nominal.png", &resist_png)?,
+            "png_scale": "grey = resist response 0..1",
+        },
+        "printed": {
+            "npy": write(dir, "printed_nominal.npy", &npy_u8(printed))?,
+            "png": write(dir, "printed_nominal.png", &printed_png)?,
+            "png_scale": "white printed and drawn, green printed only, red drawn only",
+        },
+    });
+    Ok(images)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

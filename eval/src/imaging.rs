@@ -1,0 +1,216 @@
+//! Imaging one layout window at the three ICCAD-2013 corners (nominal focus @1.00, max
+//! focus @1.02, min defocus @0.98) on an imaging backend: the code `simulate`,
+//! `evaluate`, `optimize` and every whole-layout tile share.
+//!
+//! The window side must equal the model's period (the SOCS kernels are sampled on that
+//! period). Geometry stays in the layout's database units end to end; only reported
+//! lengths are converted to nm. The caller reads the layout ([`crate::source`]) and
+//! chooses the backend; progress goes through `step`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use reticle_kernel::model::{ModelSpec, default_model};
+use reticle_kernel::resist::iccad_corners;
+use reticle_kernel::{
+    BackendInfo, CancelToken, Grid, ImagingBackend, KeepImages, LithoJob, Resist, raster,
+};
+use reticle_protocol::error::{ErrorCode, ToolError};
+use serde_json::{Value, json};
+
+use crate::{EvalError, ImagedWindow, LayoutWindow};
+
+/// The default window side (and Hopkins period) when neither the caller nor the model says.
+pub const DEFAULT_SIDE_NM: f64 = 2048.0;
+
+fn invalid(message: impl Into<String>, details: Value) -> ToolError {
+    ToolError::new(ErrorCode::InvalidInput, message).with_details(details)
+}
+
+/// The side of the window to read: the model's period, else the box's width, else
+/// [`DEFAULT_SIDE_NM`].
+#[must_use]
+pub fn window_side_nm(model: Option<&ModelSpec>, box_um: Option<[f64; 4]>) -> f64 {
+    match (model, box_um) {
+        (Some(model), _) => model.period_nm(),
+        (None, Some([l, _, r, _])) => (r - l) * 1000.0,
+        (None, None) => DEFAULT_SIDE_NM,
+    }
+}
+
+/// The model and pixel of a window read with [`crate::source::load_window`], checked: the
+/// window is a non-empty square of the model's period (the default model's when `model`
+/// is `None`), `pixel_nm` (default 1) within the model's limit and the raster limit.
+///
+/// # Errors
+/// `INVALID_BOX`, `INVALID_INPUT` (the pixel), `QUERY_TOO_LARGE` (the raster).
+pub fn check_window(
+    layout: &LayoutWindow,
+    model: Option<ModelSpec>,
+    pixel_nm: Option<f64>,
+    box_um: Option<[f64; 4]>,
+    max_raster_pixels: u64,
+) -> Result<(ModelSpec, f64), ToolError> {
+    let window_nm = layout.window.width() as f64 * layout.dbu_nm;
+    if (layout.window.width() != layout.window.height()) || window_nm <= 0.0 {
+        return Err(ToolError::new(
+            ErrorCode::InvalidBox,
+            "the window must be a non-empty square",
+        )
+        .with_details(json!({"box_um": box_um})));
+    }
+    let model = model.unwrap_or_else(|| default_model(window_nm));
+    let period = model.period_nm();
+    if (period - window_nm).abs() > 1e-6 * period.max(1.0) {
+        return Err(ToolError::new(
+            ErrorCode::InvalidBox,
+            format!("the window side ({window_nm} nm) must equal the model period ({period} nm)"),
+        )
+        .with_details(json!({"window_nm": window_nm, "period_nm": period})));
+    }
+    let pixel_nm = pixel_nm.unwrap_or(1.0);
+    check_pixel(&model, pixel_nm)?;
+    let grid_side = (window_nm / pixel_nm).round();
+    let pixels = grid_side * grid_side;
+    if pixels > max_raster_pixels as f64 || (grid_side * pixel_nm - window_nm).abs() > 1e-6 {
+        return Err(ToolError::new(
+            ErrorCode::QueryTooLarge,
+            "window / pixel_nm must be a whole number of pixels within the raster limit",
+        )
+        .with_details(
+            json!({"pixels": pixels, "limit": max_raster_pixels, "pixel_nm": pixel_nm}),
+        ));
+    }
+    Ok((model, pixel_nm))
+}
+
+/// One window imaged: the window, how long imaging took (ms) and on which backend.
+pub struct Imaged {
+    /// The window and its corner images.
+    pub window: ImagedWindow,
+    /// Imaging time (ms).
+    pub imaging_ms: f64,
+    /// The backend that imaged.
+    pub backend: BackendInfo,
+}
+
+/// Images one window of the model's period (`layout.window`) at the three ICCAD corners on
+/// `engine`, `pixel_nm` pixels; `step(2)` once the kernels are ready and `step(3)` when
+/// imaging starts.
+///
+/// # Errors
+/// `INVALID_INPUT` (the model, the raster), [`EvalError::Cancelled`], a backend failure.
+pub fn image_window(
+    engine: &dyn ImagingBackend,
+    layout: LayoutWindow,
+    model: ModelSpec,
+    pixel_nm: f64,
+    cancel: &CancelToken,
+    step: impl Fn(u64),
+) -> Result<Imaged, EvalError> {
+    let period = model.period_nm();
+    let kernels = model
+        .kernels()
+        .map_err(|e| invalid(format!("model: {e}"), json!({})))?;
+    step(2);
+    let pixel_dbu = pixel_nm / layout.dbu_nm;
+    let (mask, frame) = raster::rasterize(&layout.polygons, layout.window, pixel_dbu)
+        .map_err(|e| invalid(e.to_string(), json!({})))?;
+    let target = Grid {
+        width: mask.width,
+        height: mask.height,
+        data: mask.data.iter().map(|&v| u8::from(v >= 0.5)).collect(),
+    };
+    let defocus = kernels
+        .defocus
+        .clone()
+        .unwrap_or_else(|| Arc::clone(&kernels.focus));
+    let corners = iccad_corners(&kernels.focus, &defocus);
+    let resist = Resist::ICCAD2013;
+    let job = LithoJob {
+        mask: &mask,
+        target: Some(&target),
+        corners: &corners,
+        resist,
+        keep: KeepImages {
+            aerial: true,
+            resist: false,
+            printed: true,
+        },
+    };
+    step(3);
+    let imaging_started = Instant::now();
+    let report = |_p: reticle_kernel::Progress| {};
+    let output = engine.litho(&job, cancel, &report)?;
+    let imaging_ms = imaging_started.elapsed().as_secs_f64() * 1e3;
+    let window = ImagedWindow {
+        layout,
+        frame,
+        pixel_nm,
+        model,
+        period,
+        focus_kernels: kernels.focus.scales.len(),
+        resist,
+        output,
+        mask,
+        target,
+        corners,
+    };
+    Ok(Imaged {
+        window,
+        imaging_ms,
+        backend: engine.info(),
+    })
+}
+
+/// `INVALID_INPUT` when `pixel_nm` is larger than the largest pixel the model allows
+/// ([`ModelSpec::pixel_limit`]: Nyquist sampling of the intensity).
+///
+/// # Errors
+/// `INVALID_INPUT`.
+pub fn check_pixel(model: &ModelSpec, pixel_nm: f64) -> Result<(), ToolError> {
+    let limit = model
+        .pixel_limit()
+        .map_err(|e| invalid(format!("model: {e}"), json!({})))?;
+    if pixel_nm > limit.max_pixel_nm {
+        return Err(invalid(
+            format!(
+                "pixel_nm {pixel_nm} is larger than the largest pixel this model allows, {:.1} nm ({})",
+                limit.max_pixel_nm, limit.rule
+            ),
+            json!({"pixel_nm": pixel_nm, "max_pixel_nm": (limit.max_pixel_nm * 1e6).round() / 1e6, "rule": limit.rule}),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_pixel;
+    use reticle_kernel::model::default_model;
+    use reticle_protocol::error::ErrorCode;
+
+    #[test]
+    fn the_default_model_refuses_pixels_past_nyquist() {
+        let model = default_model(2048.0);
+        for ok in [1.0, 4.0, 16.0, 18.8] {
+            assert!(check_pixel(&model, ok).is_ok(), "{ok}");
+        }
+        let e = check_pixel(&model, 32.0).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidInput);
+        assert_eq!(
+            e.message,
+            "pixel_nm 32 is larger than the largest pixel this model allows, 18.8 nm \
+             (λ/(4·NA·(1+σ_out)), Nyquist sampling of the intensity)"
+        );
+        let d = &e.details;
+        assert_eq!(d["pixel_nm"], 32.0);
+        assert_eq!(d["max_pixel_nm"], 18.810916);
+        assert!(
+            d["rule"]
+                .as_str()
+                .unwrap()
+                .starts_with("λ/(4·NA·(1+σ_out))")
+        );
+    }
+}

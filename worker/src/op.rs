@@ -1,0 +1,68 @@
+//! What an op is ([`Op`]) and what every op shares: parsing its arguments, the error of a
+//! cancelled job, an evaluation error as a tool error. The ops themselves are in
+//! [`crate::ops`], one module each; none imports another.
+
+use reticle_eval::EvalError;
+use reticle_protocol::error::{ErrorCode, ToolError};
+use serde::de::DeserializeOwned;
+
+use crate::job::JobCtx;
+
+/// One operation.
+pub trait Op: Sync {
+    /// The name the host sends in `RunRequest::op`.
+    fn name(&self) -> &'static str;
+
+    /// Runs the op on `args_json` (the validated tool arguments) and returns the
+    /// structured result. Cancellation returns [`ErrorCode::Cancelled`].
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<serde_json::Value, ToolError>;
+}
+
+/// Parses an op's arguments; a mismatch is the caller's error, never a panic.
+pub fn parse_args<T: DeserializeOwned>(op: &str, args_json: &str) -> Result<T, ToolError> {
+    serde_json::from_str(args_json).map_err(|e| invalid_arguments(op, &e))
+}
+
+/// The error for arguments of `op` that do not parse.
+pub fn invalid_arguments(op: &str, e: &serde_json::Error) -> ToolError {
+    ToolError::new(
+        ErrorCode::InvalidInput,
+        format!("invalid arguments for {op}: {e}"),
+    )
+    .with_details(serde_json::json!({ "op": op }))
+}
+
+/// The error an op returns when its job was cancelled.
+#[must_use]
+pub fn cancelled(job_id: &str) -> ToolError {
+    ToolError::new(ErrorCode::Cancelled, "the job was cancelled")
+        .with_details(serde_json::json!({ "job_id": job_id }))
+}
+
+/// An evaluation error as the op's error (cancellation names the job).
+pub fn eval_error(e: EvalError, job_id: &str) -> ToolError {
+    match e {
+        EvalError::Cancelled => cancelled(job_id),
+        EvalError::Tool(e) => e,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_arguments_are_invalid_input() {
+        #[derive(serde::Deserialize, Debug)]
+        #[serde(deny_unknown_fields)]
+        struct A {
+            #[allow(dead_code)]
+            ms: u64,
+        }
+        let e = parse_args::<A>("x", r#"{"ms": "soon"}"#).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidInput);
+        let e = parse_args::<A>("x", r#"{"ms": 1, "typo": 2}"#).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidInput);
+        assert!(parse_args::<A>("x", r#"{"ms": 1}"#).is_ok());
+    }
+}

@@ -1,0 +1,244 @@
+//! Whole-layout plumbing the tiled ops share (docs/DECISIONS.md D57; the ops are
+//! [`crate::ops::whole`]): a region's plan, one tile imaged, the tile files in the job's
+//! artifact directory and their merge order.
+//!
+//! Files are written through a temporary name and a rename, so a tile re-run after its
+//! worker died replaces a whole file or nothing.
+
+use std::path::Path;
+
+use reticle_eval::tile::{LayoutSource, TileOutput};
+use reticle_eval::tiles::{RegionPlan, TileGrid, TileIndex};
+use reticle_eval::{ImagedWindow, LayoutWindow};
+use reticle_kernel::model::{ModelSpec, default_model};
+use reticle_layout::{BBox, Point};
+use reticle_protocol::error::{ErrorCode, ToolError};
+use serde_json::{Value, json};
+
+use reticle_eval::imaging::{DEFAULT_SIDE_NM, Imaged, check_pixel, image_window};
+use reticle_eval::region_source::RegionSource;
+
+use crate::artifacts;
+use crate::job::JobCtx;
+use crate::op::{cancelled, eval_error};
+
+/// Most tiles one evaluation may have (a 1 cm² block at 4 nm pixels is about 10⁸ nm² ÷
+/// 1 µm² ≈ 10⁸; this bounds what one job asks of a pool and of its artifact directory).
+pub const MAX_TILES: u64 = 4_000_000;
+
+pub(crate) fn invalid(message: impl Into<String>, details: Value) -> ToolError {
+    ToolError::new(ErrorCode::InvalidInput, message).with_details(details)
+}
+
+pub(crate) fn internal(message: impl Into<String>) -> ToolError {
+    ToolError::new(ErrorCode::InternalError, message)
+}
+
+pub(crate) fn is_glp(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("glp"))
+}
+
+/// `box_um` in dbu, checked.
+pub(crate) fn region_box(box_um: [f64; 4], dbu_nm: f64) -> Result<BBox, ToolError> {
+    let [l, b, r, t] = box_um;
+    if !(box_um.iter().all(|v| v.is_finite()) && l < r && b < t) {
+        return Err(ToolError::new(
+            ErrorCode::InvalidBox,
+            "box_um must be [left, bottom, right, top] with left < right and bottom < top",
+        )
+        .with_details(json!({"box_um": box_um})));
+    }
+    let to = |um: f64| (um * 1000.0 / dbu_nm).round() as i64;
+    Ok(BBox::from_corners(
+        Point::new(to(l), to(b)),
+        Point::new(to(r), to(t)),
+    ))
+}
+
+/// What every plan decides from the caller's region, model and pixel.
+pub(crate) struct PlanRequest<'a> {
+    pub(crate) box_um: Option<[f64; 4]>,
+    pub(crate) model: Option<&'a ModelSpec>,
+    pub(crate) pixel_nm: Option<f64>,
+    pub(crate) halo_nm: Option<f64>,
+    /// What the layer is called in errors.
+    pub(crate) layer_name: String,
+}
+
+/// The plan of a region of `source`: the region (the box, else a `.glp` clip's ICCAD
+/// window, else the layers' box), the model, the pixel (within the model's limit), the
+/// halo (the kernel's rule unless given), the grid and the tiles.
+pub(crate) fn plan_region(
+    ctx: &JobCtx<'_>,
+    source: &RegionSource,
+    req: &PlanRequest<'_>,
+) -> Result<RegionPlan, ToolError> {
+    let dbu_nm = source.dbu_nm;
+    let (region, region_source) = match req.box_um {
+        Some(b) => (region_box(b, dbu_nm)?, "box"),
+        None if source.format == "glp" => (reticle_kernel::iccad::window(), "iccad_window"),
+        None => (
+            source.extent().ok_or_else(|| {
+                ToolError::new(ErrorCode::InvalidLayer, "the evaluated layer has no shapes")
+                    .with_details(json!({"layer": req.layer_name}))
+            })?,
+            "layer_bbox",
+        ),
+    };
+    let model = req
+        .model
+        .cloned()
+        .unwrap_or_else(|| default_model(DEFAULT_SIDE_NM));
+    let period_nm = model.period_nm();
+    let pixel_nm = req.pixel_nm.unwrap_or(1.0);
+    check_pixel(&model, pixel_nm)?;
+    let halo_nm = match req.halo_nm {
+        Some(h) => h,
+        None => reticle_kernel::tiling::tile_halo_nm(&model, pixel_nm)
+            .map_err(|e| invalid(format!("model: {e}"), json!({})))?,
+    };
+    let grid = TileGrid::new(period_nm, halo_nm, pixel_nm, dbu_nm)?;
+    let window_px = (period_nm / pixel_nm).round();
+    if window_px * window_px > ctx.context.limits.max_raster_pixels as f64 {
+        return Err(ToolError::new(
+            ErrorCode::QueryTooLarge,
+            "one tile's window (the model period) at this pixel size is over the raster limit",
+        )
+        .with_details(json!({"pixels": window_px * window_px, "limit": ctx.context.limits.max_raster_pixels, "pixel_nm": pixel_nm})));
+    }
+    let range = grid.covering(region);
+    if range.count() > MAX_TILES {
+        return Err(ToolError::new(
+            ErrorCode::QueryTooLarge,
+            format!(
+                "the region needs {} tiles; one evaluation may have {MAX_TILES}",
+                range.count()
+            ),
+        )
+        .with_details(json!({"tiles": range.count(), "limit": MAX_TILES, "hint": "use a smaller box or coarser pixels"})));
+    }
+    let kernels = model
+        .kernels()
+        .map_err(|e| invalid(format!("model: {e}"), json!({})))?;
+    Ok(RegionPlan {
+        sha256: source.sha256.clone(),
+        format: source.format.to_owned(),
+        region,
+        region_source: region_source.to_owned(),
+        extent: source.extent(),
+        grid,
+        range,
+        period_nm,
+        pixel_nm,
+        model_kind: reticle_eval::report::model_kind(&model).to_owned(),
+        focus_kernels: kernels.focus.scales.len(),
+    })
+}
+
+/// Tile `number` of `plan`.
+pub(crate) fn tile_of(plan: &RegionPlan, number: Option<u64>) -> Result<TileIndex, ToolError> {
+    let number = number.ok_or_else(|| invalid("a tile op needs the `tile_number`", json!({})))?;
+    plan.range.nth(number).ok_or_else(|| {
+        invalid(
+            format!(
+                "the plan has {} tiles; there is no tile {number}",
+                plan.range.count()
+            ),
+            json!({"tile_number": number}),
+        )
+    })
+}
+
+/// The tile's window read from `source` and imaged at the three corners with `model` (the
+/// plan's default when `None`); `None` when the window holds no geometry (nothing to image:
+/// a dark, empty tile).
+pub(crate) fn image_tile(
+    ctx: &JobCtx<'_>,
+    plan: &RegionPlan,
+    tile: TileIndex,
+    source: &mut RegionSource,
+    model: Option<&ModelSpec>,
+) -> Result<Option<ImagedWindow>, ToolError> {
+    let window = plan.grid.window(tile);
+    let polygons = source.polygons(window, false)?;
+    if polygons.target.is_empty() && polygons.context.values().all(Vec::is_empty) {
+        return Ok(None);
+    }
+    let layout = LayoutWindow {
+        format: if plan.format == "glp" {
+            "glp"
+        } else {
+            "gds/oasis"
+        },
+        sha256: plan.sha256.clone(),
+        dbu_nm: plan.grid.dbu_nm,
+        polygons: polygons.target,
+        window,
+        context: polygons.context,
+    };
+    let model = model
+        .cloned()
+        .unwrap_or_else(|| default_model(plan.period_nm));
+    let engine = ctx.state.backend.engine()?;
+    let Imaged { window: imaged, .. } =
+        image_window(engine, layout, model, plan.pixel_nm, ctx.cancel, |_| {})
+            .map_err(|e| eval_error(e, ctx.job_id))?;
+    if ctx.cancel.is_cancelled() {
+        return Err(cancelled(ctx.job_id));
+    }
+    Ok(Some(imaged))
+}
+
+/// A tile's file name in the job's artifact directory.
+pub(crate) fn tile_file(t: TileIndex) -> String {
+    format!("tile_{}_{}.json", t.ix, t.iy)
+}
+
+/// Writes a tile's output into the job's artifact directory.
+pub(crate) fn write_tile(dir: &Path, out: &TileOutput) -> Result<(), ToolError> {
+    let bytes = serde_json::to_vec(out).map_err(|e| internal(format!("tile output: {e}")))?;
+    artifacts::write_named(dir, &tile_file(out.tile), &bytes)?;
+    Ok(())
+}
+
+/// Reads tile `t`'s output back.
+pub(crate) fn read_tile(dir: &Path, t: TileIndex) -> Result<TileOutput, ToolError> {
+    let path = dir.join(tile_file(t));
+    let bytes = std::fs::read(&path).map_err(|e| {
+        internal(format!(
+            "tile {} has no output ({}): {e}",
+            t.id(),
+            path.display()
+        ))
+    })?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| internal(format!("tile {} output is corrupt: {e}", t.id())))
+}
+
+/// The summary a tile op answers with (its output is the file).
+pub(crate) fn tile_summary(out: &TileOutput) -> Value {
+    json!({
+        "tile": out.tile.id(),
+        "found": out.found.len(),
+        "pieces": out.pieces.len(),
+        "imaged": out.metrics.imaged,
+        "l2_px": out.metrics.l2_px,
+        "pvb_px": out.metrics.pvb_px,
+    })
+}
+
+/// Every tile's output of `plan`, in order, reporting merge progress.
+pub(crate) fn tiles_in_order<'a>(
+    ctx: &'a JobCtx<'_>,
+    dir: &'a Path,
+    plan: &'a RegionPlan,
+) -> impl Iterator<Item = Result<TileOutput, ToolError>> + 'a {
+    let total = plan.range.count();
+    plan.range.iter().enumerate().map(move |(n, t)| {
+        if n % 64 == 0 {
+            ctx.progress.report(n as u64, total, "merging tiles");
+        }
+        read_tile(dir, t)
+    })
+}
