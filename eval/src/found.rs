@@ -8,7 +8,9 @@
 //! or merged from many) into report records.
 
 use reticle_kernel::CancelToken;
-use reticle_kernel::rules::{AppliesTo, Marker, Region, Rule, RuleKind, Violation, check_rule};
+use reticle_kernel::rules::{
+    AppliesTo, Region, Rule, RuleKind, Violation, ViolationGeometry, check_rule,
+};
 use reticle_layout::clip::clip_polygon;
 use reticle_layout::{BBox, Point, Polygon};
 use serde_json::{Value, json};
@@ -72,12 +74,12 @@ fn nm_point(p: Point, dbu_nm: f64) -> Value {
 pub(crate) fn from_violation(rule: usize, v: &Violation, dbu_nm: f64) -> Found {
     let (cx, cy) = v.center_dbu();
     let marker = match &v.marker {
-        Marker::EdgePair { first, second } => json!({
+        ViolationGeometry::EdgePair { first, second } => json!({
             "type": "edge_pair",
             "first": [nm_point(first.p1, dbu_nm), nm_point(first.p2, dbu_nm)],
             "second": [nm_point(second.p1, dbu_nm), nm_point(second.p2, dbu_nm)],
         }),
-        Marker::Polygon { hull } => json!({
+        ViolationGeometry::Polygon { hull } => json!({
             "type": "polygon",
             "hull": hull.iter().map(|p| nm_point(*p, dbu_nm)).collect::<Vec<_>>(),
         }),

@@ -72,13 +72,13 @@ pub struct Merged {
 
 /// What the merge keeps of the records it hands on: enough for the summary.
 #[derive(Debug, Default)]
-struct Summary {
+struct RecordsSummary {
     per_tile: BTreeMap<TileIndex, u64>,
     worst: Vec<Value>,
     canonical_nm: Vec<(f64, f64)>,
 }
 
-impl Summary {
+impl RecordsSummary {
     fn see(&mut self, job: &MergeJob<'_>, record: &Value) {
         if !is_canonical(record) {
             return;
@@ -158,7 +158,7 @@ pub fn merge(
         dbu_nm,
         tile_dbu: tile_dbu(job.setup.tile_nm, dbu_nm),
     };
-    let mut summary = Summary::default();
+    let mut summary = RecordsSummary::default();
     let mut failed: Option<ToolError> = None;
     let counts = build_with(&found, job.rules, &context, &mut |record| {
         if failed.is_none() {

@@ -25,7 +25,9 @@ use std::collections::BTreeMap;
 
 use reticle_kernel::metrics::{Checkpoint, checkpoints};
 use reticle_kernel::raster::PixelFrame;
-use reticle_kernel::rules::{AppliesTo, Marker, Region, Rule, RuleKind, Violation, check_rule};
+use reticle_kernel::rules::{
+    AppliesTo, Region, Rule, RuleKind, Violation, ViolationGeometry, check_rule,
+};
 use reticle_kernel::{CancelToken, Grid};
 use reticle_layout::{BBox, Point, Polygon};
 use reticle_protocol::ToolError;
@@ -293,10 +295,10 @@ fn on_cut(p: Point, sides: &[Option<i64>; 4]) -> bool {
 /// Whether the box may have cut `v` (a marker point on a cutting side).
 fn is_cut(v: &Violation, sides: &[Option<i64>; 4]) -> bool {
     match &v.marker {
-        Marker::EdgePair { first, second } => [first.p1, first.p2, second.p1, second.p2]
+        ViolationGeometry::EdgePair { first, second } => [first.p1, first.p2, second.p1, second.p2]
             .iter()
             .any(|p| on_cut(*p, sides)),
-        Marker::Polygon { hull } => hull.iter().any(|p| on_cut(*p, sides)),
+        ViolationGeometry::Polygon { hull } => hull.iter().any(|p| on_cut(*p, sides)),
     }
 }
 
@@ -306,7 +308,7 @@ fn is_cut(v: &Violation, sides: &[Option<i64>; 4]) -> bool {
 #[must_use]
 pub fn canonical(mut v: Violation) -> Violation {
     if matches!(v.kind, RuleKind::Width | RuleKind::Space | RuleKind::Notch)
-        && let Marker::EdgePair { first, second } = &mut v.marker
+        && let ViolationGeometry::EdgePair { first, second } = &mut v.marker
     {
         let key = |e: &reticle_kernel::rules::Edge| (e.p1, e.p2);
         if key(second) < key(first) {
@@ -502,7 +504,7 @@ fn crop_around(aerial: &Grid<f32>, frame: &PixelFrame, b: &BBox) -> (Grid<f32>, 
 /// pair and a tile edge running between the two edges never splits the pair. `None` when
 /// the midline misses the core.
 fn clip_piece(rule: usize, tile: TileIndex, v: &Violation, core: &BBox) -> Option<Piece> {
-    let Marker::EdgePair { first, second } = &v.marker else {
+    let ViolationGeometry::EdgePair { first, second } = &v.marker else {
         return None;
     };
     let f = |p: Point| (p.x as f64, p.y as f64);

@@ -3,7 +3,9 @@
 //! `cargo run --release -p reticle-kernel --example litho_bench [threads] [repeats]`
 
 fn main() {
-    let Some(dir) = reticle_kernel::data::iccad13_dir() else {
+    // This example's `main` is its composition root: the one read of the environment.
+    let data_dir = std::env::var_os("RETICLE_DATA_DIR").map(std::path::PathBuf::from);
+    let Some(dir) = reticle_kernel::data::iccad13_dir(data_dir.as_deref()) else {
         eprintln!("SKIP: ICCAD-2013 data not found (set RETICLE_DATA_DIR)");
         return;
     };

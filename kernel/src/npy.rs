@@ -224,7 +224,7 @@ struct HeaderDict {
 /// Parses `{'descr': '<c8', 'fortran_order': False, 'shape': (24, 35, 35), }`.
 fn parse_dict(h: &str) -> Result<HeaderDict, NpyError> {
     let bad = |why: &str| NpyError::Header(why.to_owned());
-    let mut p = Cursor {
+    let mut p = NpyCursor {
         s: h.trim_end().as_bytes(),
         i: 0,
     };
@@ -265,12 +265,12 @@ fn parse_dict(h: &str) -> Result<HeaderDict, NpyError> {
     })
 }
 
-struct Cursor<'a> {
+struct NpyCursor<'a> {
     s: &'a [u8],
     i: usize,
 }
 
-impl Cursor<'_> {
+impl NpyCursor<'_> {
     fn skip_ws(&mut self) {
         while self.s.get(self.i).is_some_and(|b| b.is_ascii_whitespace()) {
             self.i += 1;

@@ -23,7 +23,12 @@ pub fn clip_polygon(poly: &Polygon, clip: &BBox) -> Option<Polygon> {
         return (poly.points.len() >= 3 && poly.signed_area2() != 0).then(|| poly.clone());
     }
     let mut pts = poly.points.clone();
-    for edge in [Edge::Left, Edge::Right, Edge::Bottom, Edge::Top] {
+    for edge in [
+        ClipSide::Left,
+        ClipSide::Right,
+        ClipSide::Bottom,
+        ClipSide::Top,
+    ] {
         pts = clip_edge(&pts, edge, clip);
         if pts.len() < 3 {
             return None;
@@ -58,35 +63,35 @@ pub fn keeps_area_inside(poly: &Polygon, clip: &BBox) -> bool {
 }
 
 #[derive(Clone, Copy)]
-enum Edge {
+enum ClipSide {
     Left,
     Right,
     Bottom,
     Top,
 }
 
-fn inside(p: Point, edge: Edge, c: &BBox) -> bool {
+fn inside(p: Point, edge: ClipSide, c: &BBox) -> bool {
     match edge {
-        Edge::Left => p.x >= c.left,
-        Edge::Right => p.x <= c.right,
-        Edge::Bottom => p.y >= c.bottom,
-        Edge::Top => p.y <= c.top,
+        ClipSide::Left => p.x >= c.left,
+        ClipSide::Right => p.x <= c.right,
+        ClipSide::Bottom => p.y >= c.bottom,
+        ClipSide::Top => p.y <= c.top,
     }
 }
 
 /// Where segment a→b crosses the edge's line (called only when it does).
-fn intersect(a: Point, b: Point, edge: Edge, c: &BBox) -> Point {
+fn intersect(a: Point, b: Point, edge: ClipSide, c: &BBox) -> Point {
     match edge {
-        Edge::Left | Edge::Right => {
-            let x = if matches!(edge, Edge::Left) {
+        ClipSide::Left | ClipSide::Right => {
+            let x = if matches!(edge, ClipSide::Left) {
                 c.left
             } else {
                 c.right
             };
             Point::new(x, cross_at(a.y, b.y, a.x, b.x, x))
         }
-        Edge::Bottom | Edge::Top => {
-            let y = if matches!(edge, Edge::Bottom) {
+        ClipSide::Bottom | ClipSide::Top => {
+            let y = if matches!(edge, ClipSide::Bottom) {
                 c.bottom
             } else {
                 c.top
@@ -137,7 +142,7 @@ fn div_round(n: i128, d: i128) -> Option<i128> {
     }
 }
 
-fn clip_edge(pts: &[Point], edge: Edge, c: &BBox) -> Vec<Point> {
+fn clip_edge(pts: &[Point], edge: ClipSide, c: &BBox) -> Vec<Point> {
     let mut out = Vec::with_capacity(pts.len() + 4);
     let Some(&last) = pts.last() else {
         return out;

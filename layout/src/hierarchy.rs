@@ -72,7 +72,7 @@ pub(crate) fn walk_placements<V: PlacementVisitor>(
     filter: Option<&dyn InstanceFilter>,
     visitor: &mut V,
 ) -> Result<(), V::Error> {
-    struct Frame {
+    struct WalkFrame {
         cell: usize,
         m: Affine,
         /// Position of the next instance to expand: in `only` when set, else in the
@@ -83,7 +83,7 @@ pub(crate) fn walk_placements<V: PlacementVisitor>(
         /// Copies of the current instance still to visit, once started.
         copies: Option<CopyRange>,
     }
-    impl Frame {
+    impl WalkFrame {
         fn new(
             cell: usize,
             m: Affine,
@@ -111,7 +111,7 @@ pub(crate) fn walk_placements<V: PlacementVisitor>(
             }
         }
     }
-    let mut stack = vec![Frame::new(root, Affine::IDENTITY, clip, filter)];
+    let mut stack = vec![WalkFrame::new(root, Affine::IDENTITY, clip, filter)];
     loop {
         let depth = stack.len() as u32;
         let Some(frame) = stack.last_mut() else {
@@ -161,7 +161,7 @@ pub(crate) fn walk_placements<V: PlacementVisitor>(
             transform: m,
         };
         visitor.enter(&placement)?;
-        stack.push(Frame::new(inst.cell, m, clip, filter));
+        stack.push(WalkFrame::new(inst.cell, m, clip, filter));
     }
 }
 

@@ -25,14 +25,6 @@ pub const WORKER_SOCKET_ENV: &str = "RETICLE_WORKER_SOCKET";
 /// was started by is already gone (then it exits at once instead of running orphaned).
 pub const WORKER_PARENT_PID_ENV: &str = "RETICLE_WORKER_PARENT_PID";
 
-/// Environment variable choosing a worker's imaging backend: `auto`, `gpu` or `cpu`.
-pub const BACKEND_ENV: &str = "RETICLE_BACKEND";
-
-/// Environment variable: where workers keep built SOCS kernels on disk, shared across
-/// workers and restarts (default `$XDG_CACHE_HOME/reticle/kernels`, else
-/// `~/.cache/reticle/kernels`; `off` keeps them in memory only).
-pub const KERNEL_CACHE_ENV: &str = "RETICLE_KERNEL_CACHE_DIR";
-
 /// Messages from the host to a worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]

@@ -164,7 +164,8 @@ struct BatchFigures {
 }
 
 /// Entry point of the `bench` subcommand; `args` are the arguments after `bench`.
-pub fn main(args: &[String]) -> ExitCode {
+pub fn main(args: &[String], settings: &crate::settings::Settings) -> ExitCode {
+    let iccad13 = || reticle_kernel::data::iccad13_dir(settings.data_dir.as_deref());
     let cli = match BenchCli::try_parse_from(
         std::iter::once("reticle bench".to_owned()).chain(args.iter().cloned()),
     ) {
@@ -190,7 +191,7 @@ pub fn main(args: &[String]) -> ExitCode {
             batch,
             json,
         } => match litho(
-            iccad_dir,
+            iccad_dir.or_else(iccad13),
             clip,
             threads,
             repeats as usize,
@@ -248,7 +249,7 @@ pub fn main(args: &[String]) -> ExitCode {
                 _ => vec![c, m],
             };
             let bench = crate::bench_ilt::IltBench {
-                iccad_dir,
+                iccad_dir: iccad_dir.or_else(iccad13),
                 clips: clips as usize,
                 params,
                 styles,
@@ -291,7 +292,7 @@ fn litho(
     repeats: usize,
     gpu_batch: Option<usize>,
 ) -> Result<LithoReport, String> {
-    let dir = iccad_dir.or_else(reticle_kernel::data::iccad13_dir).ok_or(
+    let dir = iccad_dir.ok_or(
         "the ICCAD-2013 data was not found: pass --iccad-dir or set RETICLE_DATA_DIR \
          to the folder that holds iccad13/",
     )?;

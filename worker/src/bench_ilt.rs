@@ -181,14 +181,10 @@ fn manhattan_ok(polygons: &[Polygon], min_segment: i64) -> Result<(), String> {
 /// # Errors
 /// A message when the data is missing or a re-measurement disagrees.
 pub fn run(bench: &IltBench) -> Result<IltReport, String> {
-    let dir = bench
-        .iccad_dir
-        .clone()
-        .or_else(reticle_kernel::data::iccad13_dir)
-        .ok_or(
-            "the ICCAD-2013 data was not found: pass --iccad-dir or set RETICLE_DATA_DIR \
+    let dir = bench.iccad_dir.clone().ok_or(
+        "the ICCAD-2013 data was not found: pass --iccad-dir or set RETICLE_DATA_DIR \
              to the folder that holds iccad13/",
-        )?;
+    )?;
     let (focus, defocus, corners) = iccad::corners(&dir).map_err(|e| e.to_string())?;
     let model = ModelKernels {
         focus,

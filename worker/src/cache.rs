@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-struct Entry<V> {
+struct CacheSlot<V> {
     value: V,
     cost: u64,
     last_used: u64,
@@ -19,7 +19,7 @@ struct Entry<V> {
 
 /// A bounded least-recently-used map from string keys to values.
 pub struct LruCache<V> {
-    entries: HashMap<String, Entry<V>>,
+    entries: HashMap<String, CacheSlot<V>>,
     max_entries: usize,
     max_cost: u64,
     cost: u64,
@@ -67,7 +67,7 @@ impl<V: Clone> LruCache<V> {
         self.cost += cost;
         self.entries.insert(
             key,
-            Entry {
+            CacheSlot {
                 value,
                 cost,
                 last_used: self.clock,

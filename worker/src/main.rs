@@ -34,10 +34,11 @@ use settings::Settings;
 fn main() -> ExitCode {
     init_tracing();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    // The one read of the environment: every part gets what it needs from here.
-    let settings = Settings::from_env();
+    // The worker's composition root: its one read of the environment. Every part gets
+    // what it needs from `settings`.
+    let settings = Settings::from_lookup(|name| std::env::var_os(name));
     match args.first().map(String::as_str) {
-        Some("bench") => bench::main(&args[1..]),
+        Some("bench") => bench::main(&args[1..], &settings),
         Some("batch") => {
             set_kernel_store(&settings);
             batch::main(&args[1..], &settings)

@@ -1,15 +1,28 @@
-//! The worker's settings, read from its environment once, in `main` (the worker's
-//! composition root), and handed to the parts that need them. The host sets them at
-//! spawn (D33): the socket and its own pid, the kernel store, the backend; a Slurm
-//! element gets its array index from Slurm.
+//! The worker's settings: `main` (the worker's composition root, and the one place the
+//! worker reads its environment) looks each variable up once through
+//! [`Settings::from_lookup`] and hands the value to the parts that need them. The host sets
+//! them at spawn (D33): the socket and its own pid, the kernel store, the backend, the
+//! reference data; a Slurm element gets its array index from Slurm. This module is the
+//! worker's configuration: the variables only the worker reads are named here; the two
+//! the host sets for the handshake are the wire contract's (`reticle_protocol::wire`).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
 use reticle_kernel::gpu::BackendPref;
-use reticle_protocol::wire::{
-    BACKEND_ENV, KERNEL_CACHE_ENV, WORKER_PARENT_PID_ENV, WORKER_SOCKET_ENV,
-};
+use reticle_protocol::wire::{WORKER_PARENT_PID_ENV, WORKER_SOCKET_ENV};
+
+/// Setting: the worker's imaging backend, `auto`, `gpu` or `cpu`.
+pub const BACKEND_ENV: &str = "RETICLE_BACKEND";
+
+/// Setting: where workers keep built SOCS kernels on disk, shared across workers and
+/// restarts (default `$XDG_CACHE_HOME/reticle/kernels`, else `~/.cache/reticle/kernels`;
+/// `off` keeps them in memory only).
+pub const KERNEL_CACHE_ENV: &str = "RETICLE_KERNEL_CACHE_DIR";
+
+/// Setting: the reference data (ICCAD-2013, the benchmarks' layouts); unset, the engine
+/// looks in `../shared/data` beside the workspace.
+pub const DATA_DIR_ENV: &str = "RETICLE_DATA_DIR";
 
 /// Slurm's variable naming a job array element's index.
 pub const ARRAY_TASK_ID_ENV: &str = "SLURM_ARRAY_TASK_ID";
@@ -29,15 +42,11 @@ pub struct Settings {
     pub backend: BackendPref,
     /// `SLURM_ARRAY_TASK_ID`: a batch element's index, when Slurm started it.
     pub array_element: Option<String>,
+    /// `RETICLE_DATA_DIR`: the reference data, handed to `reticle_kernel::data`.
+    pub data_dir: Option<PathBuf>,
 }
 
 impl Settings {
-    /// The settings of this process's environment.
-    #[must_use]
-    pub fn from_env() -> Self {
-        Self::from_lookup(|name| std::env::var_os(name))
-    }
-
     /// The settings `lookup` (an environment) gives.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<OsString>) -> Self {
         let kernel_cache = match lookup(KERNEL_CACHE_ENV) {
@@ -66,6 +75,7 @@ impl Settings {
             kernel_cache,
             backend,
             array_element: lookup(ARRAY_TASK_ID_ENV).and_then(|v| v.into_string().ok()),
+            data_dir: lookup(DATA_DIR_ENV).map(PathBuf::from),
         }
     }
 }

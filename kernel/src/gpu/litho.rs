@@ -1,7 +1,7 @@
 //! One imaging run on the device: uploads, the pass sequence, readbacks.
 
 use super::GpuBackend;
-use super::plan::{Capacity, Plan, Scratch};
+use super::plan::{Capacity, GridPipelines, Scratch};
 use super::shaders::{GridConsts, MAX_CORNERS, Pass};
 use crate::{CancelToken, Grid, ImagingError, KernelSet, Progress, ProgressFn, Resist};
 
@@ -30,7 +30,7 @@ struct ParamsGpu {
 }
 
 /// What to compute in one run.
-pub(crate) struct RunRequest<'a> {
+pub(crate) struct GpuRun<'a> {
     pub mask: &'a Grid<f32>,
     /// Distinct kernel sets; corner `image` indices point into this list.
     pub sets: Vec<&'a KernelSet>,
@@ -82,7 +82,7 @@ fn split_groups(groups: u32, max_dim: u32) -> (u32, u32) {
     }
 }
 
-fn validate(req: &RunRequest<'_>) -> Result<usize, ImagingError> {
+fn validate(req: &GpuRun<'_>) -> Result<usize, ImagingError> {
     let mask = req.mask;
     if mask.width != mask.height || mask.data.len() != mask.width * mask.height {
         return Err(ImagingError::Invalid(format!(
@@ -125,7 +125,7 @@ impl GpuBackend {
     /// Runs the pass sequence for `req`.
     pub(crate) fn run(
         &self,
-        req: &RunRequest<'_>,
+        req: &GpuRun<'_>,
         cancel: &CancelToken,
         progress: ProgressFn<'_>,
     ) -> Result<RunResult, ImagingError> {
@@ -148,8 +148,8 @@ impl GpuBackend {
     /// [`Self::run`] with the device state held.
     fn run_locked(
         &self,
-        state: &mut super::State,
-        req: &RunRequest<'_>,
+        state: &mut super::DeviceCache,
+        req: &GpuRun<'_>,
         n: usize,
         grid: GridConsts,
         cancel: &CancelToken,
@@ -170,7 +170,7 @@ impl GpuBackend {
             },
         );
         ctx.check()?;
-        let plan: &Plan = plan;
+        let plan: &GridPipelines = plan;
         let Some(scratch) = plan.scratch.as_ref() else {
             return Err(ImagingError::Backend("scratch buffers missing".into()));
         };
@@ -298,7 +298,7 @@ struct Stage<'a> {
 }
 
 fn stage_list<'a>(
-    plan: &'a Plan,
+    plan: &'a GridPipelines,
     scratch: &'a Scratch,
     bank: &'a super::bank::Bank,
     params: ParamsGpu,

@@ -41,8 +41,8 @@ pub use select::{BackendPref, SelectedBackend, select_backend};
 
 use self::bank::BankCache;
 use self::context::GpuContext;
-use self::litho::{CornerGpu, L2_COUNTER, PVB_COUNTER, RunRequest};
-use self::plan::Plan;
+use self::litho::{CornerGpu, GpuRun, L2_COUNTER, PVB_COUNTER};
+use self::plan::GridPipelines;
 use self::shaders::{FftShape, GridConsts};
 use crate::{
     BackendInfo, CancelToken, CornerOutput, Grid, ImagingBackend, ImagingError, KernelSet,
@@ -54,13 +54,13 @@ const PLAN_SLOTS: usize = 2;
 
 /// Device-side caches, behind the backend's lock.
 #[derive(Default)]
-struct State {
+struct DeviceCache {
     /// Most recently used first.
-    plans: Vec<Plan>,
+    plans: Vec<GridPipelines>,
     banks: BankCache,
 }
 
-impl State {
+impl DeviceCache {
     /// Index of the plan for `grid`, compiling it when needed.
     fn plan(&mut self, ctx: &GpuContext, grid: GridConsts) -> Result<usize, ImagingError> {
         if let Some(pos) = self.plans.iter().position(|p| p.grid == grid) {
@@ -69,21 +69,21 @@ impl State {
         } else {
             self.plans.truncate(PLAN_SLOTS - 1);
             let max_elems = ctx.limits.max_compute_workgroup_storage_size / 8;
-            let plan = Plan::new(ctx, grid, max_elems)?;
+            let plan = GridPipelines::new(ctx, grid, max_elems)?;
             self.plans.insert(0, plan);
         }
         Ok(0)
     }
 
     fn bytes(&self) -> u64 {
-        self.plans.iter().map(Plan::bytes).sum::<u64>() + self.banks.bytes()
+        self.plans.iter().map(GridPipelines::bytes).sum::<u64>() + self.banks.bytes()
     }
 }
 
 /// The wgpu imaging backend. One instance owns one device; jobs on it run one at a time.
 pub struct GpuBackend {
     ctx: GpuContext,
-    state: Mutex<State>,
+    state: Mutex<DeviceCache>,
     /// Bytes held in device buffers, as of the end of the last run (read without the lock).
     device_bytes: AtomicU64,
     /// Submit and wait pass by pass (cancellation between passes) instead of one submit.
@@ -112,7 +112,7 @@ impl GpuBackend {
         let slow = ctx.adapter.device_type == wgpu::DeviceType::Cpu;
         Ok(Self {
             ctx,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(DeviceCache::default()),
             device_bytes: AtomicU64::new(0),
             sync_each_pass: AtomicBool::new(slow),
         })
@@ -253,7 +253,7 @@ impl ImagingBackend for GpuBackend {
         dose: f32,
         cancel: &CancelToken,
     ) -> Result<Grid<f32>, ImagingError> {
-        let req = RunRequest {
+        let req = GpuRun {
             mask,
             sets: vec![kernels],
             corners: Vec::new(),
@@ -304,7 +304,7 @@ impl ImagingBackend for GpuBackend {
             });
         }
         let keep = job.keep;
-        let req = RunRequest {
+        let req = GpuRun {
             mask: job.mask,
             sets,
             corners,

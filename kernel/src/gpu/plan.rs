@@ -165,7 +165,7 @@ pub(crate) const PASSES: [Pass; 9] = [
 ];
 
 /// Pipelines and buffers for one grid size.
-pub(crate) struct Plan {
+pub(crate) struct GridPipelines {
     pub grid: GridConsts,
     pub shapes: [Option<FftShape>; 9],
     pub pipelines: Vec<wgpu::ComputePipeline>,
@@ -185,7 +185,7 @@ pub(crate) const PARAMS_BYTES: u64 = 32;
 /// Counters: printed pixels per corner, then L2, then PVB.
 pub(crate) const COUNTERS: u64 = shaders::MAX_CORNERS as u64 + 2;
 
-impl Plan {
+impl GridPipelines {
     pub(crate) fn new(
         ctx: &GpuContext,
         grid: GridConsts,

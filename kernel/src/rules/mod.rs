@@ -35,7 +35,7 @@ pub use region::{MergedPolygon, Region, RegionEdge};
 /// Where a violation is: an edge pair (width/space/notch/enclosure) or a polygon (area).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum Marker {
+pub enum ViolationGeometry {
     /// Two segments (dbu): the near parts of the two edges.
     EdgePair {
         /// First edge (for enclosure: the enclosing layer's edge).
@@ -66,7 +66,7 @@ pub struct Violation {
     /// Required value from the deck (nm or nm²).
     pub required: f64,
     /// The marker geometry (dbu).
-    pub marker: Marker,
+    pub marker: ViolationGeometry,
     /// Bounding box of the marker (dbu).
     pub bbox: BBox,
 }
@@ -120,7 +120,7 @@ pub fn check_rule(
         measured: h.distance * dbu_nm,
         required: rule.value,
         bbox: h.bbox(),
-        marker: Marker::EdgePair {
+        marker: ViolationGeometry::EdgePair {
             first: h.first,
             second: h.second,
         },
@@ -155,7 +155,7 @@ pub fn check_rule(
                 measured: p.area2 as f64 / 2.0 * dbu_nm * dbu_nm,
                 required: rule.value,
                 bbox: p.bbox,
-                marker: Marker::Polygon {
+                marker: ViolationGeometry::Polygon {
                     hull: p.hull.clone(),
                 },
             })

@@ -4,11 +4,11 @@
 use std::time::Instant;
 
 use reticle_kernel::imaging::{ImagingBackend, KeepImages, LithoJob, Resist};
-use reticle_kernel::{CancelToken, CpuBackend, Grid, data, iccad, naive};
+use reticle_kernel::{CancelToken, CpuBackend, Grid, iccad, naive};
 
 #[test]
 fn open_frame_matches_the_published_values() {
-    let Some(dir) = data::iccad13_dir() else {
+    let Some(dir) = crate::common::iccad13_dir() else {
         eprintln!(
             "SKIP: ICCAD-2013 data not found (set RETICLE_DATA_DIR or provide ../shared/data)"
         );
@@ -35,7 +35,7 @@ fn open_frame_matches_the_published_values() {
 
 #[test]
 fn l2_and_pvb_equal_the_naive_path_on_all_ten_clips() {
-    let Some(dir) = data::iccad13_dir() else {
+    let Some(dir) = crate::common::iccad13_dir() else {
         eprintln!(
             "SKIP: ICCAD-2013 data not found (set RETICLE_DATA_DIR or provide ../shared/data)"
         );
@@ -110,7 +110,7 @@ fn l2_and_pvb_equal_the_naive_path_on_all_ten_clips() {
 
 #[test]
 fn clips_rasterize_to_their_polygon_area() {
-    let Some(dir) = data::iccad13_dir() else {
+    let Some(dir) = crate::common::iccad13_dir() else {
         eprintln!(
             "SKIP: ICCAD-2013 data not found (set RETICLE_DATA_DIR or provide ../shared/data)"
         );
@@ -142,7 +142,7 @@ fn clips_rasterize_to_their_polygon_area() {
 #[test]
 fn epe_on_clip_one_is_consistent() {
     use reticle_kernel::metrics::{self, EpeConfig};
-    let Some(dir) = data::iccad13_dir() else {
+    let Some(dir) = crate::common::iccad13_dir() else {
         eprintln!(
             "SKIP: ICCAD-2013 data not found (set RETICLE_DATA_DIR or provide ../shared/data)"
         );

@@ -38,10 +38,8 @@ fn klayout_available() -> bool {
 }
 
 fn data_dir() -> PathBuf {
-    std::env::var_os("RETICLE_DATA_DIR").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"),
-        PathBuf::from,
-    )
+    crate::common::data_dir_setting()
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"))
 }
 
 /// An edge pair as two undirected edges in dbu, in a canonical order.

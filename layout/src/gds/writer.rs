@@ -67,7 +67,7 @@ const MAX_XY_POINTS: usize = 8190;
 /// # Errors
 /// [`GdsWriteError`] when a value does not fit the format.
 pub fn write_gds(lib: &Library) -> Result<Vec<u8>, GdsWriteError> {
-    let mut w = Writer {
+    let mut w = GdsWriter {
         out: Vec::new(),
         cell: String::new(),
     };
@@ -95,12 +95,12 @@ pub fn write_gds(lib: &Library) -> Result<Vec<u8>, GdsWriteError> {
     Ok(w.out)
 }
 
-struct Writer {
+struct GdsWriter {
     out: Vec<u8>,
     cell: String,
 }
 
-impl Writer {
+impl GdsWriter {
     fn header(&mut self, t: u8, d: u8, payload: usize) {
         // Callers keep payloads below 65532 bytes.
         let len = (payload + 4) as u16;

@@ -138,7 +138,7 @@ pub fn write_oasis(lib: &Library) -> Result<Vec<u8>, OasisWriteError> {
             return Err(OasisWriteError::DuplicateCell(cell.name.clone()));
         }
     }
-    let mut w = Writer {
+    let mut w = OasisWriter {
         out: MAGIC.to_vec(),
         cell: String::new(),
     };
@@ -248,12 +248,12 @@ fn push_real(out: &mut Vec<u8>, v: f64) {
     }
 }
 
-struct Writer {
+struct OasisWriter {
     out: Vec<u8>,
     cell: String,
 }
 
-impl Writer {
+impl OasisWriter {
     fn uint(&mut self, v: u64) {
         push_uint(&mut self.out, v);
     }
@@ -649,7 +649,7 @@ mod tests {
 
     #[test]
     fn end_record_is_256_bytes() {
-        let mut w = Writer {
+        let mut w = OasisWriter {
             out: Vec::new(),
             cell: String::new(),
         };

@@ -57,3 +57,15 @@ pub fn rel_max_err(a: &Grid<f32>, b: &Grid<f32>) -> f64 {
         .fold(0.0f64, |m, (&x, &y)| m.max(f64::from(x - y).abs()));
     err / scale
 }
+
+/// The test process's `RETICLE_DATA_DIR` (the setting a program's composition root would
+/// hand the kernel).
+pub fn data_dir_setting() -> Option<std::path::PathBuf> {
+    std::env::var_os("RETICLE_DATA_DIR").map(std::path::PathBuf::from)
+}
+
+/// The ICCAD-2013 folder, as [`reticle_kernel::data::iccad13_dir`] finds it for the test
+/// process's `RETICLE_DATA_DIR`.
+pub fn iccad13_dir() -> Option<std::path::PathBuf> {
+    reticle_kernel::data::iccad13_dir(data_dir_setting().as_deref())
+}
