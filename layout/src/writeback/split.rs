@@ -35,9 +35,12 @@ pub(super) enum Run {
     One(u64),
 }
 
-/// Whether the real box `b` (grown by one dbu of slack for rounding) shares area with `r`.
+/// Whether the real box `b` (grown by one dbu of slack for rounding) shares area with `r`;
+/// never for a region without area.
 pub(super) fn touches(b: [f64; 4], r: &BBox) -> bool {
-    b[0] - 1.0 < r.right as f64
+    r.left < r.right
+        && r.bottom < r.top
+        && b[0] - 1.0 < r.right as f64
         && b[2] + 1.0 > r.left as f64
         && b[1] - 1.0 < r.top as f64
         && b[3] + 1.0 > r.bottom as f64

@@ -17,3 +17,4 @@ mod observe_klayout;
 mod observe_real_gds;
 mod props;
 mod real_gds;
+mod writeback;
