@@ -3,7 +3,8 @@
 //! The host resolves every path argument with it before a worker sees the path, the
 //! worker checks again in the process that opens the file (a host bug or a symlink
 //! swapped in between cannot make it read elsewhere), and both sides check a batch
-//! manifest's paths with it ([`crate::batch::BatchManifest::check`]).
+//! manifest's paths with it ([`crate::batch::BatchManifest::check`]). Also the one way
+//! host and worker replace a file whole ([`write_replacing`]).
 
 use std::path::{Path, PathBuf};
 
@@ -55,9 +56,43 @@ pub fn resolve_under<D: AsRef<Path>>(path: &Path, dirs: &[D]) -> Result<PathBuf,
     }
 }
 
+/// Writes `bytes` to `target` through `tmp` and a rename, so a reader sees the old file or
+/// the whole new one, never a part; `tmp` (on the same file system, a name no one else
+/// writes) is removed when the write or the rename fails.
+///
+/// # Errors
+/// The write's or the rename's.
+pub fn write_replacing(target: &Path, tmp: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    std::fs::write(tmp, bytes)
+        .and_then(|()| std::fs::rename(tmp, target))
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(tmp);
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_replacing_write_is_whole_and_leaves_no_temporary() {
+        let dir = std::env::temp_dir().join(format!("reticle-replace-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (target, tmp) = (dir.join("a.json"), dir.join(".a.json.tmp"));
+        std::fs::write(&target, b"old").unwrap();
+        write_replacing(&target, &tmp, b"new").unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"new");
+        assert!(!tmp.exists());
+        // A target that cannot be replaced (a directory): the error, and no temporary left.
+        let sub = dir.join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::write(sub.join("x"), b"x").unwrap();
+        assert!(write_replacing(&sub, &tmp, b"new").is_err());
+        assert!(!tmp.exists());
+        assert_eq!(std::fs::read(sub.join("x")).unwrap(), b"x");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn inside_outside_symlink_and_dotdot() {

@@ -131,10 +131,6 @@ fn load(path: &Path) -> Result<(BatchManifest, PathBuf), String> {
 fn write_result(path: &Path, outcome: &JobOutcome) -> Result<(), String> {
     let bytes = serde_json::to_vec(outcome).map_err(|e| format!("outcome: {e}"))?;
     let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
-    std::fs::write(&tmp, bytes)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            format!("cannot write {}: {e}", path.display())
-        })
+    reticle_protocol::paths::write_replacing(path, &tmp, &bytes)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }

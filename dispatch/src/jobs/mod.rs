@@ -197,15 +197,7 @@ impl Jobs {
     /// A table keeping finished jobs for `ttl` and refusing a job while `max_active`
     /// are unfinished.
     pub fn with_max_active(ttl: Duration, max_active: usize) -> Arc<Self> {
-        Arc::new(Self {
-            entries: Mutex::new(HashMap::new()),
-            ttl,
-            max_active,
-            admission: Mutex::new(()),
-            stats: Arc::default(),
-            events: None,
-            handover: Handover::new(),
-        })
+        Self::table(ttl, max_active, None, Handover::new())
     }
 
     /// A table refusing a job while `max_active` are unfinished that also records every
@@ -216,13 +208,22 @@ impl Jobs {
         events: Arc<EventLog>,
         handover: Handover,
     ) -> Arc<Self> {
+        Self::table(ttl, max_active, Some(events), handover)
+    }
+
+    fn table(
+        ttl: Duration,
+        max_active: usize,
+        events: Option<Arc<EventLog>>,
+        handover: Handover,
+    ) -> Arc<Self> {
         Arc::new(Self {
             entries: Mutex::new(HashMap::new()),
             ttl,
             max_active,
             admission: Mutex::new(()),
             stats: Arc::default(),
-            events: Some(events),
+            events,
             handover,
         })
     }

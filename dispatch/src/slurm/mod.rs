@@ -137,6 +137,27 @@ fn sbatch_environment(host: &[(OsString, OsString)]) -> Vec<(OsString, OsString)
     env
 }
 
+/// Marks the tiles of `manifest` (array `array`, the index in the batch's submissions) as
+/// dispatched on their journal tracks (a track opens on a tile's first run) and records
+/// which array runs each tile now.
+fn dispatched(
+    batch: &TileBatch,
+    manifest: &BatchManifest,
+    array: usize,
+    tracks: &mut HashMap<u64, UnitJournal>,
+    latest: &mut HashMap<u64, usize>,
+) {
+    for &[a, b] in &manifest.tiles {
+        for t in a..b {
+            tracks
+                .entry(t)
+                .or_insert_with(|| batch.tile_journal(t))
+                .dispatched();
+            latest.insert(t, array);
+        }
+    }
+}
+
 /// Element counts of one array, for health and telemetry.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 struct ArrayCounts {
@@ -347,15 +368,7 @@ impl SlurmExecutor {
                     .ok()
                     .and_then(|b| serde_json::from_slice(&b).ok())
                     .ok_or_else(|| fault(format!("{file} of an adopted batch is unreadable")))?;
-                for &[a, b] in &manifest.tiles {
-                    for t in a..b {
-                        tracks
-                            .entry(t)
-                            .or_insert_with(|| batch.tile_journal(t))
-                            .dispatched();
-                        latest.insert(t, active.len());
-                    }
-                }
+                dispatched(batch, &manifest, active.len(), &mut tracks, &mut latest);
                 guard.ids.push(id.clone());
                 active.push((id.clone(), manifest, HashSet::new()));
             }
@@ -404,16 +417,8 @@ impl SlurmExecutor {
                         .arrays
                         .push((id.clone(), format!("manifest-{submission}.json")));
                     follow.save(&dir)?;
-                    for &[a, b] in &manifest.tiles {
-                        for t in a..b {
-                            // A first run; a replay's run was journaled by the policy.
-                            tracks
-                                .entry(t)
-                                .or_insert_with(|| batch.tile_journal(t))
-                                .dispatched();
-                            latest.insert(t, active.len());
-                        }
-                    }
+                    // A first run; a replay's run was journaled by the policy.
+                    dispatched(batch, &manifest, active.len(), &mut tracks, &mut latest);
                     stats.attempts += manifest.tile_count();
                     self.submitted.fetch_add(1, Ordering::Relaxed);
                     if resubmission {

@@ -125,12 +125,8 @@ pub fn write_artifact(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf, T
     }
     let target = dir.join(name);
     let tmp = dir.join(format!(".{name}.{}.tmp", random_hex(8)));
-    std::fs::write(&tmp, bytes)
-        .and_then(|()| std::fs::rename(&tmp, &target))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            internal(format!("cannot write {}: {e}", target.display()))
-        })?;
+    reticle_protocol::paths::write_replacing(&target, &tmp, bytes)
+        .map_err(|e| internal(format!("cannot write {}: {e}", target.display())))?;
     Ok(target)
 }
 
