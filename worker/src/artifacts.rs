@@ -59,12 +59,8 @@ pub fn write_named(dir: &Path, name: &str, bytes: &[u8]) -> Result<Value, ToolEr
     }
     let target = dir.join(name);
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, bytes)
-        .and_then(|()| std::fs::rename(&tmp, &target))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            internal(format!("cannot write {}: {e}", target.display()))
-        })?;
+    reticle_protocol::paths::write_replacing(&target, &tmp, bytes)
+        .map_err(|e| internal(format!("cannot write {}: {e}", target.display())))?;
     Ok(json!({
         "path": target,
         "sha256": reticle_layout::sha256_hex(bytes),
