@@ -11,7 +11,6 @@ use reticle_kernel::rules::{LayerRef, Rule, RuleDeck};
 use reticle_kernel::{CancelToken, LithoOutput};
 use reticle_protocol::capabilities::DetailSupport;
 use reticle_protocol::{ErrorCode, ToolError};
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::error::{EvalError, check_cancel, invalid};
@@ -24,66 +23,9 @@ use crate::window::{ImagedWindow, MaskOverride};
 
 /// Default report tile side (nm).
 pub const DEFAULT_TILE_NM: f64 = 1024.0;
-/// Default `limits.max_violations`.
-pub const DEFAULT_MAX_VIOLATIONS: usize = 10_000;
-
-/// `report_level`.
-#[derive(Debug, Deserialize, Default, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum ReportLevel {
-    /// Counts only.
-    #[default]
-    Aggregate,
-    /// Counts and `violations[]`.
-    Detailed,
-}
-
-/// `limits.on_exceeded`.
-#[derive(Debug, Deserialize, Default, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum OnExceeded {
-    /// Return the first `max_violations` records.
-    #[default]
-    Truncate,
-    /// Return no records, only counts.
-    DegradeToAggregate,
-}
-
-impl OnExceeded {
-    /// The name reports use.
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Truncate => "truncate",
-            Self::DegradeToAggregate => "degrade_to_aggregate",
-        }
-    }
-}
-
-fn default_max_violations() -> usize {
-    DEFAULT_MAX_VIOLATIONS
-}
-
-/// `limits`: how many records a detailed report returns, and what happens beyond.
-#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct Limits {
-    /// Most records returned.
-    #[serde(default = "default_max_violations")]
-    pub max_violations: usize,
-    /// What a detailed report does with more records.
-    #[serde(default)]
-    pub on_exceeded: OnExceeded,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            max_violations: DEFAULT_MAX_VIOLATIONS,
-            on_exceeded: OnExceeded::default(),
-        }
-    }
-}
+pub use reticle_protocol::args::{
+    DEFAULT_MAX_VIOLATIONS, OnExceeded, ReportLevel, ViolationLimits,
+};
 
 /// What a report needs besides the images: the deck, the layer, the tiling and the
 /// report options (`evaluate`'s arguments, parsed).
@@ -104,7 +46,7 @@ pub struct Setup {
     /// Aggregate or detailed.
     pub report_level: ReportLevel,
     /// Record limits.
-    pub limits: Limits,
+    pub limits: ViolationLimits,
 }
 
 impl Setup {
@@ -448,7 +390,7 @@ mod tests {
             tile_nm: DEFAULT_TILE_NM,
             layout_name: "x.glp".into(),
             report_level,
-            limits: Limits::default(),
+            limits: ViolationLimits::default(),
         };
         assert!(
             setup(&deck, ReportLevel::Detailed)
@@ -502,14 +444,7 @@ mod tests {
     }
 
     #[test]
-    fn limits_parse_strictly_with_defaults() {
-        let l: Limits = serde_json::from_str("{}").unwrap();
-        assert_eq!(l, Limits::default());
-        let l: Limits =
-            serde_json::from_str(r#"{"max_violations": 3, "on_exceeded": "degrade_to_aggregate"}"#)
-                .unwrap();
-        assert_eq!(l.on_exceeded.name(), "degrade_to_aggregate");
-        assert!(serde_json::from_str::<Limits>(r#"{"max": 3}"#).is_err());
+    fn the_layout_is_named_by_its_file_name() {
         assert_eq!(layout_name(Path::new("/a/b/c.gds")), "c.gds");
     }
 }

@@ -10,6 +10,7 @@
 //! - [`sync`]: [`sync::lock`], the one way host and worker take a mutex.
 //! - [`SCHEMA_VERSION`]: stamped on every response payload.
 
+pub mod args;
 pub mod batch;
 pub mod capabilities;
 pub mod error;

@@ -95,7 +95,7 @@ fn input_schema(properties: Value) -> Value {
 
 async fn malformed(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
     let wait = take_wait(&mut args);
-    run_op_with(&ctx, "debug.malformed", args, wait, JobExtras::default()).await
+    run_op_with(&ctx, "debug.malformed", &args, wait, JobExtras::default()).await
 }
 
 async fn alloc(ctx: ToolContext, args: Map<String, Value>) -> PayloadResult {

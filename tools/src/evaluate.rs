@@ -7,11 +7,12 @@
 //! once unless the call waits. `reticle eval` runs the same ops (G3).
 
 use libmcp::ReplayContract;
+use reticle_protocol::args::{EvaluateArgs, ReportLevel};
 use reticle_protocol::capabilities::{DetailSupport, ENGINE_PATHS};
 use serde_json::{Map, Value, json};
 
-use super::imaging::{Imaging, take_imaging};
-use super::worker_job::{JobExtras, resolve_layout, run_op_with, run_tiled, take_wait};
+use super::imaging::Imaging;
+use super::worker_job::{JobExtras, object_of, parse_call, resolve_path, run_op_with, run_tiled};
 use super::{Detail, TaskSupport, Tool, ToolContext, ToolDef, ToolResult};
 
 /// The worker op behind `evaluate` and `reticle eval`.
@@ -105,33 +106,36 @@ pub fn deck_is_path(deck: &str) -> bool {
     deck.contains('/') || deck.ends_with(".json")
 }
 
-async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
-    let wait = take_wait(&mut args);
-    resolve_layout(&ctx, &mut args)?;
-    let deck = args
-        .get("deck")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    if deck_is_path(&deck) {
-        let path = ctx.scope.roots.resolve_read(&deck)?;
-        args.insert("deck".into(), json!(path));
+async fn run(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+    let mut call: EvaluateArgs = parse_call(args)?;
+    let wait = call.wait.take().unwrap_or(false);
+    call.layout = resolve_path(&ctx, &call.layout)?;
+    if deck_is_path(&call.deck) {
+        call.deck = resolve_path(&ctx, &call.deck)?;
+    }
+    let imaging = Imaging::of(
+        call.tiling.take(),
+        &call.layout,
+        call.model.as_ref(),
+        call.box_um,
+    );
+    if imaging == Imaging::Tiles {
+        // The job's artifact directory holds the tiles' outputs, every record
+        // (`violations.jsonl`, paged by the `violations` tool) and the heat map.
+        return run_tiled(&ctx, OP, "eval", &call, wait).await;
     }
     // At report_level=detailed the returned violations go into the session's cache, so
     // optimize(violation_id) needs no other argument (seed 000 §5 fast path, D45).
-    if take_imaging(&mut args) == Imaging::Tiles {
-        // The job's artifact directory holds the tiles' outputs, every record
-        // (`violations.jsonl`, paged by the `violations` tool) and the heat map.
-        return run_tiled(&ctx, OP, "eval", args, wait).await;
-    }
     let on_result: Option<super::worker_job::OnResult> =
-        (args.get("report_level").and_then(Value::as_str) == Some("detailed")).then(|| {
+        (call.report_level == Some(ReportLevel::Detailed)).then(|| {
             let scope = std::sync::Arc::clone(&ctx.scope);
-            let mut cached = args.clone();
-            cached.remove("report_level");
-            cached.remove("limits");
+            let cached = EvaluateArgs {
+                report_level: None,
+                limits: None,
+                ..call.clone()
+            };
             Box::new(move |payload: Value| {
-                let n = scope.violations.insert(cached, &payload);
+                let n = scope.violations.insert(object_of(&cached), &payload);
                 tracing::debug!(records = n, "violation cache filled");
                 Ok(payload)
             }) as super::worker_job::OnResult
@@ -140,7 +144,7 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
         artifact_dir: None,
         on_result,
     };
-    run_op_with(&ctx, OP, args, wait, extras).await
+    run_op_with(&ctx, OP, &call, wait, extras).await
 }
 
 /// One line per rule with violations, for people (porcelain and `reticle eval --format=table`).

@@ -1,6 +1,9 @@
 //! How a call images its region (docs/DECISIONS.md D57): one periodic window or tiles.
-//! `evaluate`, `simulate` and `reticle eval` read their `tiling` argument here, once.
+//! `evaluate` and `simulate` decide it from their typed arguments ([`Imaging::of`]),
+//! `reticle eval` from its JSON arguments ([`take_imaging`]); both over
+//! [`reticle_protocol::args::is_one_window`].
 
+use reticle_protocol::args::{Tiling, is_one_window, model_period_nm};
 use serde_json::{Map, Value};
 
 /// How a call images its region (docs/DECISIONS.md D57).
@@ -12,41 +15,41 @@ pub enum Imaging {
     Tiles,
 }
 
-/// The default model's period (nm), the window side when the call names no model.
-const DEFAULT_PERIOD_NM: f64 = 2048.0;
-
-/// Takes `tiling` out of a call's arguments (the host's, never an op's) and resolves it:
-/// `tiles` and `window` as given; `auto` (or none): a `.glp` clip without a box, or a box
-/// of exactly one model period, is one window (what such calls always were); anything
-/// else is tiled. The one place `evaluate`, `simulate` and `reticle eval` read it.
-pub fn take_imaging(args: &mut Map<String, Value>) -> Imaging {
-    match args.remove("tiling").as_ref().and_then(Value::as_str) {
-        Some("tiles") => return Imaging::Tiles,
-        Some("window") => return Imaging::Window,
-        _ => {}
-    }
-    let glp = args
-        .get("layout")
-        .and_then(Value::as_str)
-        .is_some_and(|p| p.to_ascii_lowercase().ends_with(".glp"));
-    let period = args
-        .get("model")
-        .and_then(|m| m.get("period_nm"))
-        .and_then(Value::as_f64)
-        .unwrap_or(DEFAULT_PERIOD_NM);
-    let one_period = |lo: f64, hi: f64| ((hi - lo) * 1000.0 - period).abs() <= 1e-6 * period;
-    match args.get("box_um").and_then(Value::as_array) {
-        None if glp => Imaging::Window,
-        None => Imaging::Tiles,
-        Some(b) => {
-            let c: Vec<f64> = b.iter().filter_map(Value::as_f64).collect();
-            if c.len() == 4 && one_period(c[0], c[2]) && one_period(c[1], c[3]) {
-                Imaging::Window
-            } else {
-                Imaging::Tiles
-            }
+impl Imaging {
+    /// How a call with these arguments is imaged
+    /// ([`reticle_protocol::args::is_one_window`]).
+    #[must_use]
+    pub fn of(
+        tiling: Option<Tiling>,
+        layout: &str,
+        model: Option<&Value>,
+        box_um: Option<[f64; 4]>,
+    ) -> Self {
+        if is_one_window(tiling, layout, model_period_nm(model), box_um) {
+            Self::Window
+        } else {
+            Self::Tiles
         }
     }
+}
+
+/// Takes `tiling` out of a call's arguments as JSON (`reticle eval`'s, built from its
+/// flags; the host's, never an op's) and resolves it with [`Imaging::of`]. A `box_um`
+/// that is not four numbers is tiled.
+pub fn take_imaging(args: &mut Map<String, Value>) -> Imaging {
+    let tiling = args
+        .remove("tiling")
+        .and_then(|v| serde_json::from_value::<Tiling>(v).ok());
+    let layout = args.get("layout").and_then(Value::as_str).unwrap_or("");
+    let box_um = match args.get("box_um") {
+        None => None,
+        Some(b) => match serde_json::from_value::<[f64; 4]>(b.clone()) {
+            Ok(b) => Some(b),
+            Err(_) if tiling != Some(Tiling::Window) => return Imaging::Tiles,
+            Err(_) => None,
+        },
+    };
+    Imaging::of(tiling, layout, args.get("model"), box_um)
 }
 
 #[cfg(test)]

@@ -197,7 +197,7 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
         artifact_dir: Some(dir),
         on_result: None,
     };
-    run_op_with(&ctx, OP, args, wait, extras).await
+    run_op_with(&ctx, OP, &args, wait, extras).await
 }
 
 fn porcelain(payload: &Value, _detail: Detail) -> String {

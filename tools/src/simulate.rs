@@ -2,10 +2,11 @@
 //! A job: returns `{job_id, status}` at once unless the call waits.
 
 use libmcp::ReplayContract;
+use reticle_protocol::args::SimulateArgs;
 use serde_json::{Map, Value};
 
-use super::imaging::{Imaging, take_imaging};
-use super::worker_job::{JobExtras, resolve_layout, run_op_with, run_tiled, take_wait};
+use super::imaging::Imaging;
+use super::worker_job::{JobExtras, parse_call, resolve_path, run_op_with, run_tiled};
 use super::{Detail, TaskSupport, Tool, ToolContext, ToolDef, ToolResult};
 
 pub(super) fn tool() -> Tool {
@@ -29,17 +30,23 @@ pub(super) fn tool() -> Tool {
     .with_task_support(TaskSupport::Optional)
 }
 
-async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
-    let wait = take_wait(&mut args);
-    resolve_layout(&ctx, &mut args)?;
-    if take_imaging(&mut args) == Imaging::Tiles {
+async fn run(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+    let mut call: SimulateArgs = parse_call(args)?;
+    let wait = call.wait.take().unwrap_or(false);
+    call.layout = resolve_path(&ctx, &call.layout)?;
+    let imaging = Imaging::of(
+        call.tiling.take(),
+        &call.layout,
+        call.model.as_ref(),
+        call.box_um,
+    );
+    if imaging == Imaging::Tiles {
         // Tiles write their outputs (and, with images, their cores' pixels) into the
         // job's artifact directory; the merge stitches them.
-        return run_tiled(&ctx, "simulate", "sim", args, wait).await;
+        return run_tiled(&ctx, "simulate", "sim", &call, wait).await;
     }
     // Images travel as files in a host-created job directory, not in the op's JSON (D48).
-    let images = args.remove("images").and_then(|v| v.as_bool()) == Some(true);
-    let artifact_dir = if images {
+    let artifact_dir = if call.images.take() == Some(true) {
         Some(ctx.scope.sessions.new_job_dir("sim")?)
     } else {
         None
@@ -48,7 +55,7 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
         artifact_dir,
         on_result: None,
     };
-    run_op_with(&ctx, "simulate", args, wait, extras).await
+    run_op_with(&ctx, "simulate", &call, wait, extras).await
 }
 
 fn porcelain(payload: &Value, _detail: Detail) -> String {

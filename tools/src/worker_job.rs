@@ -10,31 +10,48 @@ use serde_json::{Map, Value};
 use super::{PayloadResult, ToolContext, ToolResult};
 use reticle_dispatch::FanOut;
 
-/// Removes `wait` (the host's, never the worker's) and returns whether the call waits.
-/// (`render`/`detail` never reach a handler: the registry takes them out.)
+/// Removes `wait` (the host's, never the worker's) and returns whether the call waits
+/// (a tool whose arguments are not typed yet: `optimize`, `debug.*`).
 pub(super) fn take_wait(args: &mut Map<String, Value>) -> bool {
     args.remove("wait")
         .and_then(|v| v.as_bool())
         .unwrap_or(false)
 }
 
-/// Resolves the `layout` argument through the caller's allowed roots (`confine`) and puts
-/// the resolved path in its place.
+/// Parses a tool's arguments (already checked against its input schema, `render` and
+/// `detail` taken out by the registry) into its type: the one parse, at the tool's edge.
+///
+/// # Errors
+/// `INVALID_INPUT` when they do not fit the type (a schema and its type disagreeing).
+pub(super) fn parse_call<T: serde::de::DeserializeOwned>(
+    args: Map<String, Value>,
+) -> Result<T, reticle_protocol::ToolError> {
+    serde_json::from_value(Value::Object(args)).map_err(|e| {
+        reticle_protocol::ToolError::new(
+            reticle_protocol::ErrorCode::InvalidInput,
+            format!("invalid arguments: {e}"),
+        )
+    })
+}
+
+/// The JSON object of typed arguments (what a unit carries to the worker, and what the
+/// violation cache keeps of an evaluate call).
+pub(super) fn object_of<T: serde::Serialize>(args: &T) -> Map<String, Value> {
+    match serde_json::to_value(args) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    }
+}
+
+/// Resolves a path argument through the caller's allowed roots (`confine`).
 ///
 /// # Errors
 /// The roots' refusal (`INVALID_INPUT`, `FILE_NOT_FOUND`, `PATH_NOT_ALLOWED`).
-pub(super) fn resolve_layout(
+pub(super) fn resolve_path(
     ctx: &ToolContext,
-    args: &mut Map<String, Value>,
-) -> Result<(), reticle_protocol::ToolError> {
-    let raw = args
-        .get("layout")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let path = ctx.scope.roots.resolve_read(&raw)?;
-    args.insert("layout".into(), serde_json::json!(path));
-    Ok(())
+    raw: &str,
+) -> Result<String, reticle_protocol::ToolError> {
+    Ok(ctx.scope.roots.resolve_read(raw)?.display().to_string())
 }
 
 /// A payload hook: runs in the job when the worker's payload arrives, before it is
@@ -53,19 +70,21 @@ pub(super) struct JobExtras {
 
 /// Runs worker op `op` on `args` (paths already resolved) as a job of the calling tool,
 /// with an optional artifact directory and payload hook.
-pub(super) async fn run_op_with(
+pub(super) async fn run_op_with<A: serde::Serialize>(
     ctx: &ToolContext,
     op: &'static str,
-    args: Map<String, Value>,
+    args: &A,
     wait: bool,
     extras: JobExtras,
 ) -> ToolResult {
-    let unit = ctx.unit(op, &Value::Object(args)).with_artifact_dir(
-        extras
-            .artifact_dir
-            .as_ref()
-            .map(|d| d.path().display().to_string()),
-    );
+    let unit = ctx
+        .unit(op, &Value::Object(object_of(args)))
+        .with_artifact_dir(
+            extras
+                .artifact_dir
+                .as_ref()
+                .map(|d| d.path().display().to_string()),
+        );
     let dispatcher = std::sync::Arc::clone(&ctx.dispatcher);
     let on_result = extras.on_result;
     let job_dir = extras.artifact_dir;
@@ -85,13 +104,14 @@ pub(super) async fn run_op_with(
 /// `<prefix>.plan`, `<prefix>.tile` (one unit per tile, spread over the executor) and
 /// `<prefix>.merge` (see [`FanOut`]), in a new job artifact directory `<dir_prefix>_…`
 /// held until the job ends and kept for the artifact TTL after (D49).
-pub(super) async fn run_tiled(
+pub(super) async fn run_tiled<A: serde::Serialize>(
     ctx: &ToolContext,
     prefix: &'static str,
     dir_prefix: &'static str,
-    args: Map<String, Value>,
+    args: &A,
     wait: bool,
 ) -> ToolResult {
+    let args = object_of(args);
     let job_dir = ctx.scope.sessions.new_job_dir(dir_prefix)?;
     let dispatcher = std::sync::Arc::clone(&ctx.dispatcher);
     ctx.run_as_job(wait, move |scope| async move {

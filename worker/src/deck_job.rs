@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 
 use reticle_eval::ImagedWindow;
 use reticle_eval::deck::{DeckFile, target_layer};
-use reticle_eval::report::{Limits, ReportLevel, Setup, layout_name, report, tile_size};
+use reticle_eval::report::{ReportLevel, Setup, ViolationLimits, layout_name, report, tile_size};
 use reticle_kernel::model::ModelSpec;
 use reticle_kernel::rules::{LayerRef, RuleDeck};
+use reticle_protocol::args::EvaluateArgs;
 use reticle_protocol::error::{ErrorCode, ToolError};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -21,7 +22,8 @@ use crate::op::{cancelled, eval_error, invalid_arguments, parse_args};
 /// Largest rule-deck file read.
 const MAX_DECK_BYTES: u64 = 4 << 20;
 
-/// The arguments every deck op takes: a layout window (file, cell, layer) imaged with a
+/// The arguments every deck op takes (`evaluate`'s from its typed arguments; `optimize`
+/// and `demo.render` still split their JSON with [`parse_deck_args`]): a layout window (file, cell, layer) imaged with a
 /// model at a pixel size, checked against a deck. The window box is each op's own
 /// (`box_um` for evaluate and demo.render, `clip_um` for optimize, whose `box_um` is the
 /// box to optimize).
@@ -38,6 +40,19 @@ pub(crate) struct DeckArgs {
     pub(crate) pixel_nm: Option<f64>,
     #[serde(default)]
     pub(crate) model: Option<ModelSpec>,
+}
+
+impl From<&EvaluateArgs<ModelSpec>> for DeckArgs {
+    fn from(call: &EvaluateArgs<ModelSpec>) -> Self {
+        Self {
+            layout: PathBuf::from(&call.layout),
+            deck: call.deck.clone(),
+            layer: call.layer.clone(),
+            cell: call.cell.clone(),
+            pixel_nm: call.pixel_nm,
+            model: call.model.clone(),
+        }
+    }
 }
 
 /// The keys of [`DeckArgs`]: what [`parse_deck_args`] hands to it.
@@ -94,7 +109,7 @@ impl DeckArgs {
         ctx: &JobCtx<'_>,
         tile_nm: Option<f64>,
         report_level: ReportLevel,
-        limits: Limits,
+        limits: ViolationLimits,
         pin: impl FnOnce(&str) -> Result<(), ToolError>,
     ) -> Result<Setup, ToolError> {
         let (deck, deck_source) = load_deck(ctx, &self.deck)?;

@@ -22,6 +22,34 @@ use crate::artifacts;
 use crate::job::JobCtx;
 use crate::op::{cancelled, eval_error};
 
+/// A tool's typed arguments plus what the host's fan-out adds for a whole-layout job:
+/// the plan (every op after `<tool>.plan`) and the tile's number (`<tool>.tile`).
+#[derive(serde::Deserialize)]
+pub(crate) struct TiledArgs<A> {
+    /// The tool call's arguments.
+    #[serde(flatten)]
+    pub(crate) call: A,
+    /// The tiles' halo (nm); default: the kernel's rule.
+    #[serde(default)]
+    pub(crate) halo_nm: Option<f64>,
+    /// The region's plan, from `<tool>.plan`.
+    #[serde(default)]
+    pub(crate) plan: Option<RegionPlan>,
+    /// Which tile, as its number in the plan's row-major order (the host knows no geometry).
+    #[serde(default)]
+    pub(crate) tile_number: Option<u64>,
+}
+
+impl<A> TiledArgs<A> {
+    /// The plan (`INVALID_INPUT` without one, naming `what`: the evaluation, the
+    /// simulation).
+    pub(crate) fn plan(&self, what: &str) -> Result<&RegionPlan, ToolError> {
+        self.plan
+            .as_ref()
+            .ok_or_else(|| invalid(format!("this op needs the {what}'s `plan`"), json!({})))
+    }
+}
+
 /// Most tiles one evaluation may have (a 1 cm² block at 4 nm pixels is about 10⁸ nm² ÷
 /// 1 µm² ≈ 10⁸; this bounds what one job asks of a pool and of its artifact directory).
 pub const MAX_TILES: u64 = 4_000_000;

@@ -6,7 +6,7 @@
 //! printed image's outline cyan, each violation's marker box red (canonical records) or
 //! orange (shadows), grown to at least 9 pixels so checkpoints are visible.
 
-use reticle_eval::report::{Limits, ReportLevel};
+use reticle_eval::report::{ReportLevel, ViolationLimits};
 use reticle_kernel::Grid;
 use reticle_protocol::error::ToolError;
 use serde::Deserialize;
@@ -51,9 +51,13 @@ impl Op for DemoRender {
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
         let (args, own): (_, Own) = parse_deck_args(self.name(), args_json)?;
-        let setup = args.setup(ctx, None, ReportLevel::Detailed, Limits::default(), |_| {
-            Ok(())
-        })?;
+        let setup = args.setup(
+            ctx,
+            None,
+            ReportLevel::Detailed,
+            ViolationLimits::default(),
+            |_| Ok(()),
+        )?;
         let (imaged, report) = args.evaluate(ctx, &setup, own.box_um, STEPS)?;
         if ctx.cancel.is_cancelled() {
             return Err(cancelled(ctx.job_id));

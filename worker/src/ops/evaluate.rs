@@ -7,27 +7,17 @@
 //! groups, canonical/shadow, ids) and the payload. See `reticle_eval` for what the
 //! report holds and why (docs/DECISIONS.md D23, D24).
 
-use reticle_eval::report::{Limits, ReportLevel};
+use reticle_kernel::model::ModelSpec;
+use reticle_protocol::args::EvaluateArgs;
 use reticle_protocol::error::ToolError;
-use serde::Deserialize;
 use serde_json::Value;
 
-use crate::deck_job::parse_deck_args;
+use crate::deck_job::DeckArgs;
 use crate::job::JobCtx;
-use crate::op::Op;
+use crate::op::{Op, parse_args};
 
 /// Progress steps of one evaluation.
 const STEPS: u64 = 7;
-
-/// `evaluate`'s own arguments (the shared ones are [`crate::deck_job::DeckArgs`]).
-#[derive(Deserialize, Default)]
-#[serde(default, deny_unknown_fields)]
-struct Own {
-    box_um: Option<[f64; 4]>,
-    tile_nm: Option<f64>,
-    report_level: ReportLevel,
-    limits: Limits,
-}
 
 /// The `evaluate` op.
 pub struct Evaluate;
@@ -38,9 +28,16 @@ impl Op for Evaluate {
     }
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-        let (args, own): (_, Own) = parse_deck_args(self.name(), args_json)?;
-        let setup = args.setup(ctx, own.tile_nm, own.report_level, own.limits, |_| Ok(()))?;
-        let (_, report) = args.evaluate(ctx, &setup, own.box_um, STEPS)?;
+        let call: EvaluateArgs<ModelSpec> = parse_args(self.name(), args_json)?;
+        let args = DeckArgs::from(&call);
+        let setup = args.setup(
+            ctx,
+            call.tile_nm,
+            call.report_level.unwrap_or_default(),
+            call.limits.unwrap_or_default(),
+            |_| Ok(()),
+        )?;
+        let (_, report) = args.evaluate(ctx, &setup, call.box_um, STEPS)?;
         Ok(report)
     }
 }

@@ -27,7 +27,7 @@ use reticle_eval::optimize::target::{
 use reticle_eval::optimize::{
     MaskOptions, Outcome, changed_pixels, mask_rule_ids, payload, polygon_summary, reimage, run_ilt,
 };
-use reticle_eval::report::{Limits, ReportLevel, report};
+use reticle_eval::report::{ReportLevel, ViolationLimits, report};
 use reticle_eval::{EvalError, MaskOverride};
 use reticle_kernel::Grid;
 use reticle_kernel::ilt::IltParams;
@@ -143,9 +143,9 @@ impl Op for Optimize {
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
         let (args, own): (_, Own) = parse_deck_args(self.name(), args_json)?;
         let parsed = target::parse_id(own.violation_id.as_deref(), own.box_um)?;
-        let limits = Limits {
+        let limits = ViolationLimits {
             max_violations: usize::MAX,
-            ..Limits::default()
+            ..ViolationLimits::default()
         };
         let setup = args.setup(ctx, own.tile_nm, ReportLevel::Detailed, limits, |hash| {
             parsed

@@ -14,31 +14,14 @@ use reticle_kernel::metrics::epe;
 use reticle_kernel::model::ModelSpec;
 use reticle_kernel::resist::CORNER_NAMES;
 use reticle_kernel::{Grid, Resist};
+use reticle_protocol::args::SimulateArgs;
 use reticle_protocol::error::ToolError;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::artifacts;
 use crate::imaging::{ImagingRun, Window, image};
 use crate::job::JobCtx;
 use crate::op::{Op, parse_args};
-
-/// `simulate`'s arguments.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Args {
-    layout: PathBuf,
-    #[serde(default)]
-    layer: Option<String>,
-    #[serde(default)]
-    cell: Option<String>,
-    #[serde(default)]
-    box_um: Option<[f64; 4]>,
-    #[serde(default)]
-    pixel_nm: Option<f64>,
-    #[serde(default)]
-    model: Option<ModelSpec>,
-}
 
 /// The `simulate` op.
 pub struct Simulate;
@@ -122,9 +105,9 @@ impl Op for Simulate {
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
         let started = Instant::now();
-        let args: Args = parse_args(self.name(), args_json)?;
+        let args: SimulateArgs<ModelSpec> = parse_args(self.name(), args_json)?;
         let window = Window {
-            layout: args.layout,
+            layout: PathBuf::from(args.layout),
             layer: args.layer,
             cell: args.cell,
             box_um: args.box_um,

@@ -4,64 +4,55 @@
 //! summary, the heat map and, at `report_level: detailed`, the first page.
 
 use reticle_eval::merge::{MergeJob, merge};
-use reticle_eval::report::{Limits, OnExceeded, ReportLevel, Setup};
+use reticle_eval::report::{OnExceeded, ReportLevel, Setup};
 use reticle_eval::tile::{TileJob, evaluate_tile};
-use reticle_eval::tiles::RegionPlan;
+use reticle_kernel::model::ModelSpec;
+use reticle_protocol::args::EvaluateArgs;
 use reticle_protocol::error::ToolError;
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use reticle_eval::region_source::RegionSource;
 
 use crate::artifacts;
-use crate::deck_job::{DeckArgs, parse_deck_args};
+use crate::deck_job::DeckArgs;
 use crate::job::JobCtx;
 use crate::layouts::open_region;
-use crate::op::{Op, eval_error};
+use crate::op::{Op, eval_error, parse_args};
 use crate::records_file::{DEFAULT_PAGE_RECORDS, Filter, PageRequest, RecordWriter, read_page};
 use crate::tiled::{
-    PlanRequest, image_tile, invalid, is_glp, plan_region, tile_of, tile_summary, tiles_in_order,
+    PlanRequest, TiledArgs, image_tile, is_glp, plan_region, tile_of, tile_summary, tiles_in_order,
     write_tile,
 };
 
 /// The picture of a merged report.
 pub const HEATMAP_FILE: &str = "heatmap.png";
 
-/// `evaluate`'s own arguments plus what the host adds for a whole-layout job.
-#[derive(Deserialize, Default)]
-#[serde(default, deny_unknown_fields)]
-struct Own {
-    box_um: Option<[f64; 4]>,
-    tile_nm: Option<f64>,
-    report_level: ReportLevel,
-    limits: Limits,
-    halo_nm: Option<f64>,
-    plan: Option<RegionPlan>,
-    /// Which tile, as its number in the plan's row-major order (the host knows no geometry).
-    tile_number: Option<u64>,
-}
+/// `evaluate`'s arguments plus what the host's fan-out adds.
+type Args = TiledArgs<EvaluateArgs<ModelSpec>>;
 
 /// The deck setup and the opened layout.
-fn open(ctx: &JobCtx<'_>, args: &DeckArgs, own: &Own) -> Result<(Setup, RegionSource), ToolError> {
-    let setup = args.setup(ctx, own.tile_nm, own.report_level, own.limits, |_| Ok(()))?;
+fn open(ctx: &JobCtx<'_>, args: &Args) -> Result<(Setup, RegionSource), ToolError> {
+    let call = &args.call;
+    let deck = DeckArgs::from(call);
+    let setup = deck.setup(
+        ctx,
+        call.tile_nm,
+        call.report_level.unwrap_or_default(),
+        call.limits.unwrap_or_default(),
+        |_| Ok(()),
+    )?;
     let context_layers = reticle_eval::deck::context_layers(&setup.deck, setup.target);
-    let layer = (!is_glp(&args.layout)).then(|| setup.target.to_string());
+    let layer = (!is_glp(&deck.layout)).then(|| setup.target.to_string());
     let source = open_region(
         ctx,
-        &args.layout,
-        args.cell.as_deref(),
+        &deck.layout,
+        call.cell.as_deref(),
         layer.as_deref(),
         &context_layers,
-        own.plan.as_ref().map(|p| p.sha256.as_str()),
-        own.plan.as_ref().map(|p| p.extent),
+        args.plan.as_ref().map(|p| p.sha256.as_str()),
+        args.plan.as_ref().map(|p| p.extent),
     )?;
     Ok((setup, source))
-}
-
-fn plan_of(own: &Own) -> Result<&RegionPlan, ToolError> {
-    own.plan
-        .as_ref()
-        .ok_or_else(|| invalid("this op needs the evaluation's `plan`", json!({})))
 }
 
 /// The `evaluate.plan` op.
@@ -73,16 +64,16 @@ impl Op for Plan {
     }
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-        let (args, own): (DeckArgs, Own) = parse_deck_args(self.name(), args_json)?;
-        let (setup, source) = open(ctx, &args, &own)?;
+        let args: Args = parse_args(self.name(), args_json)?;
+        let (setup, source) = open(ctx, &args)?;
         let plan = plan_region(
             ctx,
             &source,
             &PlanRequest {
-                box_um: own.box_um,
-                model: args.model.as_ref(),
-                pixel_nm: args.pixel_nm,
-                halo_nm: own.halo_nm,
+                box_um: args.call.box_um,
+                model: args.call.model.as_ref(),
+                pixel_nm: args.call.pixel_nm,
+                halo_nm: args.halo_nm,
                 layer_name: setup.target.to_string(),
             },
         )?;
@@ -99,12 +90,12 @@ impl Op for Tile {
     }
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-        let (args, own): (DeckArgs, Own) = parse_deck_args(self.name(), args_json)?;
-        let plan = plan_of(&own)?;
-        let tile = tile_of(plan, own.tile_number)?;
+        let args: Args = parse_args(self.name(), args_json)?;
+        let plan = args.plan("evaluation")?;
+        let tile = tile_of(plan, args.tile_number)?;
         let dir = artifacts::dir(ctx)?;
-        let (setup, mut source) = open(ctx, &args, &own)?;
-        let imaged = image_tile(ctx, plan, tile, &mut source, args.model.as_ref())?;
+        let (setup, mut source) = open(ctx, &args)?;
+        let imaged = image_tile(ctx, plan, tile, &mut source, args.call.model.as_ref())?;
         let rules = setup.rules();
         let job = TileJob {
             grid: &plan.grid,
@@ -130,10 +121,10 @@ impl Op for Merge {
     }
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-        let (args, own): (DeckArgs, Own) = parse_deck_args(self.name(), args_json)?;
-        let plan = plan_of(&own)?;
+        let args: Args = parse_args(self.name(), args_json)?;
+        let plan = args.plan("evaluation")?;
         let dir = artifacts::dir(ctx)?;
-        let (setup, mut source) = open(ctx, &args, &own)?;
+        let (setup, mut source) = open(ctx, &args)?;
         let rules = setup.rules();
         let job = MergeJob {
             setup: &setup,

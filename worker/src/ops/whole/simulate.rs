@@ -4,14 +4,14 @@
 //! the cores' pixels are stitched into the region's aerial, resist and print images.
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use reticle_eval::tile::{CoreBlock, TileJob, TileMetrics, core_block, evaluate_tile, pixel_span};
 use reticle_eval::tiles::{RegionPlan, TileIndex};
 use reticle_kernel::model::ModelSpec;
 use reticle_kernel::{Grid, Resist};
+use reticle_protocol::args::SimulateArgs;
 use reticle_protocol::error::{ErrorCode, ToolError};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use reticle_eval::region_source::RegionSource;
@@ -21,53 +21,24 @@ use crate::job::JobCtx;
 use crate::layouts::open_region;
 use crate::op::{Op, cancelled, eval_error, parse_args};
 use crate::tiled::{
-    PlanRequest, image_tile, internal, invalid, plan_region, tile_of, tile_summary, tiles_in_order,
-    write_tile,
+    PlanRequest, TiledArgs, image_tile, internal, plan_region, tile_of, tile_summary,
+    tiles_in_order, write_tile,
 };
 
-/// `simulate`'s arguments plus what the host adds for a tiled job.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Args {
-    layout: PathBuf,
-    #[serde(default)]
-    layer: Option<String>,
-    #[serde(default)]
-    cell: Option<String>,
-    #[serde(default)]
-    box_um: Option<[f64; 4]>,
-    #[serde(default)]
-    pixel_nm: Option<f64>,
-    #[serde(default)]
-    model: Option<ModelSpec>,
-    #[serde(default)]
-    images: bool,
-    #[serde(default)]
-    halo_nm: Option<f64>,
-    #[serde(default)]
-    plan: Option<RegionPlan>,
-    #[serde(default)]
-    tile_number: Option<u64>,
-}
+/// `simulate`'s arguments plus what the host's fan-out adds.
+type Args = TiledArgs<SimulateArgs<ModelSpec>>;
 
-impl Args {
-    fn open(&self, ctx: &JobCtx<'_>) -> Result<RegionSource, ToolError> {
-        open_region(
-            ctx,
-            &self.layout,
-            self.cell.as_deref(),
-            self.layer.as_deref(),
-            &[],
-            self.plan.as_ref().map(|p| p.sha256.as_str()),
-            self.plan.as_ref().map(|p| p.extent),
-        )
-    }
-
-    fn plan(&self) -> Result<&RegionPlan, ToolError> {
-        self.plan
-            .as_ref()
-            .ok_or_else(|| invalid("this op needs the simulation's `plan`", json!({})))
-    }
+fn open(ctx: &JobCtx<'_>, args: &Args) -> Result<RegionSource, ToolError> {
+    let call = &args.call;
+    open_region(
+        ctx,
+        Path::new(&call.layout),
+        call.cell.as_deref(),
+        call.layer.as_deref(),
+        &[],
+        args.plan.as_ref().map(|p| p.sha256.as_str()),
+        args.plan.as_ref().map(|p| p.extent),
+    )
 }
 
 /// The region's pixel grid: its first column and row and its size.
@@ -89,19 +60,19 @@ impl Op for Plan {
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
         let args: Args = parse_args(self.name(), args_json)?;
-        let source = args.open(ctx)?;
+        let source = open(ctx, &args)?;
         let plan = plan_region(
             ctx,
             &source,
             &PlanRequest {
-                box_um: args.box_um,
-                model: args.model.as_ref(),
-                pixel_nm: args.pixel_nm,
+                box_um: args.call.box_um,
+                model: args.call.model.as_ref(),
+                pixel_nm: args.call.pixel_nm,
                 halo_nm: args.halo_nm,
-                layer_name: args.layer.clone().unwrap_or_default(),
+                layer_name: args.call.layer.clone().unwrap_or_default(),
             },
         )?;
-        if args.images {
+        if args.call.images == Some(true) {
             let (_, _, w, h) = region_pixels(&plan);
             let pixels = (w as u64).saturating_mul(h as u64);
             if pixels > ctx.context.limits.max_raster_pixels {
@@ -184,11 +155,11 @@ impl Op for Tile {
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
         let args: Args = parse_args(self.name(), args_json)?;
-        let plan = args.plan()?;
+        let plan = args.plan("simulation")?;
         let tile = tile_of(plan, args.tile_number)?;
         let dir = artifacts::dir(ctx)?;
-        let mut source = args.open(ctx)?;
-        let imaged = image_tile(ctx, plan, tile, &mut source, args.model.as_ref())?;
+        let mut source = open(ctx, &args)?;
+        let imaged = image_tile(ctx, plan, tile, &mut source, args.call.model.as_ref())?;
         let job = TileJob {
             grid: &plan.grid,
             range: &plan.range,
@@ -199,7 +170,7 @@ impl Op for Tile {
         };
         let out = evaluate_tile(&job, imaged.as_ref(), &mut source, ctx.cancel)
             .map_err(|e| eval_error(e, ctx.job_id))?;
-        if args.images
+        if args.call.images == Some(true)
             && let Some(block) = core_block(&job, imaged.as_ref())
         {
             write_block(&dir, tile, &block)?;
@@ -229,7 +200,7 @@ impl Op for Merge {
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
         let started = std::time::Instant::now();
         let args: Args = parse_args(self.name(), args_json)?;
-        let plan = args.plan()?;
+        let plan = args.plan("simulation")?;
         let dir = artifacts::dir(ctx)?;
         let mut sum = TileMetrics::default();
         let mut tiles = 0u64;
@@ -264,7 +235,7 @@ impl Op for Merge {
             "corners": corners,
         });
         let (_, _, width, height) = region_pixels(plan);
-        let images = if args.images {
+        let images = if args.call.images == Some(true) {
             stitched_images(&dir, plan)?
         } else {
             Value::Null
@@ -272,7 +243,7 @@ impl Op for Merge {
         let backend = ctx.state.backend.engine()?.info();
         let to_nm = |v: i64| reticle_eval::r3(v as f64 * plan.grid.dbu_nm);
         let r = plan.region;
-        let path = ctx.readable(&args.layout)?;
+        let path = ctx.readable(Path::new(&args.call.layout))?;
         Ok(json!({
             "statistics": statistics,
             "images": images,
