@@ -45,7 +45,7 @@ mod split;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use crate::clip::clip_polygon;
-use crate::flatten::{FlattenError, FlattenOptions, summarize};
+use crate::flatten::{FlattenOptions, summarize};
 use crate::gds::{GdsWriteError, write_gds};
 use crate::geom::{BBox, Polygon};
 use crate::hierarchy::child_transform;
@@ -152,17 +152,6 @@ pub enum WritebackError {
     /// Dangling reference or cycle.
     #[error(transparent)]
     Hierarchy(#[from] HierarchyError),
-}
-
-impl From<FlattenError> for WritebackError {
-    fn from(e: FlattenError) -> Self {
-        match e {
-            FlattenError::NoSuchCell(_) => Self::NoSuchCell(usize::MAX),
-            FlattenError::LimitExceeded { what, limit } => Self::LimitExceeded { what, limit },
-            FlattenError::Coordinate(c) => Self::Coordinate(c),
-            FlattenError::Hierarchy(h) => Self::Hierarchy(h),
-        }
-    }
 }
 
 /// Why a library could not be encoded.

@@ -104,7 +104,7 @@ fn arrays_across_the_region_keep_their_hierarchy() {
     assert_eq!(arrays, [(10, 3), (3, 5), (10, 2)]);
     let mid = &out.cells[1];
     assert!(
-        mid.shapes.get(&M).is_none(),
+        !mid.shapes.contains_key(&M),
         "a touched cell gets no copy in place"
     );
     // Holes: the ring's hole stays empty, its body is mask.
@@ -257,8 +257,10 @@ fn errors_are_typed() {
         write_back(&huge, &request(2, all, &[]), &limits()),
         Err(WritebackError::Coordinate(_))
     ));
-    let mut tight = reticle_layout::Limits::default();
-    tight.max_placements = 5;
+    let tight = reticle_layout::Limits {
+        max_placements: 5,
+        ..reticle_layout::Limits::default()
+    };
     assert!(matches!(
         write_back(&lib, &request(2, rect(0, 0, 1000, 1000), &[]), &tight),
         Err(WritebackError::LimitExceeded { .. })

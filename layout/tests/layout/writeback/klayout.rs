@@ -41,6 +41,7 @@ fn prepare(
     format: Format,
     region: BBox,
     hierarchical: bool,
+    grow: i64,
 ) -> (Case, Library) {
     let ext = format.name();
     let src = src.unwrap_or_else(|| {
@@ -49,7 +50,7 @@ fn prepare(
         p
     });
     let top = lib.top_cells()[0];
-    let mask = synthetic_mask(lib, top, GCD_M1, region, 50);
+    let mask = synthetic_mask(lib, top, GCD_M1, region, grow);
     let req = WritebackRequest {
         top,
         target: GCD_M1,
@@ -171,20 +172,41 @@ fn klayout_sees_the_input_layers_unchanged_and_the_mask_where_it_belongs() {
     let mut cases = Vec::new();
     // 4 µm × 3 µm of the flat layout, in GDSII and in OASIS.
     let region = rect(100_000, 100_000, 140_000, 130_000);
-    cases.push(prepare(d, "gcd_gds", &lib, Some(path), Format::Gds, region, false).0);
-    cases.push(prepare(d, "gcd_oas", &lib, None, Format::Oasis, region, false).0);
+    cases.push(
+        prepare(
+            d,
+            "gcd_gds",
+            &lib,
+            Some(path),
+            Format::Gds,
+            region,
+            false,
+            50,
+        )
+        .0,
+    );
+    cases.push(prepare(d, "gcd_oas", &lib, None, Format::Oasis, region, false, 50).0);
     // The same region of gcd cut into tiles: only the tiles it meets are flattened.
     let tiled = tiled(&lib);
-    cases.push(prepare(d, "tiled", &tiled, None, Format::Gds, region, true).0);
+    cases.push(prepare(d, "tiled", &tiled, None, Format::Gds, region, true, 50).0);
     // 6 µm × 6 µm across the corners of four array copies.
     let chip = chip(&lib);
     let across = rect(290_000, 290_000, 350_000, 350_000);
-    let (case, written) = prepare(d, "chip", &chip, None, Format::Gds, across, true);
+    let (case, written) = prepare(d, "chip", &chip, None, Format::Gds, across, true, 50);
     cases.push(case);
     // A second repair on the written chip, overlapping the first region: continues from the
-    // mask layer.
+    // mask layer. Its mask shrinks the target instead (so stale content would show).
     let second = rect(320_000, 250_000, 380_000, 300_000);
-    let (case, _) = prepare(d, "chip_again", &written, None, Format::Oasis, second, true);
+    let (case, _) = prepare(
+        d,
+        "chip_again",
+        &written,
+        None,
+        Format::Oasis,
+        second,
+        true,
+        -50,
+    );
     assert_eq!(case.base, MASK);
     cases.push(case);
     let spec: Vec<String> = cases

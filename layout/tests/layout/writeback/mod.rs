@@ -219,7 +219,7 @@ pub fn gcd() -> Option<(std::path::PathBuf, Library)> {
 pub const GCD_M1: LayerKey = LayerKey::new(11, 0);
 
 /// A synthetic optimized mask for `region`: each target polygon the region meets, flattened
-/// and clipped to it, as its box grown by `grow` dbu (5 nm = 50 dbu on gcd's grid: the
+/// and clipped to it, as its box grown by `grow` dbu (shrunk when negative; 5 nm = 50 dbu on gcd's grid: the
 /// tests can tell mask from target), plus a keyholed ring in the region's lower-left corner.
 pub fn synthetic_mask(
     lib: &Library,
@@ -240,14 +240,14 @@ pub fn synthetic_mask(
         .into_iter()
         .flatten()
         .filter_map(Polygon::bbox)
-        .map(|b| {
-            Polygon::rect(BBox {
-                left: b.left - grow,
-                bottom: b.bottom - grow,
-                right: b.right + grow,
-                top: b.top + grow,
-            })
+        .map(|b| BBox {
+            left: b.left - grow,
+            bottom: b.bottom - grow,
+            right: b.right + grow,
+            top: b.top + grow,
         })
+        .filter(|b| b.left < b.right && b.bottom < b.top)
+        .map(Polygon::rect)
         .collect();
     let side = (region.width().min(region.height()) / 4).max(8);
     out.push(keyholed_ring(
