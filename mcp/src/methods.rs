@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use super::server::Server;
 use super::tasks;
 use reticle_journal::JournalHandle;
-use reticle_tools::{TaskRequest, TaskSupport, WaitedJob};
+use reticle_tools::{TaskRequest, TaskSupport, ToolName, WaitedJob};
 use reticle_transport::era::{
     self, LogLevel, META_SERVER_INFO, RequestMeta, RpcError, TASKS_EXTENSION, negotiate_legacy,
 };
@@ -115,6 +115,16 @@ impl Server {
             Some(_) => return Err(RpcError::invalid_params("arguments must be an object")),
         };
         let Some(tool) = self.tools.get(&name) else {
+            if let ToolName::Ambiguous(candidates) = self.tools.resolve_name(&name) {
+                return Err(RpcError {
+                    code: jsonrpc::INVALID_PARAMS,
+                    message: format!(
+                        "Ambiguous tool name: {name} could be any of {}",
+                        candidates.join(", ")
+                    ),
+                    data: Some(json!({ "candidates": candidates })),
+                });
+            }
             return Err(RpcError {
                 code: jsonrpc::INVALID_PARAMS,
                 message: format!("Unknown tool: {name}"),

@@ -11,8 +11,8 @@ use serde_json::{Map, Value, json};
 use tokio::task::{AbortHandle, JoinSet};
 
 use super::server::Server;
-use reticle_tools::WaitedJob;
 use reticle_tools::state::FrameCounters;
+use reticle_tools::{ToolName, WaitedJob};
 use reticle_transport::era::{RequestMeta, RpcError, request_meta};
 use reticle_transport::jsonrpc::{self, INVALID_REQUEST, METHOD_NOT_FOUND};
 
@@ -54,6 +54,7 @@ impl Server {
         tasks: &mut JoinSet<()>,
         resumed: bool,
     ) {
+        let params = self.with_registered_tool_name(&method, params);
         if lock(&self.in_flight).contains_key(&id.to_string()) {
             FrameCounters::bump(&self.shared.state.frames.invalid_requests);
             let msg = "Invalid Request: a request with this id is already in flight";
@@ -114,6 +115,25 @@ impl Server {
             }
         });
         in_flight.insert(key, InFlight { abort, request });
+    }
+
+    /// A `tools/call` that names a tool by a respelling (`listLayers`, `list-layers`: seed
+    /// 004) carries the registered name from here on, so the in-flight record, telemetry,
+    /// the journal and a handover all see one name. Unknown and ambiguous spellings stay
+    /// as sent, for `tools/call` to refuse.
+    fn with_registered_tool_name(
+        &self,
+        method: &str,
+        mut params: Map<String, Value>,
+    ) -> Map<String, Value> {
+        if method == "tools/call"
+            && let Some(Value::String(spelling)) = params.get("name")
+            && let ToolName::Canonical(name) = self.tools.resolve_name(spelling)
+            && spelling != name
+        {
+            params.insert("name".into(), Value::String(name.to_owned()));
+        }
+        params
     }
 
     /// Whether the request is a call of a job tool (its work runs as a job).

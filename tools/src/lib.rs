@@ -36,6 +36,7 @@ pub mod sessions;
 mod simulate;
 pub mod state;
 mod telemetry;
+pub mod tool_name;
 pub mod violation_cache;
 mod violations;
 pub mod worker_job;
@@ -52,6 +53,7 @@ pub use registry::{
 };
 pub use render::{Detail, PRESENTATION, clip, error_result, generic_porcelain};
 pub use telemetry::{payload as telemetry_payload, porcelain as telemetry_porcelain};
+pub use tool_name::ToolName;
 
 /// What a handler answers: a started job or a finished payload ([`ToolOutput`]).
 pub type ToolResult = Result<ToolOutput, ToolError>;

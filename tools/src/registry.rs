@@ -15,8 +15,9 @@ use super::output::{OutputSchema, ToolOutput, schema_errors};
 use super::render::{Detail, PRESENTATION, RenderChoice, error_result, success_result};
 use super::{
     PayloadResult, ToolResult, debug, evaluate, health, jobs, layout, normalize, optimize,
-    populate, schema_tools, simulate, telemetry, violations,
+    populate, schema_tools, simulate, telemetry, tool_name, violations,
 };
+use crate::tool_name::ToolName;
 use reticle_dispatch::ProbeOutcome;
 use reticle_dispatch::jobs::JobView;
 
@@ -305,9 +306,14 @@ impl ToolRegistry {
         }
     }
 
-    /// Looks a tool up.
+    /// Looks a tool up by its registered name.
     pub fn get(&self, name: &str) -> Option<&Tool> {
         self.tools.get(name)
+    }
+
+    /// What a client's spelling of a tool name resolves to ([`crate::tool_name`]).
+    pub fn resolve_name(&self, spelling: &str) -> ToolName {
+        tool_name::resolve(self.tools.keys().copied(), spelling)
     }
 
     /// The `tools` array of `tools/list`, sorted by name.

@@ -21,6 +21,7 @@ mod optimize;
 mod optimize_mask_resimulation;
 mod roots;
 mod tasks;
+mod tool_names;
 mod transcripts;
 mod validate_cli;
 mod whole_layout;
