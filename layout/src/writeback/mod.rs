@@ -15,23 +15,30 @@
 //! layer, and the only instances added place new cells that hold nothing but the mask layer.
 //!
 //! # How, without flattening the chip
-//! A cell is *touched* when one of its placements below the top cell (or the top cell
-//! itself) has a box, on the base layer, that shares area with the region. Untouched cells
-//! never reach into the region wherever they are placed, so:
-//! - an untouched cell gets its own target shapes copied onto the mask layer, in place (with
-//!   an existing mask layer, it keeps its own as they are);
-//! - a touched cell loses its own mask-layer shapes (none unless continuing) and gets a
-//!   *variant* cell `NAME$MASK_L_D` holding its base shapes on the mask layer and a variant
-//!   instance for each touched child; an untouched cell that places a touched cell also
-//!   places that cell's variant, with the same transform and repetition;
-//! - from the top cell down, through placements that reach into the region only, each
-//!   cell's own base shapes are placed flat into the top cell minus the region (clipped to
-//!   the four slabs around it, so no hole is ever made), and each clear placement of a
-//!   touched child gets its variant placed in the top cell with the composed transform;
-//!   array copies clear of the region are grouped into sub-arrays.
+//! A placement *touches* when its box on the base layer (a conservative box, one dbu of
+//! slack) shares area with the region; a cell is *touched* when one of its placements below
+//! the top cell touches (the top cell when the region meets it). A base shape of a touched
+//! cell is *near* when it may reach into the region in one of those touching placements,
+//! else *far*. Then:
+//! - far shapes (every shape of an untouched cell) are clear of the region wherever their
+//!   cell is placed: they are copied onto the mask layer in place, in their own cell (when
+//!   continuing, they simply stay);
+//! - near shapes of a touched cell leave its mask layer (continuing) or are not copied, and
+//!   go to the cell's *variant* `NAME$MASK_L_D`, which holds them on the mask layer plus a
+//!   variant instance for each touched child; an untouched cell that places a touched cell
+//!   also places that cell's variant, with the same transform and repetition;
+//! - from the top cell down, through touching placements only, each cell's near shapes are
+//!   placed flat into the top cell minus the region (clipped to the four slabs around it,
+//!   so no hole is ever made), and each clear placement of a touched child gets its variant
+//!   placed in the top cell with the composed transform; array copies clear of the region
+//!   are grouped into sub-arrays (one lattice line at a time, analytically).
 //!
-//! Hierarchy is therefore kept everywhere except along the placements that reach into the
-//! region, and the region is flat on the mask layer. A composed placement that cannot be
+//! Every placement of a cell is thus either touching (its near shapes flat in the top cell)
+//! or clear (its near shapes through a variant), never both; far shapes come from the cell
+//! itself at every placement.
+//!
+//! Hierarchy is therefore kept everywhere except for the near shapes of the placements that
+//! reach into the region, and the region is flat on the mask layer. A composed placement that cannot be
 //! written exactly as one transform (non-Manhattan chains whose offsets round) is flattened
 //! instead, so the result equals the flattened input up to [`crate::flatten()`]'s own rounding.
 //!
@@ -48,7 +55,7 @@ use crate::clip::clip_polygon;
 use crate::flatten::{FlattenOptions, summarize};
 use crate::gds::{GdsWriteError, write_gds};
 use crate::geom::{BBox, Polygon};
-use crate::hierarchy::child_transform;
+use crate::hierarchy::{child_transform, transform_bbox};
 use crate::limits::Limits;
 use crate::model::{
     Cell, HierarchyError, Instance, LayerKey, Library, Repetition, Shape, Transform,
@@ -96,9 +103,11 @@ pub struct WritebackReport {
     pub touched_cells: Vec<String>,
     /// Names of the variant cells added, in the library's order.
     pub variant_cells: Vec<String>,
-    /// Untouched cells that got their target shapes copied onto the mask layer in place.
+    /// Cells that got their far target shapes (clear of the region wherever the cell is
+    /// placed: all of an untouched cell's) copied onto the mask layer in place.
     pub in_place_cells: usize,
-    /// Shapes placed flat into the top cell on the mask layer outside the region.
+    /// Shapes placed flat into the top cell on the mask layer outside the region (pieces
+    /// of near shapes of touching placements).
     pub flat_shapes: usize,
     /// Variant instances added to the top cell for clear placements of touched cells.
     pub top_instances: usize,
@@ -249,28 +258,39 @@ pub fn write_back(
         placements: 0,
         points: 0,
         touched: vec![false; lib.cells.len()],
+        near: vec![None; lib.cells.len()],
     };
     w.find_touched(top)?;
     let mut out = lib.clone();
-    let mut variants = Variants::new(lib, m, base);
+    let near = w.near.clone();
+    let mut variants = Variants::new(lib, m, base, &near);
     let mut flat = Vec::new();
     let mut top_instances = Vec::new();
     w.emit(top, &mut flat, &mut top_instances, &mut variants)?;
     let mut in_place = 0;
     for (ci, cell) in lib.cells.iter().enumerate() {
         let oc = &mut out.cells[ci];
-        if w.touched[ci] {
-            if let Some(v) = oc.shapes.get_mut(&m) {
-                v.retain(|s| matches!(s, Shape::Text(_)));
+        let near = w.near[ci].as_deref();
+        if continuing {
+            // The near shapes move to the flat part and the variant; the rest stay.
+            if let (Some(near), Some(v)) = (near, oc.shapes.get_mut(&m)) {
+                let old = std::mem::take(v);
+                v.extend(
+                    old.into_iter()
+                        .zip(near)
+                        .filter(|(_, n)| !**n)
+                        .map(|(s, _)| s),
+                );
             }
-            continue;
-        }
-        if !continuing {
-            let copies: Vec<Shape> = own_geometry(cell, base).cloned().collect();
+        } else {
+            let copies: Vec<Shape> = selected(cell, base, near, false).cloned().collect();
             if !copies.is_empty() {
                 in_place += 1;
                 oc.shapes.entry(m).or_default().extend(copies);
             }
+        }
+        if w.touched[ci] {
+            continue;
         }
         for inst in &cell.instances {
             if w.touched[inst.cell] {
@@ -321,13 +341,24 @@ pub fn write_back(
     })
 }
 
-/// The non-text shapes a cell holds on `key`.
-fn own_geometry(cell: &Cell, key: LayerKey) -> impl Iterator<Item = &Shape> {
+/// The non-text shapes a cell holds on `key` that are near the region (`want_near`) or
+/// not, given the cell's near flags (`None`: none is near).
+fn selected<'c>(
+    cell: &'c Cell,
+    key: LayerKey,
+    near: Option<&'c [bool]>,
+    want_near: bool,
+) -> impl Iterator<Item = &'c Shape> {
     cell.shapes
         .get(&key)
         .into_iter()
         .flatten()
-        .filter(|s| !matches!(s, Shape::Text(_)))
+        .enumerate()
+        .filter(move |(i, s)| {
+            !matches!(s, Shape::Text(_))
+                && near.is_some_and(|n| n.get(*i).copied().unwrap_or(false)) == want_near
+        })
+        .map(|(_, s)| s)
 }
 
 /// One placement visited from the top: a cell, its map to the top, and that map as one
@@ -349,6 +380,9 @@ struct Writer<'a> {
     placements: u64,
     points: u64,
     touched: Vec<bool>,
+    /// Per touched cell, per shape on the base layer: whether it reaches into the region in
+    /// some placement visited (the others are clear in every placement: copied in place).
+    near: Vec<Option<Vec<bool>>>,
 }
 
 impl Writer<'_> {
@@ -378,6 +412,23 @@ impl Writer<'_> {
         Ok(())
     }
 
+    /// Flags the base shapes of `cell` that, placed by `a`, may reach into the region.
+    fn mark_near(&mut self, cell: usize, a: &Affine) {
+        let Some(shapes) = self.lib.cells[cell].shapes.get(&self.base) else {
+            return;
+        };
+        let near = self.near[cell].get_or_insert_with(|| vec![false; shapes.len()]);
+        for (flag, s) in near.iter_mut().zip(shapes) {
+            if *flag || matches!(s, Shape::Text(_)) {
+                continue;
+            }
+            if let Some(b) = s.bbox() {
+                let bb = [b.left as f64, b.bottom as f64, b.right as f64, b.top as f64];
+                *flag = touches(transform_bbox(a, bb), &self.region);
+            }
+        }
+    }
+
     /// Marks every cell reached through placements that reach into the region.
     fn find_touched(&mut self, top: usize) -> Result<(), WritebackError> {
         let Some(bb) = self.bboxes[top] else {
@@ -390,6 +441,7 @@ impl Writer<'_> {
         while let Some((cell, a, depth)) = stack.pop() {
             self.count_placement(depth)?;
             self.touched[cell] = true;
+            self.mark_near(cell, &a);
             for inst in &self.lib.cells[cell].instances {
                 let Some(cbb) = self.bboxes[inst.cell] else {
                     continue;
@@ -426,7 +478,12 @@ impl Writer<'_> {
             self.count_placement(v.depth)?;
             let lib = self.lib;
             let start = flat.len();
-            for s in own_geometry(&lib.cells[v.cell], self.base) {
+            for s in selected(
+                &lib.cells[v.cell],
+                self.base,
+                self.near[v.cell].as_deref(),
+                true,
+            ) {
                 emit::placed_outside(s, &v.a, &self.region, flat)?;
             }
             for s in &flat[start..] {
@@ -550,17 +607,24 @@ struct Variants<'a> {
     lib: &'a Library,
     mask: LayerKey,
     base: LayerKey,
+    near: &'a [Option<Vec<bool>>],
     names: HashSet<String>,
     index: BTreeMap<usize, usize>,
     order: Vec<usize>,
 }
 
 impl<'a> Variants<'a> {
-    fn new(lib: &'a Library, mask: LayerKey, base: LayerKey) -> Self {
+    fn new(
+        lib: &'a Library,
+        mask: LayerKey,
+        base: LayerKey,
+        near: &'a [Option<Vec<bool>>],
+    ) -> Self {
         Self {
             lib,
             mask,
             base,
+            near,
             names: lib.cells.iter().map(|c| c.name.clone()).collect(),
             index: BTreeMap::new(),
             order: Vec::new(),
@@ -598,7 +662,8 @@ impl<'a> Variants<'a> {
             }
             self.names.insert(name.clone());
             let mut c = Cell::new(name.clone());
-            let shapes: Vec<Shape> = own_geometry(src, self.base).cloned().collect();
+            let near = self.near[cell].as_deref();
+            let shapes: Vec<Shape> = selected(src, self.base, near, true).cloned().collect();
             if !shapes.is_empty() {
                 c.shapes.insert(self.mask, shapes);
             }

@@ -102,10 +102,15 @@ fn arrays_across_the_region_keep_their_hierarchy() {
         })
         .collect();
     assert_eq!(arrays, [(10, 3), (3, 5), (10, 2)]);
-    let mid = &out.cells[1];
-    assert!(
-        !mid.shapes.contains_key(&M),
-        "a touched cell gets no copy in place"
+    // LEAF's box reaches into the region in some copies: no copy in place. MID's plate is
+    // clear wherever MID is placed: copied in place, and MID's variant holds nothing itself.
+    assert!(!out.cells[0].shapes.contains_key(&M));
+    assert_eq!(out.cells[1].shapes.get(&M).map(Vec::len), Some(1));
+    let mid_variant = out.cell_index("MID$MASK_1_1").expect("variant");
+    assert!(out.cells[mid_variant].shapes.is_empty());
+    assert_eq!(
+        r.in_place_cells, 1,
+        "MID's plate only: TOP's box and path cross the region"
     );
     // Holes: the ring's hole stays empty, its body is mask.
     let got = flat(out, 2, M);
