@@ -1,7 +1,7 @@
 //! ILT whose output passes the deck's mask rules: the optimisation of [`super`], then
-//! the projection and repair of [`crate::mrc`] (in the curvilinear style, of two
-//! candidates: the smooth boundary with disks and the block mask with squares, the
-//! better legal one kept, docs/DECISIONS.md D110), then assist features that earn their
+//! the projection and repair of [`crate::mrc`] (in the curvilinear style, of the block
+//! mask with squares, and only where that cannot be made legal of the smooth boundary
+//! with disks, docs/DECISIONS.md D110, D112), then assist features that earn their
 //! place, then the metrics of the polygons as written (rasterised with exact area
 //! coverage, the mask that a re-read of the written file images).
 
@@ -144,10 +144,10 @@ pub fn optimize_legal(
         all.extend_from_slice(&l.polygons);
         rasterize_in(&all, &frame)
     };
-    // The curvilinear style also legalizes the block mask as a Manhattan candidate (the
-    // square elements lose less under a Euclidean width rule, D100) and keeps the one
-    // with the better L2 + PVB: rectilinear polygons are curvilinear polygons too (D110).
-    // The two legalizations run side by side (their tracing and checks are serial).
+    // The curvilinear style legalizes the block mask as a Manhattan candidate first (the
+    // square elements lose less under a Euclidean width rule, D100, and its few records
+    // are repaired locally, D112): rectilinear polygons are curvilinear polygons too
+    // (D110). Only when that fails is the smooth boundary legalized with disks.
     let block = (plan.style == MaskStyle::Curvilinear
         && !mrc::MrcLimits::of(plan.rules).is_empty())
     .then(|| run.problem.binarised(&run.latent, target));
@@ -156,44 +156,29 @@ pub fn optimize_legal(
         style: MaskStyle::Manhattan,
         ..curvy_req
     });
-    let (legal, square) = rayon::join(
-        || mrc::legalize(&curvy_req, cancel),
-        || {
-            square_req
-                .as_ref()
-                .map(|r| mrc::legalize(r, cancel))
-                .transpose()
-        },
-    );
-    let (mut legal, square) = (legal?, square?);
-    let mut req = curvy_req;
+    let square = square_req
+        .as_ref()
+        .map(|r| mrc::legalize(r, cancel))
+        .transpose()?;
     let image = |l: &LegalMask| -> Result<(Grid<f32>, LithoOutput), ImagingError> {
         let cov = coverage_of(l);
         let out = image_printed(&cov, target, &corners, params, cancel)?;
         Ok((cov, out))
     };
-    let score = |out: &LithoOutput| metrics_of(out, target, params).map(|m| m.l2 + m.pvb);
 
     // Assist features: those that print at any corner go; then all of them go unless
     // the mask scores better (L2 + PVB) with them. The legal mask is imaged once for both
-    // the choice of candidate, the print test and its metrics; again only when something
-    // was removed.
-    let (mut coverage, mut out) = match (square, square_req) {
-        (Some(square), Some(square_req)) => {
-            let curvy_imaged = image(&legal)?;
-            let square_imaged = image(&square)?;
-            let (curvy_score, square_score) = (score(&curvy_imaged.1)?, score(&square_imaged.1)?);
-            if square.violations.is_empty()
-                && (square_score < curvy_score || !legal.violations.is_empty())
-            {
-                legal = square;
-                req = square_req;
-                square_imaged
-            } else {
-                curvy_imaged
-            }
+    // the print test and its metrics; again only when something was removed.
+    let (mut legal, req, (mut coverage, mut out)) = match (square, square_req) {
+        (Some(square), Some(square_req)) if square.violations.is_empty() => {
+            let imaged = image(&square)?;
+            (square, square_req, imaged)
         }
-        _ => image(&legal)?,
+        _ => {
+            let curvy = mrc::legalize(&curvy_req, cancel)?;
+            let imaged = image(&curvy)?;
+            (curvy, curvy_req, imaged)
+        }
     };
     let (labels, sizes) = morph::components(&legal.pixels);
     let is_assist = assist_labels(target, &labels, sizes.len());
