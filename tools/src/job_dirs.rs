@@ -118,6 +118,14 @@ impl JobDirs {
         })
     }
 
+    /// Deletes the expired directories under `jobs` that no job of this host holds
+    /// (those of hosts that are gone among them), and the oldest finished ones while the
+    /// total is over the quota.
+    pub fn collect(&self, jobs: &Path) {
+        let _admission = lock(&self.admission);
+        self.sweep(jobs);
+    }
+
     /// Deletes expired finished directories, then the oldest finished ones while the
     /// total is over the quota; returns the bytes that remain.
     fn sweep(&self, jobs: &Path) -> u64 {
@@ -171,7 +179,7 @@ impl JobDirs {
 
 /// Bytes of the files under `dir` (links not followed, 4 levels at most: a job writes a
 /// flat directory) and the newest modification time among `dir` and its files.
-fn tree_bytes(dir: &Path, modified: Option<SystemTime>) -> (u64, Option<SystemTime>) {
+pub(crate) fn tree_bytes(dir: &Path, modified: Option<SystemTime>) -> (u64, Option<SystemTime>) {
     fn walk(dir: &Path, depth: u8, bytes: &mut u64, newest: &mut Option<SystemTime>) {
         let Ok(read) = std::fs::read_dir(dir) else {
             return;

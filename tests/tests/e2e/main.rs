@@ -19,6 +19,7 @@ mod observer;
 mod operations;
 mod optimize;
 mod optimize_mask_resimulation;
+mod orphans;
 mod roots;
 mod tasks;
 mod tool_names;

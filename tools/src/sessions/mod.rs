@@ -23,6 +23,8 @@ use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::{Value, json};
 
 use crate::job_dirs::{create_private_dir, random_hex};
+
+mod orphans;
 use reticle_config::names::ARTIFACT_ROOT_ENV;
 
 /// Most shape ids a session remembers (oldest forgotten first).
@@ -97,6 +99,8 @@ pub struct Sessions {
     root: OnceLock<PathBuf>,
     /// Most live sessions (`RETICLE_MAX_SESSIONS`).
     max_live: usize,
+    /// When directories no live host owns were last collected ([`Self::collect_orphans`]).
+    orphans_collected: Mutex<Option<Instant>>,
     /// Retention of the jobs' artifact directories (same TTL).
     job_dirs: crate::job_dirs::JobDirs,
 }
@@ -136,11 +140,15 @@ impl Sessions {
     /// limits.
     pub fn configured(config: &reticle_config::Config) -> Self {
         let tools = &config.tools;
-        Self::with_limits(
+        let sessions = Self::with_limits(
             tools.artifact_root.clone(),
             tools.session_ttl,
             &config.limits,
-        )
+        );
+        // What hosts that are gone left behind goes when the next host starts, not only at
+        // its first session or job.
+        sessions.collect_orphans();
+        sessions
     }
 
     /// Sessions under `root` (made absolute against the working directory) with `ttl`,
@@ -161,6 +169,7 @@ impl Sessions {
             configured_root: root,
             root: OnceLock::new(),
             max_live: limits.max_sessions,
+            orphans_collected: Mutex::new(None),
             job_dirs: crate::job_dirs::JobDirs::new(ttl, limits.max_job_artifact_bytes),
         }
     }
@@ -233,9 +242,35 @@ impl Sessions {
         Ok(self.root.get_or_init(|| canonical))
     }
 
+    /// Deletes the session and job directories under an existing artifact root that no
+    /// live host owns and that have not changed for the TTL ([`orphans`], D135). Runs at
+    /// most once per TTL (and at least every minute) however often it is called.
+    pub fn collect_orphans(&self) {
+        {
+            let mut last = lock(&self.orphans_collected);
+            let interval = self.ttl.min(Duration::from_secs(60));
+            if last.is_some_and(|t| t.elapsed() < interval) {
+                return;
+            }
+            *last = Some(Instant::now());
+        }
+        // An existing root only: collecting never creates the artifact root.
+        let Ok(root) = self.configured_root.canonicalize() else {
+            return;
+        };
+        let live: BTreeSet<String> = self.inner().live.keys().cloned().collect();
+        orphans::collect(&root.join("sessions"), &live, self.ttl);
+        self.job_dirs.collect(&root.join("jobs"));
+    }
+
     /// Deletes sessions idle for longer than the TTL (their artifact directories too) and
-    /// remembers their ids as expired.
+    /// remembers their ids as expired; then the directories no live host owns.
     pub fn sweep(&self) {
+        self.expire_idle();
+        self.collect_orphans();
+    }
+
+    fn expire_idle(&self) {
         let now = Instant::now();
         let dead: Vec<Session> = {
             let mut inner = self.inner();
@@ -299,6 +334,11 @@ impl Sessions {
         record["session_id"] = json!(id);
         let text = serde_json::to_vec_pretty(&record).unwrap_or_default();
         write_artifact(&dir, "session.json", &text)?;
+        write_artifact(
+            &dir,
+            orphans::OWNER_FILE,
+            std::process::id().to_string().as_bytes(),
+        )?;
         let info = SessionInfo {
             id: id.clone(),
             path,

@@ -142,3 +142,96 @@ fn close_all_deletes_every_live_session_and_its_directory() {
     assert!(s.was_closed(&one.id) && !s.is_live(&two.id));
     assert_eq!(s.close_all(), 0);
 }
+
+/// A session directory as a host that is gone left it: `session.json`, and `host.pid`
+/// naming `owner` when given.
+fn leave_session_dir(root: &Path, id: &str, owner: Option<u32>) -> PathBuf {
+    let dir = root.join("sessions").join(id);
+    std::fs::create_dir_all(dir.join("renders")).unwrap();
+    std::fs::write(dir.join("session.json"), b"{}").unwrap();
+    if let Some(pid) = owner {
+        std::fs::write(dir.join(orphans::OWNER_FILE), pid.to_string()).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn directories_of_hosts_that_are_gone_are_collected_after_the_ttl() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("a");
+    let ttl = Duration::from_millis(300);
+    // A running process that is not this one: its sessions are not ours to delete.
+    let mut other_host = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let mut dead_host = std::process::Command::new("true").spawn().unwrap();
+    let dead_pid = dead_host.id();
+    dead_host.wait().unwrap();
+
+    let crashed = leave_session_dir(&root, "ses_00000000000a", Some(dead_pid));
+    let before_owner_files = leave_session_dir(&root, "ses_00000000000b", None);
+    let alive_elsewhere = leave_session_dir(&root, "ses_00000000000c", Some(other_host.id()));
+    let not_a_session = root.join("sessions").join("notes");
+    std::fs::create_dir_all(&not_a_session).unwrap();
+    let old_job = root.join("jobs").join("sim_0000000000000000");
+    std::fs::create_dir_all(&old_job).unwrap();
+    std::fs::write(old_job.join("image.npy"), b"x").unwrap();
+
+    let s = Sessions::new(root.clone(), ttl);
+    let ours = open(&s);
+    assert!(ours.dir.join(orphans::OWNER_FILE).is_file());
+    assert_eq!(
+        std::fs::read_to_string(ours.dir.join(orphans::OWNER_FILE)).unwrap(),
+        std::process::id().to_string()
+    );
+    // Younger than the TTL: everything stays.
+    s.collect_orphans();
+    for dir in [&crashed, &before_owner_files, &alive_elsewhere, &old_job] {
+        assert!(dir.is_dir(), "{} went before its TTL", dir.display());
+    }
+
+    std::thread::sleep(ttl + Duration::from_millis(100));
+    // Another session table of this process (another HTTP client's scope on the same
+    // artifact root) collects at once, and leaves this process's sessions alone.
+    let next = Sessions::new(root.clone(), ttl);
+    next.collect_orphans();
+    assert!(
+        ours.dir.is_dir(),
+        "a session of this running host was deleted"
+    );
+    assert!(!crashed.exists(), "a crashed host's session stays");
+    assert!(
+        !before_owner_files.exists(),
+        "a session without host.pid stays"
+    );
+    assert!(!old_job.exists(), "a gone host's job directory stays");
+    assert!(
+        alive_elsewhere.is_dir(),
+        "a running host's session was deleted"
+    );
+    assert!(
+        not_a_session.is_dir(),
+        "a directory that is not a session was deleted"
+    );
+    other_host.kill().unwrap();
+    other_host.wait().unwrap();
+}
+
+#[test]
+fn a_live_session_is_never_collected_as_an_orphan() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("a");
+    let s = Sessions::new(root, Duration::from_secs(3600));
+    let info = open(&s);
+    // Its files are old by the orphan rule's clock, but it is live here.
+    s.collect_orphans();
+    assert!(info.dir.is_dir());
+    let orphaned = orphans::collect(
+        &s.root().unwrap().join("sessions"),
+        &[info.id.clone()].into_iter().collect(),
+        Duration::ZERO,
+    );
+    assert_eq!(orphaned, 0);
+    assert!(info.dir.is_dir());
+}
