@@ -29,6 +29,8 @@ struct Case {
     base: LayerKey,
     region: BBox,
     hierarchical: bool,
+    /// Variant placements the write-back added to the top cell.
+    top_instances: usize,
 }
 
 /// Writes the input (unless it is a file already), the written-back layout and the mask.
@@ -76,6 +78,7 @@ fn prepare(
         base: wb.report.base_layer,
         region,
         hierarchical,
+        top_instances: wb.report.top_instances,
     };
     (case, back)
 }
@@ -141,6 +144,23 @@ fn tiled(gcd: &Library) -> Library {
     lib
 }
 
+/// gcd's TOP in a 3×3 array, rotated by 90° and mirrored, under a new top cell GRID.
+fn grid(gcd: &Library) -> Library {
+    let mut lib = gcd.clone();
+    let t = lib.cell_index("TOP").expect("TOP");
+    let mut grid = Cell::new("GRID");
+    let mut arr = place(t, 0, 0, 90.0, true, 1.0);
+    arr.repetition = Some(Repetition::Array {
+        cols: 3,
+        rows: 3,
+        col_step: Point::new(320_000, 0),
+        row_step: Point::new(0, 320_000),
+    });
+    grid.instances.push(arr);
+    lib.cells.push(grid);
+    lib
+}
+
 /// gcd's TOP in a 2×2 array (pitch 32 µm) and once more rotated by 90° and mirrored, under
 /// a new top cell CHIP.
 fn chip(gcd: &Library) -> Library {
@@ -189,6 +209,13 @@ fn klayout_sees_the_input_layers_unchanged_and_the_mask_where_it_belongs() {
     // The same region of gcd cut into tiles: only the tiles it meets are flattened.
     let tiled = tiled(&lib);
     cases.push(prepare(d, "tiled", &tiled, None, Format::Gds, region, true, 50).0);
+    // 4 µm × 3 µm inside the middle copy of a rotated 3×3 array: the other eight come back
+    // as four sub-arrays of TOP's variant (row below, left, right, row above).
+    let grid = grid(&lib);
+    let middle = rect(450_000, 450_000, 490_000, 480_000);
+    let (case, _) = prepare(d, "grid", &grid, None, Format::Gds, middle, true, 50);
+    assert_eq!(case.top_instances, 4);
+    cases.push(case);
     // 6 µm × 6 µm across the corners of four array copies.
     let chip = chip(&lib);
     let across = rect(290_000, 290_000, 350_000, 350_000);
@@ -292,7 +319,7 @@ fn klayout_sees_the_input_layers_unchanged_and_the_mask_where_it_belongs() {
             let own = f["top_own_mask_shapes"].as_u64().expect("own");
             let flat = f["top_flat_mask_shapes"].as_u64().expect("flat");
             assert!(own * 4 < flat, "{name}: {own} own of {flat} flat");
-            if name == "chip" {
+            if name == "chip" || name == "grid" {
                 // The rotated copy stays clear: it gets TOP's variant.
                 assert_eq!(
                     f["cells_written"].as_u64(),
