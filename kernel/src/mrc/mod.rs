@@ -275,7 +275,7 @@ fn project(req: &LegalizeRequest<'_>, mask: &Grid<u8>, limits: &MrcLimits, extra
             m
         }
         MaskStyle::Manhattan => {
-            // Squares of a whole number of grid cells, one cell more than the rule.
+            // Squares of the rule's size, rounded up to whole grid cells (D112).
             let g = req.grid_px.max(1);
             let cells = |d_nm: f64| -> usize {
                 if d_nm <= 0.0 {
