@@ -304,7 +304,8 @@ pub fn write_back(
     }
     let variant_cells = variants.finish(&w.touched, &mut out);
     let mut mask_polygons = 0;
-    let mut top_shapes = flat.clone();
+    let flat_shapes = flat.len();
+    let mut top_shapes = flat;
     for p in req.mask {
         if let Some(c) = clip_polygon(p, &r) {
             w.count_points(c.points.len())?;
@@ -331,7 +332,7 @@ pub fn write_back(
         },
         variant_cells,
         in_place_cells: in_place,
-        flat_shapes: flat.len(),
+        flat_shapes,
         top_instances: top_added,
         mask_polygons,
     };
