@@ -16,6 +16,7 @@ use reticle_layout::{BBox, Point, Polygon};
 use serde_json::{Value, json};
 
 use crate::error::{EvalError, check_cancel, invalid};
+use crate::payload::EpeSummary;
 use crate::printed::printed_polygons;
 use crate::window::{ImagedWindow, MaskOverride};
 use crate::{gauges, r3};
@@ -57,7 +58,7 @@ pub struct Findings {
     pub runs: Vec<RuleRun>,
     /// EPE summary of the nominal corner (`checkpoints`, `violations`, `mean_abs_nm`,
     /// `max_abs_nm`), `null` when the images were not kept.
-    pub epe_metrics: Value,
+    pub epe_metrics: Option<EpeSummary>,
     /// Drawn (or overriding) polygons inside the window.
     pub polygons_in_window: usize,
 }

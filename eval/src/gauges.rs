@@ -7,7 +7,9 @@ use reticle_kernel::metrics::{Checkpoint, EpeConfig, checkpoints, epe_at, epe_vi
 use reticle_kernel::raster::PixelFrame;
 use reticle_kernel::rules::{Rule, RuleKind};
 use reticle_layout::{BBox, Point};
-use serde_json::{Value, json};
+
+use crate::payload::EpeSummary;
+use serde_json::json;
 
 use crate::found::{Found, pm};
 use crate::r3;
@@ -55,9 +57,13 @@ impl EpeSums {
     /// The report's `metrics.epe`: `checkpoints`, `violations`, `mean_abs_nm`,
     /// `max_abs_nm` (nm, 3 decimals).
     #[must_use]
-    pub fn to_json(&self) -> Value {
-        let mean = (self.measured > 0).then(|| r3(self.abs_sum_nm / self.measured as f64));
-        json!({"checkpoints": self.checkpoints, "violations": self.violations, "mean_abs_nm": mean, "max_abs_nm": self.max_abs_nm.map(r3)})
+    pub fn summary(&self) -> EpeSummary {
+        EpeSummary {
+            checkpoints: self.checkpoints,
+            violations: self.violations,
+            mean_abs_nm: (self.measured > 0).then(|| r3(self.abs_sum_nm / self.measured as f64)),
+            max_abs_nm: self.max_abs_nm.map(r3),
+        }
     }
 }
 
@@ -70,12 +76,11 @@ pub fn check(
     imaged: &ImagedWindow,
     output: &LithoOutput,
     found: &mut Vec<Found>,
-) -> Value {
+) -> Option<EpeSummary> {
     let dbu_nm = imaged.layout.dbu_nm;
     let cps = checkpoints(&imaged.layout.polygons, iccad_epe_config(dbu_nm).spacing_nm);
     let level = f64::from(imaged.resist.threshold);
-    check_at(rules, &cps, &imaged.frame, output, dbu_nm, level, found)
-        .map_or(Value::Null, |sums| sums.to_json())
+    check_at(rules, &cps, &imaged.frame, output, dbu_nm, level, found).map(|sums| sums.summary())
 }
 
 /// The EPE and PV-band rules among `rules` at the checkpoints `cps` (dbu) of an image on

@@ -36,6 +36,7 @@ pub mod heatmap;
 pub mod imaging;
 pub mod merge;
 pub mod optimize;
+pub mod payload;
 pub mod printed;
 pub mod records;
 pub mod region_source;

@@ -21,7 +21,7 @@ use crate::error::{EvalError, check_cancel};
 use crate::found::{Found, RuleRun, rule_run};
 use crate::r3;
 use crate::records::{RecordContext, build_with, tile_dbu};
-use crate::report::{ReportHead, Setup, head};
+use crate::report::{HeadParts, Setup, head};
 use crate::stitch::join;
 use crate::tile::{Piece, TileMetrics, TileOutput};
 use crate::tiles::{TileGrid, TileIndex, TileRange};
@@ -162,6 +162,8 @@ pub fn merge(
     let mut failed: Option<ToolError> = None;
     let counts = build_with(&found, job.rules, &context, &mut |record| {
         if failed.is_none() {
+            // The merge's summary and the records file read records as JSON still.
+            let record = serde_json::to_value(&record).unwrap_or(Value::Null);
             summary.see(job, &record);
             if let Err(e) = sink(&record) {
                 failed = Some(e);
@@ -173,8 +175,8 @@ pub fn merge(
     }
     check_cancel(cancel)?;
     let runs: Vec<RuleRun> = job.rules.iter().map(|r| rule_run(r)).collect();
-    let epe = sums.metrics.epe.to_json();
-    let parts = ReportHead {
+    let epe = Some(sums.metrics.epe.summary());
+    let parts = HeadParts {
         sha256: job.sha256,
         format: job.format,
         polygons: sums.metrics.polygons as usize,
@@ -187,15 +189,19 @@ pub fn merge(
         pvb_px: Some(sums.metrics.pvb_px),
         epe,
     };
-    let mut payload = head(job.setup, &parts, job.rules, &runs, &counts, &context);
+    let mut head = head(job.setup, &parts, job.rules, &runs, &counts, &context);
     // Distinct violations per rule (before they become one record per report tile they
     // touch, and before groups merge those within the dedup radius): what a DRC tool counts.
-    if let Some(by_rule) = payload["counts"]["by_rule"].as_array_mut() {
-        for (i, entry) in by_rule.iter_mut().enumerate() {
-            entry["violations"] = json!(found.iter().filter(|f| f.rule == i).count());
-        }
+    for (i, entry) in head.counts.by_rule.iter_mut().enumerate() {
+        entry.violations = Some(found.iter().filter(|f| f.rule == i).count());
     }
-    payload["counts"]["violations"] = json!(found.len());
+    head.counts.violations = Some(found.len());
+    let mut payload = serde_json::to_value(&head).map_err(|e| {
+        EvalError::Tool(ToolError::new(
+            reticle_protocol::ErrorCode::InternalError,
+            format!("report: {e}"),
+        ))
+    })?;
     let to_nm = |v: i64| r3(v as f64 * dbu_nm);
     let r = job.region;
     payload["region"] = json!({

@@ -14,9 +14,9 @@ use blake2::{Blake2b512, Digest};
 use reticle_kernel::rules::{AppliesTo, Rule, RuleKind, Severity};
 use reticle_layout::BBox;
 use reticle_protocol::ViolationId;
-use serde_json::{Value, json};
 
 use crate::found::Found;
+use crate::payload::{DedupProvenance, DedupStrategy, TileContext, ViolationRecord};
 use crate::r3;
 
 /// What records say besides the violations: the layout and deck they were found with,
@@ -59,7 +59,7 @@ pub struct RecordCounts {
 #[derive(Debug, Clone)]
 pub struct Records {
     /// Report records (seed 000 §2), rule by rule, group by group, canonical first.
-    pub records: Vec<Value>,
+    pub records: Vec<ViolationRecord>,
     /// What they count.
     pub counts: RecordCounts,
 }
@@ -214,7 +214,7 @@ pub fn build_with(
     found: &[Found],
     rules: &[&Rule],
     ctx: &RecordContext<'_>,
-    emit: &mut dyn FnMut(Value),
+    emit: &mut dyn FnMut(ViolationRecord),
 ) -> RecordCounts {
     let mut counts = RecordCounts {
         records: 0,
@@ -295,7 +295,7 @@ fn write_group(
     canonical: &Found,
     rule: &Rule,
     ctx: &RecordContext<'_>,
-    records: &mut Vec<Value>,
+    records: &mut Vec<ViolationRecord>,
 ) {
     let dbu_nm = ctx.dbu_nm;
     let gid = group_id(ctx.deck_hash, rule.dedup_radius_nm, canonical.at_pm, rule);
@@ -322,42 +322,58 @@ fn write_group(
             canonical_vid.clone_from(&vid);
         }
         let b = f.bbox;
-        records.push(json!({
-            "violation_id": vid,
-            "violation_group_id": gid,
-            "rule_id": rule.id,
-            "rule_deck": ctx.deck_name,
-            "rule_kind": rule.kind.as_str(),
-            "applies_to": applies_to_name(rule.applies_to),
-            "severity": severity_name(rule.severity),
-            "layer": rule.layer.to_string(),
-            "coordinate_frame": "input_layout_native",
-            "location_nm": loc,
-            "bbox_nm": [r3(b.left as f64 * dbu_nm), r3(b.bottom as f64 * dbu_nm), r3(b.right as f64 * dbu_nm), r3(b.top as f64 * dbu_nm)],
-            "measured": f.measured,
-            "required": rule.value,
-            "unit": unit(rule.kind),
-            "marker": f.marker,
-            "transforms": [],
-            "context": {
-                "tile_id": tid,
-                "tile_origin_nm": origin,
-                "tile_size_nm": r3(ctx.tile_dbu as f64 * dbu_nm),
-                "tile_local_nm": [r3(loc[0] - origin[0]), r3(loc[1] - origin[1])],
+        records.push(ViolationRecord {
+            violation_id: vid,
+            violation_group_id: gid.clone(),
+            rule_id: rule.id.clone(),
+            rule_deck: ctx.deck_name.to_owned(),
+            rule_kind: rule.kind.as_str().to_owned(),
+            applies_to: applies_to_name(rule.applies_to).to_owned(),
+            severity: severity_name(rule.severity).to_owned(),
+            layer: rule.layer.to_string(),
+            coordinate_frame: "input_layout_native".to_owned(),
+            location_nm: loc,
+            bbox_nm: [
+                r3(b.left as f64 * dbu_nm),
+                r3(b.bottom as f64 * dbu_nm),
+                r3(b.right as f64 * dbu_nm),
+                r3(b.top as f64 * dbu_nm),
+            ],
+            measured: f.measured,
+            required: rule.value,
+            unit: unit(rule.kind).to_owned(),
+            marker: f.marker.clone(),
+            transforms: Vec::new(),
+            context: TileContext {
+                tile_id: tid,
+                tile_origin_nm: origin,
+                tile_size_nm: r3(ctx.tile_dbu as f64 * dbu_nm),
+                tile_local_nm: [r3(loc[0] - origin[0]), r3(loc[1] - origin[1])],
             },
-            "dedup_strategy": if is_canonical { "canonical" } else { "shadow" },
-            "dedup_provenance": {
-                "rule_deck_hash": ctx.deck_hash,
-                "radius_nm": rule.dedup_radius_nm,
-                "rule_id": rule.id,
-                "canonical_location_nm": [canonical.at_pm.0 as f64 / 1000.0, canonical.at_pm.1 as f64 / 1000.0],
-                "group_size": group_size,
+            dedup_strategy: if is_canonical {
+                DedupStrategy::Canonical
+            } else {
+                DedupStrategy::Shadow
             },
-        }));
+            dedup_provenance: DedupProvenance {
+                rule_deck_hash: ctx.deck_hash.to_owned(),
+                radius_nm: rule.dedup_radius_nm,
+                rule_id: rule.id.clone(),
+                canonical_location_nm: [
+                    canonical.at_pm.0 as f64 / 1000.0,
+                    canonical.at_pm.1 as f64 / 1000.0,
+                ],
+                group_size,
+                canonical_violation_id: String::new(),
+            },
+        });
     }
     let n = records.len();
     for record in &mut records[n - group_size..] {
-        record["dedup_provenance"]["canonical_violation_id"] = json!(canonical_vid);
+        record
+            .dedup_provenance
+            .canonical_violation_id
+            .clone_from(&canonical_vid);
     }
 }
 

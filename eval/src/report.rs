@@ -11,10 +11,14 @@ use reticle_kernel::rules::{LayerRef, Rule, RuleDeck};
 use reticle_kernel::{CancelToken, LithoOutput};
 use reticle_protocol::capabilities::DetailSupport;
 use reticle_protocol::{ErrorCode, ToolError};
-use serde_json::{Map, Value, json};
+use serde_json::json;
 
 use crate::error::{EvalError, check_cancel, invalid};
 use crate::found::{Findings, RuleRun, find};
+use crate::payload::{
+    Counts, EpeSummary, ModelSummary, ReportDeck, ReportHead, ReportLayout, ReportMetrics,
+    ReportTiling, RuleLine, Truncation, ViolationReport, WindowNm,
+};
 use crate::r3;
 use crate::records::{
     RecordContext, RecordCounts, Records, RuleCount, applies_to_name, build, severity_name,
@@ -135,7 +139,7 @@ pub fn report(
     mask: Option<MaskOverride<'_>>,
     cancel: &CancelToken,
     step: &dyn Fn(u64, &str),
-) -> Result<Value, EvalError> {
+) -> Result<ViolationReport, EvalError> {
     let rules = setup.rules();
     let output = mask.as_ref().map_or(&imaged.output, |m| m.output);
     let findings = find(&rules, imaged, mask, cancel, step)?;
@@ -172,31 +176,28 @@ pub(crate) fn pass_rate(runs: &[RuleRun], counts: &[RuleCount], paths: &[&str]) 
     })
 }
 
-pub(crate) fn by_rule(rules: &[&Rule], runs: &[RuleRun], counts: &[RuleCount]) -> Vec<Value> {
+pub(crate) fn by_rule(rules: &[&Rule], runs: &[RuleRun], counts: &[RuleCount]) -> Vec<RuleLine> {
     rules
         .iter()
         .zip(runs)
         .zip(counts)
-        .map(|((rule, run), count)| {
-            let mut entry = Map::new();
-            entry.insert("rule_id".into(), json!(rule.id));
-            entry.insert("kind".into(), json!(rule.kind.as_str()));
-            entry.insert("applies_to".into(), json!(applies_to_name(rule.applies_to)));
-            entry.insert("severity".into(), json!(severity_name(rule.severity)));
-            entry.insert("engine_path".into(), json!(run.engine_path));
-            entry.insert("checked".into(), json!(run.checked));
-            if let Some(reason) = run.skipped_reason {
-                entry.insert("skipped_reason".into(), json!(reason));
-            }
-            entry.insert("records".into(), json!(count.records));
-            entry.insert("groups".into(), json!(count.groups));
-            Value::Object(entry)
+        .map(|((rule, run), count)| RuleLine {
+            rule_id: rule.id.clone(),
+            kind: rule.kind.as_str().to_owned(),
+            applies_to: applies_to_name(rule.applies_to).to_owned(),
+            severity: severity_name(rule.severity).to_owned(),
+            engine_path: run.engine_path.to_owned(),
+            checked: run.checked,
+            skipped_reason: run.skipped_reason.map(str::to_owned),
+            records: count.records,
+            groups: count.groups,
+            violations: None,
         })
         .collect()
 }
 
 /// The parts of a report that do not depend on how the region was imaged.
-pub(crate) struct ReportHead<'a> {
+pub(crate) struct HeadParts<'a> {
     /// The layout's SHA-256 (hex).
     pub(crate) sha256: &'a str,
     /// `glp` or `gds/oasis`.
@@ -218,50 +219,86 @@ pub(crate) struct ReportHead<'a> {
     /// PV band (pixels).
     pub(crate) pvb_px: Option<u64>,
     /// `metrics.epe`.
-    pub(crate) epe: Value,
+    pub(crate) epe: Option<EpeSummary>,
 }
 
 /// The report up to and including `counts` (in the key order every report has: G3 bytes
 /// depend on it).
 pub(crate) fn head(
     setup: &Setup,
-    parts: &ReportHead<'_>,
+    parts: &HeadParts<'_>,
     rules: &[&Rule],
     runs: &[RuleRun],
     records: &RecordCounts,
     context: &RecordContext<'_>,
-) -> Value {
+) -> ReportHead {
     let dbu_nm = context.dbu_nm;
     let window = parts.window;
     let deck = &setup.deck;
     let per_rule = &records.per_rule;
-    let total_records = records.records;
-    let total_groups: usize = per_rule.iter().map(|c| c.groups).sum();
-    let detailed = setup.report_level == ReportLevel::Detailed;
     let to_nm = |v: i64| r3(v as f64 * dbu_nm);
-    json!({
-        "schema_version": reticle_protocol::SCHEMA_VERSION,
-        "report_level": if detailed { "detailed" } else { "aggregate" },
-        "layout": {"name": setup.layout_name, "sha256": parts.sha256, "format": parts.format, "dbu_nm": dbu_nm, "layer": setup.target.to_string(), "polygons_in_window": parts.polygons},
-        "deck": {"name": deck.name, "version": deck.version, "hash": setup.deck_hash, "source": setup.deck_source, "rules_on_layer": rules.len()},
-        "window_nm": {"left": to_nm(window.left), "bottom": to_nm(window.bottom), "right": to_nm(window.right), "top": to_nm(window.top)},
-        "pixel_nm": parts.pixel_nm,
-        "model": {"kind": parts.model_kind, "period_nm": parts.period_nm, "focus_kernels": parts.focus_kernels},
-        "coordinate_frame": "input_layout_native",
-        "tiling": {"tile_nm": r3(context.tile_dbu as f64 * dbu_nm), "origin_nm": [0.0, 0.0]},
-        "metrics": {
-            "l2_px": parts.l2_px,
-            "pvb_px": parts.pvb_px,
+    ReportHead {
+        schema_version: reticle_protocol::SCHEMA_VERSION.to_owned(),
+        report_level: setup.report_level,
+        layout: ReportLayout {
+            name: setup.layout_name.clone(),
+            sha256: parts.sha256.to_owned(),
+            format: parts.format.to_owned(),
+            dbu_nm,
+            layer: setup.target.to_string(),
+            polygons_in_window: parts.polygons,
+        },
+        deck: ReportDeck {
+            name: deck.name.clone(),
+            version: deck.version.clone(),
+            hash: setup.deck_hash.clone(),
+            source: setup.deck_source.clone(),
+            rules_on_layer: rules.len(),
+        },
+        window_nm: WindowNm {
+            left: to_nm(window.left),
+            bottom: to_nm(window.bottom),
+            right: to_nm(window.right),
+            top: to_nm(window.top),
+        },
+        pixel_nm: parts.pixel_nm,
+        model: ModelSummary {
+            kind: parts.model_kind.to_owned(),
+            period_nm: parts.period_nm,
+            focus_kernels: parts.focus_kernels,
+        },
+        coordinate_frame: "input_layout_native".to_owned(),
+        tiling: ReportTiling {
+            tile_nm: r3(context.tile_dbu as f64 * dbu_nm),
+            origin_nm: [0.0, 0.0],
+        },
+        metrics: ReportMetrics {
+            l2_px: parts.l2_px,
+            pvb_px: parts.pvb_px,
             // Seed 000 §2's names (mean and max of |EPE| over the checkpoints), beside
             // the nested `epe` object they come from (D74).
-            "epe_mean_nm": parts.epe["mean_abs_nm"],
-            "epe_max_nm": parts.epe["max_abs_nm"],
-            "epe": parts.epe,
-            "mrc_pass_rate": pass_rate(runs, per_rule, &["mrc.standard"]),
-            "drc_pass_rate": pass_rate(runs, per_rule, &["drc.printed_contour", "epe.gauge", "pvband.3corner"]),
+            epe_mean_nm: parts.epe.as_ref().and_then(|e| e.mean_abs_nm),
+            epe_max_nm: parts.epe.as_ref().and_then(|e| e.max_abs_nm),
+            epe: parts.epe.clone(),
+            mrc_pass_rate: pass_rate(runs, per_rule, &["mrc.standard"]),
+            drc_pass_rate: pass_rate(
+                runs,
+                per_rule,
+                &["drc.printed_contour", "epe.gauge", "pvband.3corner"],
+            ),
         },
-        "counts": {"records": total_records, "groups": total_groups, "groups_by_severity": records.groups_by_severity, "by_rule": by_rule(rules, runs, per_rule)},
-    })
+        counts: Counts {
+            records: records.records,
+            groups: per_rule.iter().map(|c| c.groups).sum(),
+            groups_by_severity: records
+                .groups_by_severity
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), *v))
+                .collect(),
+            by_rule: by_rule(rules, runs, per_rule),
+            violations: None,
+        },
+    }
 }
 
 /// `hopkins` or `kernels`: how reports name a model.
@@ -281,8 +318,8 @@ fn payload(
     findings: &Findings,
     records: Records,
     context: &RecordContext<'_>,
-) -> Value {
-    let parts = ReportHead {
+) -> ViolationReport {
+    let parts = HeadParts {
         sha256: &imaged.layout.sha256,
         format: imaged.layout.format,
         polygons: findings.polygons_in_window,
@@ -295,7 +332,7 @@ fn payload(
         pvb_px: output.pvb,
         epe: findings.epe_metrics.clone(),
     };
-    let mut payload = head(
+    let head = head(
         setup,
         &parts,
         rules,
@@ -315,18 +352,24 @@ fn payload(
     } else {
         0
     };
-    payload["degraded_to_aggregate"] = json!(degraded);
-    payload["truncation"] = json!({"truncated": detailed && exceeded && !degraded, "max_violations": limit, "total_records": total_records, "returned": returned, "on_exceeded": setup.limits.on_exceeded.name()});
-    if degraded {
-        payload["degraded_reason"] = json!(format!(
-            "{total_records} violation records exceed limits.max_violations = {limit}"
-        ));
+    ViolationReport {
+        head,
+        degraded_to_aggregate: degraded,
+        truncation: Truncation {
+            truncated: detailed && exceeded && !degraded,
+            max_violations: limit,
+            total_records,
+            returned,
+            on_exceeded: setup.limits.on_exceeded,
+        },
+        degraded_reason: degraded.then(|| {
+            format!("{total_records} violation records exceed limits.max_violations = {limit}")
+        }),
+        violations: (detailed && !degraded).then(|| {
+            records.truncate(limit);
+            records
+        }),
     }
-    if detailed && !degraded {
-        records.truncate(limit);
-        payload["violations"] = Value::Array(records);
-    }
-    payload
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use reticle_eval::ImagedWindow;
 use reticle_eval::deck::{DeckFile, target_layer};
+use reticle_eval::payload::ViolationReport;
 use reticle_eval::report::{ReportLevel, Setup, ViolationLimits, layout_name, report, tile_size};
 use reticle_kernel::model::ModelSpec;
 use reticle_kernel::rules::{LayerRef, RuleDeck};
@@ -139,7 +140,7 @@ impl DeckArgs {
         setup: &Setup,
         box_um: Option<[f64; 4]>,
         total: u64,
-    ) -> Result<(ImagedWindow, Value), ToolError> {
+    ) -> Result<(ImagedWindow, ViolationReport), ToolError> {
         let imaged = self.image(ctx, &setup.deck, setup.target, box_um, total)?;
         if ctx.cancel.is_cancelled() {
             return Err(cancelled(ctx.job_id));

@@ -32,6 +32,15 @@ pub fn invalid_arguments(op: &str, e: &serde_json::Error) -> ToolError {
     .with_details(serde_json::json!({ "op": op }))
 }
 
+/// A typed result as the op's JSON.
+///
+/// # Errors
+/// `INTERNAL_ERROR` when it cannot be serialized.
+pub fn to_payload<T: serde::Serialize>(result: &T) -> Result<serde_json::Value, ToolError> {
+    serde_json::to_value(result)
+        .map_err(|e| ToolError::new(ErrorCode::InternalError, format!("serialize: {e}")))
+}
+
 /// The error an op returns when its job was cancelled.
 #[must_use]
 pub fn cancelled(job_id: &str) -> ToolError {

@@ -28,6 +28,7 @@ use reticle_layout::Polygon;
 use serde_json::{Value, json};
 
 use crate::error::EvalError;
+use crate::payload::{RuleLine, ViolationReport};
 use crate::r3;
 use crate::window::ImagedWindow;
 use compare::{Comparison, metrics_of};
@@ -146,28 +147,27 @@ pub fn polygon_summary(mask: &MaskPolygons, layer: LayerRef, cell: &str, dbu_nm:
 }
 
 /// The `counts.by_rule` entries of a report's mask rules (`applies_to: mask`).
-fn mask_rule_entries(report: &Value) -> impl Iterator<Item = &Value> {
-    report["counts"]["by_rule"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|r| r["applies_to"] == "mask")
+fn mask_rule_entries(report: &ViolationReport) -> impl Iterator<Item = &RuleLine> {
+    report
+        .head
+        .counts
+        .by_rule
+        .iter()
+        .filter(|r| r.applies_to == "mask")
 }
 
 /// Mask-rule records of an evaluation payload (from `counts.by_rule`, so a truncated
 /// record list still counts).
 #[must_use]
-pub fn mask_rule_records(report: &Value) -> u64 {
-    mask_rule_entries(report)
-        .map(|r| r["records"].as_u64().unwrap_or(0))
-        .sum()
+pub fn mask_rule_records(report: &ViolationReport) -> u64 {
+    mask_rule_entries(report).map(|r| r.records as u64).sum()
 }
 
 /// The ids of an evaluation payload's mask rules.
 #[must_use]
-pub fn mask_rule_ids(report: &Value) -> Vec<String> {
+pub fn mask_rule_ids(report: &ViolationReport) -> Vec<String> {
     mask_rule_entries(report)
-        .filter_map(|r| r["rule_id"].as_str().map(str::to_owned))
+        .map(|r| r.rule_id.clone())
         .collect()
 }
 
@@ -200,9 +200,9 @@ pub struct Outcome<'a> {
     /// How the mask was drawn.
     pub options: MaskOptions,
     /// The evaluation of the drawn clip.
-    pub before: &'a Value,
+    pub before: &'a ViolationReport,
     /// The evaluation of the optimized mask.
-    pub after: &'a Value,
+    pub after: &'a ViolationReport,
     /// What changed.
     pub comparison: &'a Comparison,
 }
@@ -228,9 +228,9 @@ pub fn payload(outcome: &Outcome<'_>, state_after: Value) -> Value {
     json!({
         "schema_version": reticle_protocol::SCHEMA_VERSION,
         "target": target.json,
-        "layout": before["layout"],
-        "deck": before["deck"],
-        "clip_nm": before["window_nm"],
+        "layout": before.head.layout,
+        "deck": before.head.deck,
+        "clip_nm": before.head.window_nm,
         "window_nm": {
             "left": to_nm(clip.left + pixel_dbu(px.0)),
             "bottom": to_nm(clip.bottom + pixel_dbu(px.1)),
@@ -272,10 +272,10 @@ pub fn payload(outcome: &Outcome<'_>, state_after: Value) -> Value {
         "violations_resolved": comparison.resolved,
         "group_members": comparison.group_members,
         "violations_after": {
-            "records": after["counts"]["records"],
-            "groups": after["counts"]["groups"],
+            "records": after.head.counts.records,
+            "groups": after.head.counts.groups,
             "new_in_window": comparison.new_in_window,
-            "by_rule": after["counts"]["by_rule"],
+            "by_rule": after.head.counts.by_rule,
         },
         "state_after": state_after,
     })

@@ -6,6 +6,7 @@
 //! printed image's outline cyan, each violation's marker box red (canonical records) or
 //! orange (shadows), grown to at least 9 pixels so checkpoints are visible.
 
+use reticle_eval::payload::DedupStrategy;
 use reticle_eval::report::{ReportLevel, ViolationLimits};
 use reticle_kernel::Grid;
 use reticle_protocol::error::ToolError;
@@ -67,12 +68,10 @@ impl Op for DemoRender {
         let dbu_nm = imaged.layout.dbu_nm;
         // Marker boxes in pixels, canonical drawn last (on top).
         let mut boxes: Vec<(bool, [usize; 4])> = Vec::new();
-        for r in report["violations"].as_array().into_iter().flatten() {
-            let Some(b) = r["bbox_nm"].as_array() else {
-                continue;
-            };
-            let px = |nm: &Value, origin: f64, n: usize| {
-                let v = (nm.as_f64().unwrap_or(0.0) / dbu_nm - origin) / frame.pixel_nm;
+        for r in report.violations.iter().flatten() {
+            let b = r.bbox_nm;
+            let px = |nm: &f64, origin: f64, n: usize| {
+                let v = (nm / dbu_nm - origin) / frame.pixel_nm;
                 v.clamp(0.0, n as f64 - 1.0)
             };
             let (mut x0, mut y0) = (px(&b[0], frame.left_nm, w), px(&b[1], frame.bottom_nm, h));
@@ -85,7 +84,7 @@ impl Op for DemoRender {
             grow(&mut x0, &mut x1, w);
             grow(&mut y0, &mut y1, h);
             boxes.push((
-                r["dedup_strategy"] == "canonical",
+                r.dedup_strategy == DedupStrategy::Canonical,
                 [x0 as usize, y0 as usize, x1 as usize, y1 as usize],
             ));
         }

@@ -38,6 +38,6 @@ impl Op for Evaluate {
             |_| Ok(()),
         )?;
         let (_, report) = args.evaluate(ctx, &setup, call.box_um, STEPS)?;
-        Ok(report)
+        crate::op::to_payload(&report)
     }
 }

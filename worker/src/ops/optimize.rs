@@ -188,7 +188,7 @@ impl Op for Optimize {
             resolved_from: own.resolved_from.as_deref(),
         };
         let all = records_of(&before);
-        let target = target::resolve(all, &request, clip_nm)?;
+        let target = target::resolve(&all, &request, clip_nm)?;
         let px = pixel_window(&imaged.frame, dbu_nm, target.window_nm);
 
         // ILT, legalized by the deck's mask rules.
@@ -244,12 +244,13 @@ impl Op for Optimize {
         if ctx.cancel.is_cancelled() {
             return Err(cancelled(ctx.job_id));
         }
-        let comparison = compare(all, records_of(&after), &target, own.scope, imaged.pixel_nm);
+        let after_records = records_of(&after);
+        let comparison = compare(&all, &after_records, &target, own.scope, imaged.pixel_nm);
         // The final check is the evaluation's own: a mask that breaks a mask rule where
         // it was optimized is never returned as a success (records outside the window
         // are the drawn layout's, reported in `violations_after` as before).
         let mask_rules = mask_rule_ids(&after);
-        let unmet = records_in_window(records_of(&after), &mask_rules, target.window_nm);
+        let unmet = records_in_window(&after_records, &mask_rules, target.window_nm);
         if !unmet.is_empty() {
             return Err(mask_rules_unmet(&unmet, target.window_nm));
         }

@@ -254,7 +254,7 @@ impl Op for Merge {
             "grid": {"width": width, "height": height},
             "model": {"kind": plan.model_kind, "period_nm": plan.period_nm, "focus_kernels": plan.focus_kernels},
             "backend": {"kind": backend.kind, "adapter": backend.adapter},
-            "metrics": {"l2_px": sum.l2_px, "pvb_px": sum.pvb_px, "epe": sum.epe.to_json()},
+            "metrics": {"l2_px": sum.l2_px, "pvb_px": sum.pvb_px, "epe": sum.epe.summary()},
             "timing_ms": {"merge": (started.elapsed().as_secs_f64() * 1e4).round() / 10.0},
             "region": {"source": plan.region_source, "box_nm": [to_nm(r.left), to_nm(r.bottom), to_nm(r.right), to_nm(r.top)], "pixels": sum.pixels},
             "imaging": {"mode": "tiled", "period_nm": plan.period_nm, "core_nm": to_nm(plan.grid.core_dbu), "halo_nm": to_nm(plan.grid.halo_dbu), "tiles": tiles},

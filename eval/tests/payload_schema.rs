@@ -1,0 +1,143 @@
+//! The typed arguments and results against the schemas the server publishes (issue 27
+//! item 4, D150, D152): the recorded reports (the seed-000 acceptance fixture, a detailed
+//! report with records; the golden aggregate report) read into the types and written back
+//! byte for byte, and every value the types write passes the published schema.
+
+use std::path::PathBuf;
+
+use reticle_eval::payload::{ViolationRecord, ViolationReport};
+use reticle_protocol::args::{EvaluateArgs, SimulateArgs};
+use reticle_protocol::schemas::{DOCUMENT_SCHEMAS, TOOL_SCHEMAS};
+use serde_json::{Value, json};
+
+fn repo(path: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(path)
+}
+
+fn read_json(path: &str) -> Value {
+    let text = std::fs::read_to_string(repo(path)).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn tool_schema(tool: &str, output: bool) -> Value {
+    let files = TOOL_SCHEMAS.iter().find(|s| s.tool == tool).unwrap();
+    serde_json::from_str(if output { files.output } else { files.input }).unwrap()
+}
+
+fn document_schema(name: &str) -> Value {
+    let file = DOCUMENT_SCHEMAS.iter().find(|s| s.name == name).unwrap();
+    serde_json::from_str(file.text).unwrap()
+}
+
+/// `schema` with its root replaced by a reference to `$defs/<def>` (its other `$defs` kept).
+fn def_of(schema: &Value, def: &str) -> Value {
+    let mut root = schema.clone();
+    let map = root.as_object_mut().unwrap();
+    map.retain(|k, _| k == "$schema" || k == "$id" || k == "$defs");
+    map.insert("$ref".into(), json!(format!("#/$defs/{def}")));
+    root
+}
+
+fn assert_valid(schema: &Value, instance: &Value, what: &str) {
+    let validator = jsonschema::validator_for(schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(instance)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{what}: {errors:#?}");
+}
+
+/// The recorded reports: the acceptance fixture's (detailed, 100 records) and the golden
+/// aggregate one.
+fn recorded_reports() -> Vec<(&'static str, Value)> {
+    let fixture = read_json("fixtures/mcp_acceptance/100x4tiles_12collisions.json");
+    vec![
+        ("acceptance fixture", fixture["evaluate"].clone()),
+        (
+            "golden aggregate",
+            read_json("tests/golden/evaluate_lines_and_pad_iccad13_m1.aggregate.json"),
+        ),
+    ]
+}
+
+#[test]
+fn recorded_reports_read_into_the_types_and_write_back_byte_for_byte() {
+    for (what, recorded) in recorded_reports() {
+        let report: ViolationReport = serde_json::from_value(recorded.clone())
+            .unwrap_or_else(|e| panic!("{what} does not read as a ViolationReport: {e}"));
+        assert_eq!(
+            serde_json::to_string(&report).unwrap(),
+            serde_json::to_string(&recorded).unwrap(),
+            "{what}: the type writes other bytes than the recorded report"
+        );
+    }
+}
+
+#[test]
+fn reports_and_records_pass_the_published_schemas() {
+    let result = def_of(&tool_schema("evaluate", true), "result");
+    let document = document_schema("violation_report");
+    let violation = def_of(&document, "violation");
+    let mut records = 0;
+    for (what, recorded) in recorded_reports() {
+        let report: ViolationReport = serde_json::from_value(recorded).unwrap();
+        let written = serde_json::to_value(&report).unwrap();
+        assert_valid(&result, &written, what);
+        assert_valid(&document, &written, what);
+        for record in report.violations.iter().flatten() {
+            let written: Value = serde_json::to_value(record).unwrap();
+            assert_valid(&violation, &written, what);
+            let back: ViolationRecord = serde_json::from_value(written).unwrap();
+            assert_eq!(&back, record);
+            records += 1;
+        }
+    }
+    assert!(records > 0, "the fixture's detailed report has records");
+}
+
+#[test]
+fn typed_arguments_pass_the_input_schemas() {
+    let evaluate: EvaluateArgs = serde_json::from_value(json!({
+        "layout": "/data/chip.gds",
+        "deck": "iccad13_m1",
+        "layer": "1/0",
+        "cell": "TOP",
+        "box_um": [0.0, 0.0, 2.048, 2.048],
+        "pixel_nm": 4,
+        "model": {"period_nm": 2048},
+        "report_level": "detailed",
+        "tile_nm": 1024,
+        "limits": {"max_violations": 10, "on_exceeded": "degrade_to_aggregate"},
+        "tiling": "window",
+        "wait": true,
+    }))
+    .unwrap();
+    assert_valid(
+        &tool_schema("evaluate", false),
+        &serde_json::to_value(&evaluate).unwrap(),
+        "evaluate arguments",
+    );
+    let minimal: EvaluateArgs =
+        serde_json::from_value(json!({"layout": "a.glp", "deck": "iccad13_m1"})).unwrap();
+    assert_eq!(
+        serde_json::to_value(&minimal).unwrap(),
+        json!({"layout": "a.glp", "deck": "iccad13_m1"})
+    );
+    let simulate: SimulateArgs = serde_json::from_value(json!({
+        "layout": "/data/clip.glp",
+        "layer": "1/0",
+        "box_um": [0.0, 0.0, 2.048, 2.048],
+        "pixel_nm": 2,
+        "images": true,
+        "tiling": "auto",
+        "wait": false,
+    }))
+    .unwrap();
+    assert_valid(
+        &tool_schema("simulate", false),
+        &serde_json::to_value(&simulate).unwrap(),
+        "simulate arguments",
+    );
+}
