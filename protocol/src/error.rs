@@ -233,10 +233,11 @@ impl ToolError {
         self.details.get("hint").and_then(serde_json::Value::as_str)
     }
 
-    /// The `structuredContent` of a failed call: `{"error": {...}}`.
+    /// The `structuredContent` of a failed call: `{"schema_version": …, "error": {...}}`.
+    /// Errors carry the schema version like every other payload (seed 000; issue 28 item 7).
     #[must_use]
     pub fn to_structured(&self) -> serde_json::Value {
-        serde_json::json!({ "error": self })
+        serde_json::json!({ "schema_version": crate::SCHEMA_VERSION, "error": self })
     }
 }
 
