@@ -1,7 +1,8 @@
 //! The `evaluate` result as Rust types (seed 000 §2, `protocol/schemas/violation_report.json`
-//! and `$defs.result` of `evaluate.output.json`): built by [`crate::report`] and
-//! [`crate::records`], serialized once by the worker; the bytes a client reads are these
-//! types' serialization (serde_json with `preserve_order`: the field order below is the
+//! and `$defs.result` of `evaluate.output.json`), built by [`crate::report`] and
+//! [`crate::records`], and the `simulate` result ([`SimulationResult`], `$defs.result` of
+//! `simulate.output.json`), built by the worker's `simulate` ops. The worker serializes
+//! them; the bytes a client reads are these types' serialization (serde_json with `preserve_order`: the field order below is the
 //! key order of the payload, which the recorded transcripts and fixtures pin).
 
 use std::collections::BTreeMap;
@@ -294,4 +295,198 @@ pub struct ViolationRecord {
     pub dedup_strategy: DedupStrategy,
     /// How its group was formed.
     pub dedup_provenance: DedupProvenance,
+}
+
+/// Min, max and mean of an image (6 decimals).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MinMaxMean {
+    /// Smallest value.
+    pub min: f64,
+    /// Largest value.
+    pub max: f64,
+    /// Mean.
+    pub mean: f64,
+}
+
+/// The resist model of a simulation's statistics.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResistSummary {
+    /// Sigmoid steepness.
+    pub steepness: f64,
+    /// Intensity threshold.
+    pub threshold: f64,
+}
+
+/// One corner's print.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CornerPrint {
+    /// `nominal`, `max` or `min`.
+    pub corner: String,
+    /// Printed pixels.
+    pub printed_px: u64,
+    /// Printed area (nm²).
+    pub printed_area_nm2: f64,
+}
+
+/// `statistics` of a simulation: the nominal corner, and each corner's print.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Statistics {
+    /// `nominal`.
+    pub corner: String,
+    /// The aerial image's intensities.
+    pub aerial_intensity: Option<MinMaxMean>,
+    /// The resist response's values.
+    pub resist_response: Option<MinMaxMean>,
+    /// The resist model.
+    pub resist: ResistSummary,
+    /// Printed pixels (nominal).
+    pub printed_px: u64,
+    /// Printed area (nm², nominal).
+    pub printed_area_nm2: f64,
+    /// Drawn (target) pixels.
+    pub target_px: u64,
+    /// Drawn area (nm²).
+    pub target_area_nm2: f64,
+    /// One pixel's area (nm²).
+    pub pixel_area_nm2: f64,
+    /// Each corner's print.
+    pub corners: Vec<CornerPrint>,
+}
+
+/// `layout` of a simulation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimulatedLayout {
+    /// The canonical path of the file.
+    pub path: String,
+    /// SHA-256 of the file (hex).
+    pub sha256: String,
+    /// `glp` or `gds/oasis`.
+    pub format: String,
+    /// Drawn polygons in the window or region.
+    pub polygons_in_window: u64,
+}
+
+/// `grid` of a simulation: the image's size in pixels.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct GridSize {
+    /// Columns.
+    pub width: usize,
+    /// Rows.
+    pub height: usize,
+}
+
+/// `backend` of a simulation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackendSummary {
+    /// `cpu` or `gpu`.
+    pub kind: String,
+    /// The adapter.
+    pub adapter: String,
+}
+
+/// One window's EPE: checkpoints, failures and the largest |EPE|.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WindowEpe {
+    /// Checkpoints gauged.
+    pub checkpoints: usize,
+    /// Checkpoints failing the ICCAD-2013 binary test.
+    pub violations: usize,
+    /// Largest |EPE| (nm).
+    pub max_abs_nm: Option<f64>,
+}
+
+/// `metrics.epe` of a simulation: one window's, or a tiled region's summary (with the mean).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SimulatedEpe {
+    /// One window's (read first: it refuses the tiled summary's `mean_abs_nm`).
+    Window(WindowEpe),
+    /// A tiled region's summary.
+    Tiled(EpeSummary),
+}
+
+/// `metrics` of a simulation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimulationMetrics {
+    /// L2 (pixels).
+    pub l2_px: Option<u64>,
+    /// PV band (pixels).
+    pub pvb_px: Option<u64>,
+    /// EPE; `null` when the images were not kept.
+    pub epe: Option<SimulatedEpe>,
+}
+
+/// `timing_ms` of a simulation: one window's imaging and total, or a merge's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimulationTiming {
+    /// Imaging (one window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imaging: Option<f64>,
+    /// The op in all (one window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<f64>,
+    /// The merge (a tiled region).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<f64>,
+}
+
+/// `region` of a tiled simulation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimulatedRegion {
+    /// `box`, `layer_bbox` or `iccad_window`.
+    pub source: String,
+    /// The region (nm).
+    pub box_nm: [f64; 4],
+    /// Pixels counted.
+    pub pixels: u64,
+}
+
+/// `imaging` of a tiled simulation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TiledImaging {
+    /// `tiled`.
+    pub mode: String,
+    /// The model period (nm).
+    pub period_nm: f64,
+    /// A tile's core (nm).
+    pub core_nm: f64,
+    /// A tile's halo (nm).
+    pub halo_nm: f64,
+    /// Tiles.
+    pub tiles: u64,
+}
+
+/// The `simulate` result (`$defs.result` of `simulate.output.json`, before the host adds
+/// the job's fields): one window, or a tiled region (`region`, `imaging`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimulationResult {
+    /// The nominal corner's statistics; `null` when the images were not kept.
+    pub statistics: Option<Statistics>,
+    /// The image files (`images: true`), as the worker wrote them.
+    pub images: Option<Value>,
+    /// [`reticle_protocol::SCHEMA_VERSION`].
+    pub schema_version: String,
+    /// The layout.
+    pub layout: SimulatedLayout,
+    /// The window or region (nm).
+    pub window_nm: WindowNm,
+    /// Pixel size (nm).
+    pub pixel_nm: f64,
+    /// The image's size.
+    pub grid: GridSize,
+    /// The model.
+    pub model: ModelSummary,
+    /// The backend.
+    pub backend: BackendSummary,
+    /// Metrics.
+    pub metrics: SimulationMetrics,
+    /// Timing.
+    pub timing_ms: SimulationTiming,
+    /// The region (tiled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<SimulatedRegion>,
+    /// How it was tiled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imaging: Option<TiledImaging>,
 }

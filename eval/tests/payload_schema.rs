@@ -1,11 +1,17 @@
 //! The typed arguments and results against the schemas the server publishes (issue 27
 //! item 4, D150, D152): the recorded reports (the seed-000 acceptance fixture, a detailed
 //! report with records; the golden aggregate report) read into the types and written back
-//! byte for byte, and every value the types write passes the published schema.
+//! byte for byte, a representative `simulate` result of each kind (no simulate payload is
+//! recorded), and every value the types write passes the published schema.
 
 use std::path::PathBuf;
 
-use reticle_eval::payload::{ViolationRecord, ViolationReport};
+use reticle_eval::payload::{
+    BackendSummary, CornerPrint, EpeSummary, GridSize, MinMaxMean, ModelSummary, ResistSummary,
+    SimulatedEpe, SimulatedLayout, SimulatedRegion, SimulationMetrics, SimulationResult,
+    SimulationTiming, Statistics, TiledImaging, ViolationRecord, ViolationReport, WindowEpe,
+    WindowNm,
+};
 use reticle_protocol::args::{EvaluateArgs, SimulateArgs};
 use reticle_protocol::schemas::{DOCUMENT_SCHEMAS, TOOL_SCHEMAS};
 use serde_json::{Value, json};
@@ -140,4 +146,134 @@ fn typed_arguments_pass_the_input_schemas() {
         &serde_json::to_value(&simulate).unwrap(),
         "simulate arguments",
     );
+}
+
+/// A representative one-window `simulate` result and a tiled one.
+fn simulation_results() -> Vec<(&'static str, SimulationResult)> {
+    let statistics = Statistics {
+        corner: "nominal".into(),
+        aerial_intensity: Some(MinMaxMean {
+            min: 0.01,
+            max: 0.52,
+            mean: 0.2,
+        }),
+        resist_response: Some(MinMaxMean {
+            min: 0.0,
+            max: 1.0,
+            mean: 0.3,
+        }),
+        resist: ResistSummary {
+            steepness: 50.0,
+            threshold: 0.225,
+        },
+        printed_px: 1200,
+        printed_area_nm2: 19200.0,
+        target_px: 1250,
+        target_area_nm2: 20000.0,
+        pixel_area_nm2: 16.0,
+        corners: ["nominal", "max", "min"]
+            .iter()
+            .map(|c| CornerPrint {
+                corner: (*c).into(),
+                printed_px: 1200,
+                printed_area_nm2: 19200.0,
+            })
+            .collect(),
+    };
+    let window = SimulationResult {
+        statistics: Some(statistics.clone()),
+        images: None,
+        schema_version: reticle_protocol::SCHEMA_VERSION.into(),
+        layout: SimulatedLayout {
+            path: "/data/clip.glp".into(),
+            sha256: "9e27c82b".into(),
+            format: "glp".into(),
+            polygons_in_window: 6,
+        },
+        window_nm: WindowNm {
+            left: -512.0,
+            bottom: -512.0,
+            right: 1536.0,
+            top: 1536.0,
+        },
+        pixel_nm: 4.0,
+        grid: GridSize {
+            width: 512,
+            height: 512,
+        },
+        model: ModelSummary {
+            kind: "hopkins".into(),
+            period_nm: 2048.0,
+            focus_kernels: 24,
+        },
+        backend: BackendSummary {
+            kind: "cpu".into(),
+            adapter: "cpu (rayon, 2 threads)".into(),
+        },
+        metrics: SimulationMetrics {
+            l2_px: Some(120),
+            pvb_px: Some(300),
+            epe: Some(SimulatedEpe::Window(WindowEpe {
+                checkpoints: 40,
+                violations: 2,
+                max_abs_nm: Some(7.5),
+            })),
+        },
+        timing_ms: SimulationTiming {
+            imaging: Some(12.5),
+            total: Some(20.1),
+            merge: None,
+        },
+        region: None,
+        imaging: None,
+    };
+    let tiled = SimulationResult {
+        statistics: Some(statistics),
+        images: None,
+        metrics: SimulationMetrics {
+            l2_px: Some(120),
+            pvb_px: Some(300),
+            epe: Some(SimulatedEpe::Tiled(EpeSummary {
+                checkpoints: 40,
+                violations: 2,
+                mean_abs_nm: None,
+                max_abs_nm: Some(7.5),
+            })),
+        },
+        timing_ms: SimulationTiming {
+            imaging: None,
+            total: None,
+            merge: Some(3.0),
+        },
+        region: Some(SimulatedRegion {
+            source: "layer_bbox".into(),
+            box_nm: [0.0, 0.0, 4096.0, 2048.0],
+            pixels: 524_288,
+        }),
+        imaging: Some(TiledImaging {
+            mode: "tiled".into(),
+            period_nm: 2048.0,
+            core_nm: 1536.0,
+            halo_nm: 256.0,
+            tiles: 6,
+        }),
+        ..window.clone()
+    };
+    vec![("one window", window), ("tiled", tiled)]
+}
+
+#[test]
+fn simulation_results_pass_the_published_schema_and_read_back() {
+    let result = def_of(&tool_schema("simulate", true), "result");
+    for (what, value) in simulation_results() {
+        let written = serde_json::to_value(&value).unwrap();
+        assert_valid(&result, &written, what);
+        let back: SimulationResult = serde_json::from_value(written.clone()).unwrap();
+        assert_eq!(back, value, "{what}");
+        assert_eq!(
+            serde_json::to_string(&back).unwrap(),
+            serde_json::to_string(&written).unwrap(),
+            "{what}"
+        );
+    }
 }

@@ -10,26 +10,32 @@ use std::time::Instant;
 
 use reticle_eval::ImagedWindow;
 use reticle_eval::gauges::iccad_epe_config;
+use reticle_eval::payload::{
+    BackendSummary, CornerPrint, GridSize, MinMaxMean, ModelSummary, ResistSummary, SimulatedEpe,
+    SimulatedLayout, SimulationMetrics, SimulationResult, SimulationTiming, Statistics, WindowEpe,
+    WindowNm,
+};
+use reticle_eval::report::model_kind;
 use reticle_kernel::metrics::epe;
 use reticle_kernel::model::ModelSpec;
 use reticle_kernel::resist::CORNER_NAMES;
 use reticle_kernel::{Grid, Resist};
 use reticle_protocol::args::SimulateArgs;
 use reticle_protocol::error::ToolError;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::artifacts;
 use crate::imaging::{ImagingRun, Window, image};
 use crate::job::JobCtx;
-use crate::op::{Op, parse_args};
+use crate::op::{Op, parse_args, to_payload};
 
 /// The `simulate` op.
 pub struct Simulate;
 
 /// Min, max and mean of `data`.
-fn min_max_mean(data: &[f32]) -> Value {
+fn min_max_mean(data: &[f32]) -> Option<MinMaxMean> {
     if data.is_empty() {
-        return Value::Null;
+        return None;
     }
     let (mut lo, mut hi, mut sum) = (f32::INFINITY, f32::NEG_INFINITY, 0.0f64);
     for &v in data {
@@ -38,7 +44,11 @@ fn min_max_mean(data: &[f32]) -> Value {
         sum += f64::from(v);
     }
     let r6 = |v: f64| (v * 1e6).round() / 1e6;
-    json!({"min": r6(f64::from(lo)), "max": r6(f64::from(hi)), "mean": r6(sum / data.len() as f64)})
+    Some(MinMaxMean {
+        min: r6(f64::from(lo)),
+        max: r6(f64::from(hi)),
+        mean: r6(sum / data.len() as f64),
+    })
 }
 
 /// Summary statistics of the nominal corner's aerial, resist and printed images (always),
@@ -50,10 +60,10 @@ fn region_images(
     target: &Grid<u8>,
     resist: Resist,
     pixel_nm: f64,
-) -> Result<(Value, Value), ToolError> {
+) -> Result<(Option<Statistics>, Option<Value>), ToolError> {
     let nominal = &output.corners[0];
     let Some(aerial) = nominal.aerial.as_ref() else {
-        return Ok((Value::Null, Value::Null));
+        return Ok((None, None));
     };
     let response = Grid {
         width: aerial.width,
@@ -71,31 +81,38 @@ fn region_images(
         data: response.data.iter().map(|&r| u8::from(r > 0.5)).collect(),
     });
     let px_area = pixel_nm * pixel_nm;
-    let target_px = target.data.iter().filter(|&&v| v != 0).count();
-    let corners: Vec<Value> = output
+    let target_px = target.data.iter().filter(|&&v| v != 0).count() as u64;
+    let corners = output
         .corners
         .iter()
         .zip(CORNER_NAMES)
-        .map(|(c, name)| json!({"corner": name, "printed_px": c.printed_pixels, "printed_area_nm2": c.printed_pixels as f64 * px_area}))
+        .map(|(c, name)| CornerPrint {
+            corner: name.to_owned(),
+            printed_px: c.printed_pixels,
+            printed_area_nm2: c.printed_pixels as f64 * px_area,
+        })
         .collect();
-    let statistics = json!({
-        "corner": "nominal",
-        "aerial_intensity": min_max_mean(&aerial.data),
-        "resist_response": min_max_mean(&response.data),
-        "resist": {"steepness": resist.steepness, "threshold": resist.threshold},
-        "printed_px": nominal.printed_pixels,
-        "printed_area_nm2": nominal.printed_pixels as f64 * px_area,
-        "target_px": target_px,
-        "target_area_nm2": target_px as f64 * px_area,
-        "pixel_area_nm2": px_area,
-        "corners": corners,
-    });
+    let statistics = Statistics {
+        corner: "nominal".to_owned(),
+        aerial_intensity: min_max_mean(&aerial.data),
+        resist_response: min_max_mean(&response.data),
+        resist: ResistSummary {
+            steepness: f64::from(resist.steepness),
+            threshold: f64::from(resist.threshold),
+        },
+        printed_px: nominal.printed_pixels,
+        printed_area_nm2: nominal.printed_pixels as f64 * px_area,
+        target_px,
+        target_area_nm2: target_px as f64 * px_area,
+        pixel_area_nm2: px_area,
+        corners,
+    };
     if ctx.context.artifact_dir.is_none() {
-        return Ok((statistics, Value::Null));
+        return Ok((Some(statistics), None));
     }
     let dir = artifacts::dir(ctx)?;
     let images = artifacts::image_files(&dir, aerial, &response, &printed, target)?;
-    Ok((statistics, images))
+    Ok((Some(statistics), Some(images)))
 }
 
 impl Op for Simulate {
@@ -154,25 +171,60 @@ impl Op for Simulate {
                     .flatten()
                     .map(|e| e.abs() * scale)
                     .fold(None, |m: Option<f64>, e| Some(m.map_or(e, |m| m.max(e))));
-                json!({"checkpoints": r.checkpoints, "violations": r.violations, "max_abs_nm": max_abs.map(|v| (v * 1000.0).round() / 1000.0)})
+                Some(SimulatedEpe::Window(WindowEpe {
+                    checkpoints: r.checkpoints,
+                    violations: r.violations,
+                    max_abs_nm: max_abs.map(|v| (v * 1000.0).round() / 1000.0),
+                }))
             }
-            _ => Value::Null,
+            _ => None,
         };
         let to_nm = |v: i64| v as f64 * layout.dbu_nm;
         let (statistics, images) = region_images(ctx, &output, &target, resist, pixel_nm)?;
         ctx.progress.report(5, 5, "done");
-        Ok(json!({
-            "statistics": statistics,
-            "images": images,
-            "schema_version": reticle_protocol::SCHEMA_VERSION,
-            "layout": {"path": path, "sha256": layout.sha256, "format": layout.format, "polygons_in_window": layout.polygons.len()},
-            "window_nm": {"left": to_nm(layout.window.left), "bottom": to_nm(layout.window.bottom), "right": to_nm(layout.window.right), "top": to_nm(layout.window.top)},
-            "pixel_nm": pixel_nm,
-            "grid": {"width": grid.0, "height": grid.1},
-            "model": {"kind": match model { ModelSpec::Hopkins(_) => "hopkins", ModelSpec::Kernels(_) => "kernels" }, "period_nm": period, "focus_kernels": focus_kernels},
-            "backend": {"kind": info.kind, "adapter": info.adapter},
-            "metrics": {"l2_px": output.l2, "pvb_px": output.pvb, "epe": epe_report},
-            "timing_ms": {"imaging": (imaging_ms * 10.0).round() / 10.0, "total": (started.elapsed().as_secs_f64() * 1e4).round() / 10.0},
-        }))
+        let result = SimulationResult {
+            statistics,
+            images,
+            schema_version: reticle_protocol::SCHEMA_VERSION.to_owned(),
+            layout: SimulatedLayout {
+                path: path.display().to_string(),
+                sha256: layout.sha256,
+                format: layout.format.to_owned(),
+                polygons_in_window: layout.polygons.len() as u64,
+            },
+            window_nm: WindowNm {
+                left: to_nm(layout.window.left),
+                bottom: to_nm(layout.window.bottom),
+                right: to_nm(layout.window.right),
+                top: to_nm(layout.window.top),
+            },
+            pixel_nm,
+            grid: GridSize {
+                width: grid.0,
+                height: grid.1,
+            },
+            model: ModelSummary {
+                kind: model_kind(&model).to_owned(),
+                period_nm: period,
+                focus_kernels,
+            },
+            backend: BackendSummary {
+                kind: info.kind,
+                adapter: info.adapter,
+            },
+            metrics: SimulationMetrics {
+                l2_px: output.l2,
+                pvb_px: output.pvb,
+                epe: epe_report,
+            },
+            timing_ms: SimulationTiming {
+                imaging: Some((imaging_ms * 10.0).round() / 10.0),
+                total: Some((started.elapsed().as_secs_f64() * 1e4).round() / 10.0),
+                merge: None,
+            },
+            region: None,
+            imaging: None,
+        };
+        to_payload(&result)
     }
 }

@@ -6,6 +6,11 @@
 use std::io::Write as _;
 use std::path::Path;
 
+use reticle_eval::payload::{
+    BackendSummary, CornerPrint, GridSize, MinMaxMean, ModelSummary, ResistSummary, SimulatedEpe,
+    SimulatedLayout, SimulatedRegion, SimulationMetrics, SimulationResult, SimulationTiming,
+    Statistics, TiledImaging, WindowNm,
+};
 use reticle_eval::tile::{CoreBlock, TileJob, TileMetrics, core_block, evaluate_tile, pixel_span};
 use reticle_eval::tiles::{RegionPlan, TileIndex};
 use reticle_kernel::model::ModelSpec;
@@ -19,7 +24,7 @@ use reticle_eval::region_source::RegionSource;
 use crate::artifacts::{self, image_files};
 use crate::job::JobCtx;
 use crate::layouts::open_region;
-use crate::op::{Op, cancelled, eval_error, parse_args};
+use crate::op::{Op, cancelled, eval_error, parse_args, to_payload};
 use crate::tiled::{
     PlanRequest, TiledArgs, image_tile, internal, plan_region, tile_of, tile_summary,
     tiles_in_order, write_tile,
@@ -181,12 +186,16 @@ impl Op for Tile {
 }
 
 /// Min, max and mean as the statistics give them (6 decimals).
-fn stats(min: f64, max: f64, sum: f64, n: u64) -> Value {
+fn stats(min: f64, max: f64, sum: f64, n: u64) -> Option<MinMaxMean> {
     let r6 = |v: f64| (v * 1e6).round() / 1e6;
     if n == 0 {
-        return Value::Null;
+        return None;
     }
-    json!({"min": r6(min), "max": r6(max), "mean": r6(sum / n as f64)})
+    Some(MinMaxMean {
+        min: r6(min),
+        max: r6(max),
+        mean: r6(sum / n as f64),
+    })
 }
 
 /// The `simulate.merge` op.
@@ -217,48 +226,101 @@ impl Op for Merge {
             1.0 / (1.0 + (-f64::from(resist.steepness) * (i - f64::from(resist.threshold))).exp())
         };
         let px_area = plan.pixel_nm * plan.pixel_nm;
-        let corners: Vec<Value> = ["nominal", "max", "min"]
+        let corners = ["nominal", "max", "min"]
             .iter()
             .zip(sum.printed_px)
-            .map(|(name, n)| json!({"corner": name, "printed_px": n, "printed_area_nm2": n as f64 * px_area}))
+            .map(|(name, n)| CornerPrint {
+                corner: (*name).to_owned(),
+                printed_px: n,
+                printed_area_nm2: n as f64 * px_area,
+            })
             .collect();
-        let statistics = json!({
-            "corner": "nominal",
-            "aerial_intensity": stats(sum.aerial_min, sum.aerial_max, sum.aerial_sum, sum.pixels),
-            "resist_response": stats(sigmoid(sum.aerial_min), sigmoid(sum.aerial_max), sum.resist_sum, sum.pixels),
-            "resist": {"steepness": resist.steepness, "threshold": resist.threshold},
-            "printed_px": sum.printed_px[0],
-            "printed_area_nm2": sum.printed_px[0] as f64 * px_area,
-            "target_px": sum.target_px,
-            "target_area_nm2": sum.target_px as f64 * px_area,
-            "pixel_area_nm2": px_area,
-            "corners": corners,
-        });
+        let statistics = Statistics {
+            corner: "nominal".to_owned(),
+            aerial_intensity: stats(sum.aerial_min, sum.aerial_max, sum.aerial_sum, sum.pixels),
+            resist_response: stats(
+                sigmoid(sum.aerial_min),
+                sigmoid(sum.aerial_max),
+                sum.resist_sum,
+                sum.pixels,
+            ),
+            resist: ResistSummary {
+                steepness: f64::from(resist.steepness),
+                threshold: f64::from(resist.threshold),
+            },
+            printed_px: sum.printed_px[0],
+            printed_area_nm2: sum.printed_px[0] as f64 * px_area,
+            target_px: sum.target_px,
+            target_area_nm2: sum.target_px as f64 * px_area,
+            pixel_area_nm2: px_area,
+            corners,
+        };
         let (_, _, width, height) = region_pixels(plan);
         let images = if args.call.images == Some(true) {
-            stitched_images(&dir, plan)?
+            Some(stitched_images(&dir, plan)?)
         } else {
-            Value::Null
+            None
         };
         let backend = ctx.state.backend.engine()?.info();
         let to_nm = |v: i64| reticle_eval::r3(v as f64 * plan.grid.dbu_nm);
         let r = plan.region;
         let path = ctx.readable(Path::new(&args.call.layout))?;
-        Ok(json!({
-            "statistics": statistics,
-            "images": images,
-            "schema_version": reticle_protocol::SCHEMA_VERSION,
-            "layout": {"path": path, "sha256": plan.sha256, "format": if plan.format == "glp" { "glp" } else { "gds/oasis" }, "polygons_in_window": sum.polygons},
-            "window_nm": {"left": to_nm(r.left), "bottom": to_nm(r.bottom), "right": to_nm(r.right), "top": to_nm(r.top)},
-            "pixel_nm": plan.pixel_nm,
-            "grid": {"width": width, "height": height},
-            "model": {"kind": plan.model_kind, "period_nm": plan.period_nm, "focus_kernels": plan.focus_kernels},
-            "backend": {"kind": backend.kind, "adapter": backend.adapter},
-            "metrics": {"l2_px": sum.l2_px, "pvb_px": sum.pvb_px, "epe": sum.epe.summary()},
-            "timing_ms": {"merge": (started.elapsed().as_secs_f64() * 1e4).round() / 10.0},
-            "region": {"source": plan.region_source, "box_nm": [to_nm(r.left), to_nm(r.bottom), to_nm(r.right), to_nm(r.top)], "pixels": sum.pixels},
-            "imaging": {"mode": "tiled", "period_nm": plan.period_nm, "core_nm": to_nm(plan.grid.core_dbu), "halo_nm": to_nm(plan.grid.halo_dbu), "tiles": tiles},
-        }))
+        let result = SimulationResult {
+            statistics: Some(statistics),
+            images,
+            schema_version: reticle_protocol::SCHEMA_VERSION.to_owned(),
+            layout: SimulatedLayout {
+                path: path.display().to_string(),
+                sha256: plan.sha256.clone(),
+                format: if plan.format == "glp" {
+                    "glp"
+                } else {
+                    "gds/oasis"
+                }
+                .to_owned(),
+                polygons_in_window: sum.polygons,
+            },
+            window_nm: WindowNm {
+                left: to_nm(r.left),
+                bottom: to_nm(r.bottom),
+                right: to_nm(r.right),
+                top: to_nm(r.top),
+            },
+            pixel_nm: plan.pixel_nm,
+            grid: GridSize { width, height },
+            model: ModelSummary {
+                kind: plan.model_kind.clone(),
+                period_nm: plan.period_nm,
+                focus_kernels: plan.focus_kernels,
+            },
+            backend: BackendSummary {
+                kind: backend.kind,
+                adapter: backend.adapter,
+            },
+            metrics: SimulationMetrics {
+                l2_px: Some(sum.l2_px),
+                pvb_px: Some(sum.pvb_px),
+                epe: Some(SimulatedEpe::Tiled(sum.epe.summary())),
+            },
+            timing_ms: SimulationTiming {
+                imaging: None,
+                total: None,
+                merge: Some((started.elapsed().as_secs_f64() * 1e4).round() / 10.0),
+            },
+            region: Some(SimulatedRegion {
+                source: plan.region_source.clone(),
+                box_nm: [to_nm(r.left), to_nm(r.bottom), to_nm(r.right), to_nm(r.top)],
+                pixels: sum.pixels,
+            }),
+            imaging: Some(TiledImaging {
+                mode: "tiled".to_owned(),
+                period_nm: plan.period_nm,
+                core_nm: to_nm(plan.grid.core_dbu),
+                halo_nm: to_nm(plan.grid.halo_dbu),
+                tiles,
+            }),
+        };
+        to_payload(&result)
     }
 }
 
