@@ -243,8 +243,8 @@ impl Sessions {
     }
 
     /// Deletes the session and job directories under an existing artifact root that no
-    /// live host owns and that have not changed for the TTL ([`orphans`], D135). Runs at
-    /// most once per TTL (and at least every minute) however often it is called.
+    /// live host owns and that have not changed for the TTL ([`orphans`], D135). However often
+    /// it is called, it runs at most once per TTL, or once a minute when the TTL is longer.
     pub fn collect_orphans(&self) {
         {
             let mut last = lock(&self.orphans_collected);
