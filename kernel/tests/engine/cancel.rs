@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use common::{random_kernels, random_mask};
 use reticle_kernel::imaging::{Corner, ImagingBackend, ImagingError, KeepImages, LithoJob, Resist};
-use reticle_kernel::{CancelToken, CpuBackend, Progress};
+use reticle_kernel::{CancelToken, CpuBackend, Grid, Progress};
 
 fn corners(n_kernels: usize) -> Vec<Corner> {
     let k = Arc::new(random_kernels(35, n_kernels, 3));
@@ -31,6 +31,17 @@ fn corners(n_kernels: usize) -> Vec<Corner> {
     ]
 }
 
+/// A job imaging `mask` at `corners`, keeping no images.
+fn job_of<'a>(mask: &'a Grid<f32>, corners: &'a [Corner]) -> LithoJob<'a> {
+    LithoJob {
+        mask,
+        target: None,
+        corners,
+        resist: Resist::ICCAD2013,
+        keep: KeepImages::default(),
+    }
+}
+
 #[test]
 fn cancelled_run_stops_within_100_ms() {
     let mask = random_mask(4096, 1);
@@ -41,28 +52,17 @@ fn cancelled_run_stops_within_100_ms() {
     let mut n_kernels = 400;
     let (corners, full) = loop {
         let corners = corners(n_kernels);
-        let job = LithoJob {
-            mask: &mask,
-            target: None,
-            corners: &corners,
-            resist: Resist::ICCAD2013,
-            keep: KeepImages::default(),
-        };
         let t = Instant::now();
-        backend.litho(&job, &CancelToken::new(), &|_| {}).unwrap();
+        backend
+            .litho(&job_of(&mask, &corners), &CancelToken::new(), &|_| {})
+            .unwrap();
         let full = t.elapsed();
         if full > Duration::from_millis(250) || n_kernels >= 400 * 16 {
             break (corners, full);
         }
         n_kernels *= 2;
     };
-    let job = LithoJob {
-        mask: &mask,
-        target: None,
-        corners: &corners,
-        resist: Resist::ICCAD2013,
-        keep: KeepImages::default(),
-    };
+    let job = job_of(&mask, &corners);
     let cancel = CancelToken::new();
     let canceller = {
         let c = cancel.clone();
