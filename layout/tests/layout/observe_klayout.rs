@@ -6,9 +6,6 @@
 //! `list_cells`, `list_layers` and `query_region` must agree. Skips (with `SKIP:`) when
 //! `klayout` is not installed.
 
-use std::path::Path;
-use std::process::Command;
-
 use crate::common;
 
 use reticle_layout::observe::cells::{list_cells, select_top_cell};
@@ -29,24 +26,6 @@ const BOXES: [[i64; 4]; 3] = [
     [47_000, 100, 47_800, 700],
 ];
 
-fn run_script(bin: &Path, script: &str, args: &[String]) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/klayout")
-        .join(script);
-    let mut cmd = Command::new(bin);
-    cmd.arg("-b").arg("-r").arg(&script);
-    for a in args {
-        cmd.arg("-rd").arg(a);
-    }
-    let out = cmd.output().expect("run klayout");
-    assert!(
-        out.status.success(),
-        "klayout {} failed: {}",
-        script.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[test]
 fn observer_queries_match_klayout() {
     let Some(bin) = common::klayout_bin() else {
@@ -55,7 +34,7 @@ fn observer_queries_match_klayout() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let outdir = format!("outdir={}", dir.path().display());
-    run_script(&bin, "make_reference.py", std::slice::from_ref(&outdir));
+    common::run_klayout_script(&bin, "make_reference.py", std::slice::from_ref(&outdir));
     let files = ["sample.gds", "sample.oas", "sample_cblocks.oas"];
     let inputs: Vec<String> = files
         .iter()
@@ -65,7 +44,7 @@ fn observer_queries_match_klayout() {
         .iter()
         .map(|b| b.map(|v| v.to_string()).join(","))
         .collect();
-    run_script(
+    common::run_klayout_script(
         &bin,
         "observe_reference.py",
         &[

@@ -123,3 +123,23 @@ pub fn klayout_bin() -> Option<PathBuf> {
         .is_ok_and(|o| o.status.success());
     ok.then_some(bin)
 }
+
+/// Runs `tests/klayout/<script>` in KLayout's batch mode with one `-rd` per `args`
+/// entry (`name=value`), and fails the test with KLayout's stderr when it fails.
+pub fn run_klayout_script(bin: &std::path::Path, script: &str, args: &[String]) {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/klayout")
+        .join(script);
+    let mut cmd = std::process::Command::new(bin);
+    cmd.arg("-b").arg("-r").arg(&script);
+    for a in args {
+        cmd.arg("-rd").arg(a);
+    }
+    let out = cmd.output().expect("run klayout");
+    assert!(
+        out.status.success(),
+        "klayout {} failed: {}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

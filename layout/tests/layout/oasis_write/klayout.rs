@@ -39,22 +39,14 @@ fn klayout_reads_our_oasis_as_the_source() {
         .iter()
         .map(|(_, s, o, _)| format!("{},{}", s.display(), o.display()))
         .collect();
-    let script = FsPath::new(env!("CARGO_MANIFEST_DIR")).join("tests/klayout/compare_oasis.py");
     let json = dir.path().join("compare.json");
-    let out = Command::new(bin)
-        .arg("-b")
-        .arg("-r")
-        .arg(&script)
-        .arg("-rd")
-        .arg(format!("pairs={}", spec.join(";")))
-        .arg("-rd")
-        .arg(format!("outfile={}", json.display()))
-        .output()
-        .expect("run klayout");
-    assert!(
-        out.status.success(),
-        "klayout failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    common::run_klayout_script(
+        &bin,
+        "compare_oasis.py",
+        &[
+            format!("pairs={}", spec.join(";")),
+            format!("outfile={}", json.display()),
+        ],
     );
     let facts: Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("parse");

@@ -5,8 +5,7 @@
 use crate::common;
 
 use std::collections::BTreeMap;
-use std::path::{Path as FsPath, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use proptest::prelude::*;
 use reticle_layout::{

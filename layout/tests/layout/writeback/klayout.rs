@@ -7,7 +7,6 @@
 //! - every input cell keeps its instances.
 
 use std::path::{Path as FsPath, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -257,22 +256,14 @@ fn klayout_sees_the_input_layers_unchanged_and_the_mask_where_it_belongs() {
             )
         })
         .collect();
-    let script = FsPath::new(env!("CARGO_MANIFEST_DIR")).join("tests/klayout/writeback_check.py");
     let json = d.join("writeback.json");
-    let out = Command::new(bin)
-        .arg("-b")
-        .arg("-r")
-        .arg(&script)
-        .arg("-rd")
-        .arg(format!("cases={}", spec.join(";")))
-        .arg("-rd")
-        .arg(format!("outfile={}", json.display()))
-        .output()
-        .expect("run klayout");
-    assert!(
-        out.status.success(),
-        "klayout failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    common::run_klayout_script(
+        &bin,
+        "writeback_check.py",
+        &[
+            format!("cases={}", spec.join(";")),
+            format!("outfile={}", json.display()),
+        ],
     );
     let facts: Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("parse");
