@@ -151,7 +151,7 @@ pub fn find(
     let window = imaged.layout.window;
     let drawn: Vec<Polygon> = mask
         .as_ref()
-        .map_or(imaged.layout.polygons.as_slice(), |m| m.polygons)
+        .map_or(imaged.layout.mask_polygons(), |m| m.polygons)
         .iter()
         .filter_map(|p| clip_polygon(p, &window))
         .collect();

@@ -114,12 +114,20 @@ pub fn image_window(
         .map_err(|e| invalid(format!("model: {e}"), json!({})))?;
     step(2);
     let pixel_dbu = pixel_nm / layout.dbu_nm;
-    let (mask, frame) = raster::rasterize(&layout.polygons, layout.window, pixel_dbu)
+    let (mask, frame) = raster::rasterize(layout.mask_polygons(), layout.window, pixel_dbu)
         .map_err(|e| invalid(e.to_string(), json!({})))?;
+    // The target: the drawn layer's pixels at least half covered. With a mask layer
+    // (post-OPC verification) the drawn layer is rasterized on the same frame; without,
+    // the mask is the drawn layer.
+    let drawn = layout
+        .mask
+        .as_ref()
+        .map(|_| raster::rasterize_in(&layout.polygons, &frame));
+    let coverage = drawn.as_ref().unwrap_or(&mask);
     let target = Grid {
-        width: mask.width,
-        height: mask.height,
-        data: mask.data.iter().map(|&v| u8::from(v >= 0.5)).collect(),
+        width: coverage.width,
+        height: coverage.height,
+        data: coverage.data.iter().map(|&v| u8::from(v >= 0.5)).collect(),
     };
     let defocus = kernels
         .defocus

@@ -37,6 +37,10 @@ pub struct ReportLayout {
     pub dbu_nm: f64,
     /// The evaluated layer (`layer/datatype`).
     pub layer: String,
+    /// The mask layer imaged instead of `layer` (post-OPC verification, D180); absent
+    /// when `layer` itself was imaged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mask_layer: Option<String>,
     /// Drawn polygons in the window or region.
     pub polygons_in_window: usize,
 }

@@ -31,6 +31,8 @@ enum Geometry {
         cell: usize,
         target: LayerKey,
         context: Vec<(String, LayerKey)>,
+        /// A mask layer imaged instead of `target` (D180).
+        mask: Option<LayerKey>,
         limits: Limits,
     },
 }
@@ -126,10 +128,32 @@ impl RegionSource {
                 cell: cell_index,
                 target,
                 context,
+                mask: None,
                 limits,
             },
             extent: None,
         })
+    }
+
+    /// Images `mask_layer` instead of the evaluated layer, which stays the target
+    /// (post-OPC verification, D180); `None` changes nothing. Call before
+    /// [`Self::pinned`], so the extent covers the mask layer too.
+    ///
+    /// # Errors
+    /// `INVALID_LAYER` (a `.glp` clip, or the mask layer is the target layer).
+    pub fn with_mask_layer(mut self, mask_layer: Option<&str>) -> Result<Self, ToolError> {
+        let is_glp = matches!(self.geometry, Geometry::Glp { .. });
+        let target_text = match &self.geometry {
+            Geometry::Library { target, .. } => {
+                Some(format!("{}/{}", target.layer, target.datatype))
+            }
+            Geometry::Glp { .. } => None,
+        };
+        let key = crate::source::check_mask_layer(mask_layer, target_text.as_deref(), is_glp)?;
+        if let Geometry::Library { mask, .. } = &mut self.geometry {
+            *mask = key;
+        }
+        Ok(self)
     }
 
     /// Checks the file's hash against the plan's `sha256` (when given) and sets the extent:
@@ -184,9 +208,13 @@ impl RegionSource {
     fn layer_keys(&self) -> BTreeSet<LayerKey> {
         match &self.geometry {
             Geometry::Library {
-                target, context, ..
+                target,
+                context,
+                mask,
+                ..
             } => std::iter::once(*target)
                 .chain(context.iter().map(|(_, k)| *k))
+                .chain(*mask)
                 .collect(),
             Geometry::Glp { .. } => BTreeSet::new(),
         }
@@ -200,6 +228,7 @@ impl RegionSource {
             cell,
             target,
             context,
+            mask,
             limits,
         } = &self.geometry
         else {
@@ -230,6 +259,7 @@ impl RegionSource {
                     )
                 })
                 .collect(),
+            mask: mask.map(|key| flat.polygons.remove(&key).unwrap_or_default()),
         })
     }
 }
@@ -254,6 +284,7 @@ impl LayoutSource for RegionSource {
                 Ok(LayerPolygons {
                     target: keep(target),
                     context: context.iter().map(|(k, v)| (k.clone(), keep(v))).collect(),
+                    mask: None,
                 })
             }
             Geometry::Library { .. } => self.flat(b, whole),

@@ -43,6 +43,8 @@ pub struct Setup {
     pub deck_hash: String,
     /// The layer evaluated.
     pub target: LayerRef,
+    /// The mask layer imaged instead of the target (post-OPC verification, D180).
+    pub mask_layer: Option<String>,
     /// Report tile side (nm).
     pub tile_nm: f64,
     /// The layout's file name.
@@ -246,6 +248,7 @@ pub(crate) fn head(
             format: parts.format.to_owned(),
             dbu_nm,
             layer: setup.target.to_string(),
+            mask_layer: setup.mask_layer.clone(),
             polygons_in_window: parts.polygons,
         },
         deck: ReportDeck {
@@ -430,6 +433,7 @@ mod tests {
             deck_source: "test".into(),
             deck_hash: deck.deck_hash(),
             target,
+            mask_layer: None,
             tile_nm: DEFAULT_TILE_NM,
             layout_name: "x.glp".into(),
             report_level,

@@ -111,6 +111,46 @@ pub struct WindowSpec<'a> {
     /// Layers read with `layer`, clipped to the same window but not imaged: the second
     /// layer of a rule such as enclosure.
     pub context_layers: &'a [String],
+    /// A mask layer imaged instead of `layer`, which stays the target (post-OPC
+    /// verification, D180). GDSII/OASIS only, and only with `layer`.
+    pub mask_layer: Option<&'a str>,
+}
+
+/// `INVALID_LAYER` unless a `mask_layer` comes with a named `layer` of a GDSII/OASIS
+/// layout (a `.glp` clip has one layer; a layout's only layer cannot be both); the mask
+/// layer's key otherwise.
+///
+/// # Errors
+/// `INVALID_LAYER`.
+pub fn check_mask_layer(
+    mask_layer: Option<&str>,
+    layer: Option<&str>,
+    glp: bool,
+) -> Result<Option<LayerKey>, ToolError> {
+    let Some(text) = mask_layer else {
+        return Ok(None);
+    };
+    let refuse = |message: &str| {
+        ToolError::new(ErrorCode::InvalidLayer, message.to_owned())
+            .with_details(json!({"mask_layer": text, "layer": layer}))
+    };
+    if glp {
+        return Err(refuse(
+            "mask_layer needs a GDSII or OASIS layout (a .glp clip has one layer)",
+        ));
+    }
+    let Some(layer) = layer else {
+        return Err(refuse(
+            "mask_layer needs `layer`: the target the printed mask is checked against",
+        ));
+    };
+    let key = parse_layer(text)?;
+    if key == parse_layer(layer)? {
+        return Err(refuse(
+            "mask_layer must differ from layer (without a mask layer, the layer itself is imaged)",
+        ));
+    }
+    Ok(Some(key))
 }
 
 /// The window of `spec` read from the layout `bytes`: the layer's polygons clipped to it
@@ -126,6 +166,7 @@ pub fn load_window(
     limits: reticle_layout::Limits,
 ) -> Result<LayoutWindow, ToolError> {
     let sha256 = sha256_hex(bytes);
+    let mask_key = check_mask_layer(spec.mask_layer, spec.layer, is_glp(spec.path))?;
     let um_box = |dbu_nm: f64| {
         spec.box_um.map(|[l, b, r, t]| {
             let to = |um: f64| (um * 1000.0 / dbu_nm).round() as i64;
@@ -151,6 +192,7 @@ pub fn load_window(
             sha256,
             dbu_nm: 1.0,
             polygons,
+            mask: None,
             window,
             context,
         });
@@ -206,8 +248,10 @@ pub fn load_window(
     };
     if let Some(layers) = options.layers.as_mut() {
         layers.extend(context_keys.iter().map(|(_, key)| *key));
+        layers.extend(mask_key);
     }
     let mut flat = flatten(&library, cell, &options).map_err(flatten_error)?;
+    let mask = mask_key.map(|key| flat.polygons.get(&key).cloned().unwrap_or_default());
     let context = context_keys
         .iter()
         .map(|(text, key)| {
@@ -236,6 +280,7 @@ pub fn load_window(
         sha256,
         dbu_nm,
         polygons,
+        mask,
         window,
         context,
     })

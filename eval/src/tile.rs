@@ -4,7 +4,8 @@
 //! tile owns and the tile's share of the metrics, and nothing that depends on which
 //! worker ran it or when.
 //!
-//! - **Mask rules** run on the drawn polygons inside a box around the core (first the
+//! - **Mask rules** run on the drawn polygons (the mask layer's, when the evaluation
+//!   images one: post-OPC verification, D180) inside a box around the core (first the
 //!   imaging window), merged. A box edge is not a polygon edge: a violation whose marker
 //!   reaches an edge of the box where the box cuts the layout may be an artefact of the
 //!   cut, or only part of a longer violation; when such a violation could belong to this
@@ -49,6 +50,26 @@ pub struct LayerPolygons {
     pub target: Vec<Polygon>,
     /// Context layers (dbu).
     pub context: BTreeMap<String, Vec<Polygon>>,
+    /// The mask layer, when the evaluation images one instead of the target (post-OPC
+    /// verification, D180): what is imaged and what the mask rules check.
+    pub mask: Option<Vec<Polygon>>,
+}
+
+impl LayerPolygons {
+    /// The polygons imaged and checked by the mask rules: the mask layer's, else the
+    /// target's.
+    #[must_use]
+    pub fn mask_polygons(&self) -> &[Polygon] {
+        self.mask.as_deref().unwrap_or(&self.target)
+    }
+
+    /// Whether nothing at all meets the box (no target, mask or context polygon).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.target.is_empty()
+            && self.mask.as_ref().is_none_or(Vec::is_empty)
+            && self.context.values().all(Vec::is_empty)
+    }
 }
 
 /// Where a tile reads the layout: the worker implements it over its parsed layout.
@@ -346,7 +367,7 @@ fn mask_rules(
     let mut growths = 0;
     loop {
         let layers = source.polygons(bounds, false)?;
-        let target = Region::from_polygons(&layers.target);
+        let target = Region::from_polygons(layers.mask_polygons());
         let sides = cutting_sides(&bounds, extent);
         // Pieces the box cut out may be one polygon beyond it: width and notch, which pair
         // edges of one polygon only, are also run with the cut pieces taken as one, and a

@@ -18,13 +18,27 @@ pub struct LayoutWindow {
     pub sha256: String,
     /// nm per database unit.
     pub dbu_nm: f64,
-    /// The layer's polygons (dbu), clipped to the window for GDSII/OASIS.
+    /// The layer's polygons (dbu), clipped to the window for GDSII/OASIS: the target the
+    /// print is measured against, and the mask imaged unless `mask` is given.
     pub polygons: Vec<Polygon>,
+    /// The polygons of a mask layer (post-OPC verification, D180), same window: imaged
+    /// instead of `polygons` and checked by the deck's mask rules; `None`: the target is
+    /// the mask.
+    pub mask: Option<Vec<Polygon>>,
     /// The window in dbu.
     pub window: BBox,
     /// Polygons of the context layers (second layers of enclosure rules), by the layer
     /// text as asked, same window.
     pub context: BTreeMap<String, Vec<Polygon>>,
+}
+
+impl LayoutWindow {
+    /// The polygons imaged and checked by mask rules: the mask layer's when the window has
+    /// one, else the target's.
+    #[must_use]
+    pub fn mask_polygons(&self) -> &[Polygon] {
+        self.mask.as_deref().unwrap_or(&self.polygons)
+    }
 }
 
 /// One window imaged at the three ICCAD-2013 corners, with what produced it.

@@ -44,6 +44,11 @@ pub struct EvalArgs {
     /// layer/datatype to evaluate (default: the deck's only layer).
     #[arg(long)]
     pub layer: Option<String>,
+    /// layer/datatype of a mask to image instead of `--layer` (post-OPC verification,
+    /// e.g. the mask layer `optimize` writes): the print is checked against `--layer`,
+    /// the deck's mask rules apply to the mask layer.
+    #[arg(long)]
+    pub mask_layer: Option<String>,
     /// Region `left bottom right top` in µm, any size (`--box 1 1 31 31` or
     /// `--box 1,1,31,31`). Default: the whole evaluated layer (GDSII/OASIS), the ICCAD
     /// window (.glp).
@@ -95,6 +100,9 @@ impl EvalArgs {
         args.insert("deck".into(), json!(self.deck));
         if let Some(layer) = &self.layer {
             args.insert("layer".into(), json!(layer));
+        }
+        if let Some(mask_layer) = &self.mask_layer {
+            args.insert("mask_layer".into(), json!(mask_layer));
         }
         if let Some(cell) = &self.cell {
             args.insert("cell".into(), json!(cell));

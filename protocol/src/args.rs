@@ -110,6 +110,11 @@ pub struct EvaluateArgs<Model = Value> {
     /// `layer/datatype`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layer: Option<String>,
+    /// `layer/datatype` of a mask to image instead of the target layer (post-OPC
+    /// verification, D180): the printed result, EPE included, is checked against `layer`
+    /// and the deck's mask rules apply to this layer. `None`: the target layer is imaged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mask_layer: Option<String>,
     /// Cell to flatten.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cell: Option<String>,
@@ -148,6 +153,11 @@ pub struct SimulateArgs<Model = Value> {
     /// `layer/datatype`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layer: Option<String>,
+    /// `layer/datatype` of a mask to image instead of the target layer (post-OPC
+    /// verification, D180): the printed result, EPE included, is checked against `layer`
+    /// and the deck's mask rules apply to this layer. `None`: the target layer is imaged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mask_layer: Option<String>,
     /// Cell to flatten.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cell: Option<String>,

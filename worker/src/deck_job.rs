@@ -41,6 +41,9 @@ pub(crate) struct DeckArgs {
     pub(crate) pixel_nm: Option<f64>,
     #[serde(default)]
     pub(crate) model: Option<ModelSpec>,
+    /// A mask layer imaged instead of the target (post-OPC verification, D180).
+    #[serde(default)]
+    pub(crate) mask_layer: Option<String>,
 }
 
 impl From<&EvaluateArgs<ModelSpec>> for DeckArgs {
@@ -52,12 +55,21 @@ impl From<&EvaluateArgs<ModelSpec>> for DeckArgs {
             cell: call.cell.clone(),
             pixel_nm: call.pixel_nm,
             model: call.model.clone(),
+            mask_layer: call.mask_layer.clone(),
         }
     }
 }
 
 /// The keys of [`DeckArgs`]: what [`parse_deck_args`] hands to it.
-const DECK_ARG_KEYS: [&str; 6] = ["layout", "deck", "layer", "cell", "pixel_nm", "model"];
+const DECK_ARG_KEYS: [&str; 7] = [
+    "layout",
+    "deck",
+    "layer",
+    "cell",
+    "pixel_nm",
+    "model",
+    "mask_layer",
+];
 
 /// Parses a deck op's arguments: the keys of [`DeckArgs`] into it, every other key into
 /// the op's own arguments `T`. `serde(flatten)` cannot be combined with
@@ -100,6 +112,7 @@ impl DeckArgs {
             pixel_nm: self.pixel_nm,
             model: self.model.clone(),
             context_layers: reticle_eval::deck::context_layers(deck, target),
+            mask_layer: self.mask_layer.clone(),
         }
     }
 
@@ -123,6 +136,7 @@ impl DeckArgs {
             deck_source,
             deck_hash,
             target,
+            mask_layer: self.mask_layer.clone(),
             tile_nm,
             layout_name: layout_name(&self.layout),
             report_level,
@@ -202,7 +216,7 @@ mod tests {
     #[test]
     fn the_key_list_names_every_field() {
         // Adding a field to DeckArgs breaks this destructuring: add its key to the list.
-        let json = r#"{"layout": "a.gds", "deck": "d", "layer": "1/0", "cell": "TOP", "pixel_nm": 2, "model": null}"#;
+        let json = r#"{"layout": "a.gds", "deck": "d", "layer": "1/0", "cell": "TOP", "pixel_nm": 2, "model": null, "mask_layer": "1/1"}"#;
         let (args, _own): (DeckArgs, Own) = parse_deck_args("t", json).unwrap();
         let DeckArgs {
             layout,
@@ -211,6 +225,7 @@ mod tests {
             cell,
             pixel_nm,
             model,
+            mask_layer,
         } = args;
         assert_eq!(
             (layout, deck, layer, cell, pixel_nm, model.is_none()),
@@ -223,6 +238,7 @@ mod tests {
                 true
             )
         );
+        assert_eq!(mask_layer.as_deref(), Some("1/1"));
     }
 
     #[test]

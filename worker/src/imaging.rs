@@ -31,6 +31,8 @@ pub struct Window {
     /// Layers read with `layer`, clipped to the same window but not imaged: the second
     /// layer of a rule such as enclosure.
     pub context_layers: Vec<String>,
+    /// A mask layer imaged instead of `layer` (post-OPC verification, D180).
+    pub mask_layer: Option<String>,
 }
 
 /// How a window was imaged: what the evaluation does not read (where the file is, how
@@ -62,6 +64,7 @@ pub fn image(
         cell: window.cell.as_deref(),
         box_um: window.box_um,
         context_layers: &window.context_layers,
+        mask_layer: window.mask_layer.as_deref(),
     };
     let side_nm = window_side_nm(window.model.as_ref(), window.box_um);
     let layout = load_window(&spec, &bytes, side_nm, layout_limits(&ctx.context.limits))?;

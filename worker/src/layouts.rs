@@ -109,23 +109,39 @@ pub fn load_indexed(
     Ok((index, sha))
 }
 
-/// Opens `path` (confined to the job's roots) for whole-layout work: `layer` (required for
-/// GDSII/OASIS unless the layout has one) and `context_layers` in `cell`. With `sha256`, a
-/// cached parse is used and a file that no longer has that hash is refused. `extent` is
-/// the layers' box when the caller knows it (a tile, from its plan); otherwise it is
-/// computed.
+/// Which layers of which cell a whole-layout job reads.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RegionLayers<'a> {
+    /// The cell; `None`: the top cell.
+    pub cell: Option<&'a str>,
+    /// The evaluated (target) layer; required for GDSII/OASIS unless the layout has one.
+    pub layer: Option<&'a str>,
+    /// The second layers of enclosure rules.
+    pub context_layers: &'a [String],
+    /// A mask layer imaged instead of `layer` (post-OPC verification, D180).
+    pub mask_layer: Option<&'a str>,
+}
+
+/// Opens `path` (confined to the job's roots) for whole-layout work: the `layers` of its
+/// cell. With `sha256`, a cached parse is used and a file that no longer has that hash is
+/// refused. `extent` is the layers' box when the caller knows it (a tile, from its plan);
+/// otherwise it is computed.
 ///
 /// # Errors
 /// As [`load`], plus `TOP_CELL_NOT_FOUND`, `INVALID_LAYER`, `LAYOUT_NOT_PINNED`.
 pub fn open_region(
     ctx: &JobCtx<'_>,
     path: &Path,
-    cell: Option<&str>,
-    layer: Option<&str>,
-    context_layers: &[String],
+    layers: &RegionLayers<'_>,
     sha256: Option<&str>,
     extent: Option<Option<BBox>>,
 ) -> Result<RegionSource, ToolError> {
+    let RegionLayers {
+        cell,
+        layer,
+        context_layers,
+        mask_layer,
+    } = *layers;
     let path = ctx.readable(path)?;
     let source = if is_glp(&path) {
         RegionSource::glp(&read_file(ctx, &path)?, layer, context_layers)?
@@ -164,7 +180,9 @@ pub fn open_region(
             layout_limits(&ctx.context.limits),
         )?
     };
-    source.pinned(&path, sha256, extent)
+    source
+        .with_mask_layer(mask_layer)?
+        .pinned(&path, sha256, extent)
 }
 
 /// The bytes of the layout file at `path` (already confined to the job's roots), within

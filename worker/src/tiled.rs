@@ -190,7 +190,7 @@ pub(crate) fn image_tile(
 ) -> Result<Option<ImagedWindow>, ToolError> {
     let window = plan.grid.window(tile);
     let polygons = source.polygons(window, false)?;
-    if polygons.target.is_empty() && polygons.context.values().all(Vec::is_empty) {
+    if polygons.is_empty() {
         return Ok(None);
     }
     let layout = LayoutWindow {
@@ -202,6 +202,7 @@ pub(crate) fn image_tile(
         sha256: plan.sha256.clone(),
         dbu_nm: plan.grid.dbu_nm,
         polygons: polygons.target,
+        mask: polygons.mask,
         window,
         context: polygons.context,
     };

@@ -26,6 +26,7 @@ impl LayoutSource for VecSource {
         Ok(LayerPolygons {
             target,
             context: BTreeMap::new(),
+            mask: None,
         })
     }
 

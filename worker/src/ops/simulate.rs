@@ -131,6 +131,7 @@ impl Op for Simulate {
             pixel_nm: args.pixel_nm,
             model: args.model,
             context_layers: Vec::new(),
+            mask_layer: args.mask_layer,
         };
         let (imaged, run) = image(ctx, window, 5)?;
         let ImagedWindow {

@@ -16,7 +16,7 @@ use reticle_eval::region_source::RegionSource;
 use crate::artifacts;
 use crate::deck_job::DeckArgs;
 use crate::job::JobCtx;
-use crate::layouts::open_region;
+use crate::layouts::{RegionLayers, open_region};
 use crate::op::{Op, eval_error, parse_args};
 use crate::records_file::{DEFAULT_PAGE_RECORDS, Filter, PageRequest, RecordWriter, read_page};
 use crate::tiled::{
@@ -46,9 +46,12 @@ fn open(ctx: &JobCtx<'_>, args: &Args) -> Result<(Setup, RegionSource), ToolErro
     let source = open_region(
         ctx,
         &deck.layout,
-        call.cell.as_deref(),
-        layer.as_deref(),
-        &context_layers,
+        &RegionLayers {
+            cell: call.cell.as_deref(),
+            layer: layer.as_deref(),
+            context_layers: &context_layers,
+            mask_layer: call.mask_layer.as_deref(),
+        },
         args.plan.as_ref().map(|p| p.sha256.as_str()),
         args.plan.as_ref().map(|p| p.extent),
     )?;

@@ -23,7 +23,7 @@ use reticle_eval::region_source::RegionSource;
 
 use crate::artifacts::{self, image_files};
 use crate::job::JobCtx;
-use crate::layouts::open_region;
+use crate::layouts::{RegionLayers, open_region};
 use crate::op::{Op, cancelled, eval_error, parse_args, to_payload};
 use crate::tiled::{
     PlanRequest, TiledArgs, image_tile, internal, plan_region, tile_of, tile_summary,
@@ -38,9 +38,12 @@ fn open(ctx: &JobCtx<'_>, args: &Args) -> Result<RegionSource, ToolError> {
     open_region(
         ctx,
         Path::new(&call.layout),
-        call.cell.as_deref(),
-        call.layer.as_deref(),
-        &[],
+        &RegionLayers {
+            cell: call.cell.as_deref(),
+            layer: call.layer.as_deref(),
+            context_layers: &[],
+            mask_layer: call.mask_layer.as_deref(),
+        },
         args.plan.as_ref().map(|p| p.sha256.as_str()),
         args.plan.as_ref().map(|p| p.extent),
     )
