@@ -15,6 +15,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use reticle_protocol::wire::TILES_DIR;
 use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::{Map, Value, json};
 use tokio::task::JoinSet;
@@ -124,6 +125,14 @@ impl FanOut<'_> {
         let merged = dispatcher
             .run(scope, self.unit("merge", &args, index))
             .await?;
+        // The tiles' intermediates are the job's, not the caller's (D190): once merged,
+        // the artifact directory keeps the results only.
+        let tiles = std::path::Path::new(self.artifact_dir).join(TILES_DIR);
+        if let Err(e) = std::fs::remove_dir_all(&tiles)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(dir = %tiles.display(), error = %e, "cannot remove the tiles' folder");
+        }
         scope.report(steps, Some(steps), Some("merged".into()));
         Ok(merged)
     }

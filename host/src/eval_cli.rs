@@ -58,8 +58,9 @@ pub struct EvalArgs {
     /// one model period, tiles otherwise), tiles, or window.
     #[arg(long, default_value = "auto", value_parser = ["auto", "tiles", "window"])]
     pub tiling: String,
-    /// Directory for a tiled evaluation's files (tile outputs, `violations.jsonl`,
-    /// `heatmap.png`); created, reused by later runs.
+    /// Directory for a tiled evaluation's results (`report.json`, `violations.jsonl`,
+    /// `heatmap.png`; the tiles' intermediates are removed once merged); created, reused
+    /// by later runs.
     #[arg(long, default_value = "reticle-eval")]
     pub out: std::path::PathBuf,
     /// Where the tiles of a tiled evaluation run: local (worker processes on this host)
@@ -317,15 +318,32 @@ pub fn eval(opts: &EvalArgs, config: &reticle_config::Config) -> ExitCode {
             }
         };
         supervisor.shutdown().await;
+        if let (Some(dir), Ok(payload)) = (&job_dir, &result)
+            && let Err(e) = std::fs::write(dir.join(REPORT_FILE), format!("{payload}\n"))
+        {
+            eprintln!(
+                "reticle eval: cannot write {REPORT_FILE} in {}: {e}",
+                dir.display()
+            );
+        }
         emit(format, &result)
     })
 }
 
-/// The directory a tiled evaluation writes to: created, canonical, its earlier tile
-/// outputs removed (a new run must not read an old run's tiles).
+/// The report of a tiled evaluation, as JSON, beside `violations.jsonl` and `heatmap.png`
+/// in `--out` (the same bytes as the JSON on stdout; D190).
+pub const REPORT_FILE: &str = "report.json";
+
+/// The directory a tiled evaluation writes to: created, canonical, the tiles folder an
+/// interrupted run left removed (a new run must not read an old run's tiles; D190), and
+/// so are the loose tile outputs runs before D190 wrote beside the results.
 fn prepare_out(out: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
     std::fs::create_dir_all(out)?;
     let dir = out.canonicalize()?;
+    match std::fs::remove_dir_all(dir.join(reticle_protocol::wire::TILES_DIR)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
     for entry in std::fs::read_dir(&dir)? {
         let entry = entry?;
         let name = entry.file_name();

@@ -25,6 +25,12 @@ pub const WORKER_SOCKET_ENV: &str = "RETICLE_WORKER_SOCKET";
 /// was started by is already gone (then it exits at once instead of running orphaned).
 pub const WORKER_PARENT_PID_ENV: &str = "RETICLE_WORKER_PARENT_PID";
 
+/// The folder, inside a whole-layout job's artifact directory, that holds its per-tile
+/// intermediates (`tile_<ix>_<iy>.json`, `simulate`'s `.blk` blocks): tile ops write there,
+/// the merge reads there, and the host's fan-out removes it once the merge has answered,
+/// so the directory the caller named holds only the results (docs/DECISIONS.md D190).
+pub const TILES_DIR: &str = ".tiles";
+
 /// Messages from the host to a worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]

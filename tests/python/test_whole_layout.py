@@ -88,6 +88,10 @@ def test_whole_layout_equals_klayout(release_bin, tmp_path, name):  # noqa: F811
     records = read_jsonl(report["artifacts"]["violations"]["path"])
     assert len(records) == report["truncation"]["total_records"] == report["counts"]["records"]
     check_heatmap(report)
+    # --out holds what was asked for, nothing of the tiles (D190).
+    assert sorted(p.name for p in out.iterdir()) == [
+        "heatmap.png", "report.json", "violations.jsonl"], sorted(out.iterdir())
+    assert json.loads((out / "report.json").read_text()) == report
 
 
 def test_acceptance_run_timed(release_bin, tmp_path):  # noqa: F811

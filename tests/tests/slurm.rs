@@ -316,6 +316,18 @@ fn reticle_eval_on_slurm_prints_the_same_bytes_as_the_local_executor() {
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
+        // --out holds the results only: the tiles' intermediates went with the job (D190).
+        let mut names: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["heatmap.png", "report.json", "violations.jsonl"],
+            "--out after reticle eval --executor {executor}"
+        );
         (
             output.stdout,
             std::fs::read(out.join("violations.jsonl")).unwrap(),

@@ -1,11 +1,11 @@
 //! Whole-layout plumbing the tiled ops share (docs/DECISIONS.md D57; the ops are
 //! [`crate::ops::whole`]): a region's plan, one tile imaged, the tile files in the job's
-//! artifact directory and their merge order.
+//! tiles folder (`<artifact dir>/.tiles`, D190) and their merge order.
 //!
 //! Files are written through a temporary name and a rename, so a tile re-run after its
 //! worker died replaces a whole file or nothing.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use reticle_eval::tile::{LayoutSource, TileOutput};
 use reticle_eval::tiles::{RegionPlan, TileGrid, TileIndex};
@@ -219,21 +219,35 @@ pub(crate) fn image_tile(
     Ok(Some(imaged))
 }
 
-/// A tile's file name in the job's artifact directory.
+/// A tile's file name in the job's tiles folder.
 pub(crate) fn tile_file(t: TileIndex) -> String {
     format!("tile_{}_{}.json", t.ix, t.iy)
 }
 
-/// Writes a tile's output into the job's artifact directory.
+/// The folder of the per-tile intermediates inside the job's artifact directory
+/// ([`reticle_protocol::wire::TILES_DIR`]; D190), created when missing.
+///
+/// # Errors
+/// `INTERNAL_ERROR` when it cannot be created.
+pub(crate) fn tiles_dir(dir: &Path) -> Result<PathBuf, ToolError> {
+    let tiles = dir.join(reticle_protocol::wire::TILES_DIR);
+    std::fs::create_dir_all(&tiles)
+        .map_err(|e| internal(format!("cannot create {}: {e}", tiles.display())))?;
+    Ok(tiles)
+}
+
+/// Writes a tile's output into the job's tiles folder.
 pub(crate) fn write_tile(dir: &Path, out: &TileOutput) -> Result<(), ToolError> {
     let bytes = serde_json::to_vec(out).map_err(|e| internal(format!("tile output: {e}")))?;
-    artifacts::write_named(dir, &tile_file(out.tile), &bytes)?;
+    artifacts::write_named(&tiles_dir(dir)?, &tile_file(out.tile), &bytes)?;
     Ok(())
 }
 
-/// Reads tile `t`'s output back.
+/// Reads tile `t`'s output back from the job's tiles folder.
 pub(crate) fn read_tile(dir: &Path, t: TileIndex) -> Result<TileOutput, ToolError> {
-    let path = dir.join(tile_file(t));
+    let path = dir
+        .join(reticle_protocol::wire::TILES_DIR)
+        .join(tile_file(t));
     let bytes = std::fs::read(&path).map_err(|e| {
         internal(format!(
             "tile {} has no output ({}): {e}",

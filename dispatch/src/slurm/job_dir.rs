@@ -7,7 +7,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use reticle_protocol::ToolError;
-use reticle_protocol::wire::JobOutcome;
+use reticle_protocol::wire::{JobOutcome, TILES_DIR};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -101,21 +101,26 @@ pub(super) fn tile_output_name(id: &str) -> Option<String> {
 pub(super) const TILE_EXTRA_OUTPUTS: &[&str] = &["blk"];
 
 /// Places tile output `file` (`tile_<ix>_<iy>.json`, which must exist) and its companions
-/// ([`TILE_EXTRA_OUTPUTS`], where written) into `artifact_dir`.
+/// ([`TILE_EXTRA_OUTPUTS`], where written) from the job directory's tiles folder into
+/// `artifact_dir`'s ([`TILES_DIR`]: the elements' tile ops wrote them where a local
+/// worker does, the merge reads them where a local run leaves them; D190).
 pub(super) fn place_tile_outputs(
     dir: &Path,
     artifact_dir: &Path,
     file: &str,
 ) -> Result<(), ToolError> {
+    let (from, to) = (dir.join(TILES_DIR), artifact_dir.join(TILES_DIR));
+    std::fs::create_dir_all(&to)
+        .map_err(|e| fault(format!("cannot create {}: {e}", to.display())))?;
     let place = |name: &str| {
-        link_or_copy(&dir.join(name), &artifact_dir.join(name))
+        link_or_copy(&from.join(name), &to.join(name))
             .map_err(|e| fault(format!("cannot place tile output {name}: {e}")))
     };
     place(file)?;
     let stem = file.trim_end_matches(".json");
     for ext in TILE_EXTRA_OUTPUTS {
         let name = format!("{stem}.{ext}");
-        if dir.join(&name).exists() {
+        if from.join(&name).exists() {
             place(&name)?;
         }
     }

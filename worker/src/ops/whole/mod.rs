@@ -5,10 +5,10 @@
 //! Each has three ops the host's fan-out runs in order: `<tool>.plan` (opens the layout,
 //! picks the region — the caller's box, else the whole layer, a `.glp` clip's ICCAD
 //! window —, the model, the grid and the tiles, and warms the kernel cache; its `plan`
-//! travels with every later op), `<tool>.tile` (one tile, written to the job's artifact
-//! directory as `tile_<ix>_<iy>.json`; the answer is a small summary) and `<tool>.merge`
-//! (reads the tile files in order and builds the result). `evaluate.page` ([`pages`])
-//! pages through a merged report's records.
+//! travels with every later op), `<tool>.tile` (one tile, written to the tiles folder of
+//! the job's artifact directory as `.tiles/tile_<ix>_<iy>.json`, D190; the answer is a
+//! small summary) and `<tool>.merge` (reads the tile files in order and builds the
+//! result). `evaluate.page` ([`pages`]) pages through a merged report's records.
 //!
 //! What they share (planning, imaging a tile, the tile files) is [`crate::tiled`]; the
 //! records file and its pages are [`crate::records_file`].

@@ -26,7 +26,7 @@ use crate::job::JobCtx;
 use crate::layouts::{RegionLayers, open_region};
 use crate::op::{Op, cancelled, eval_error, parse_args, to_payload};
 use crate::tiled::{
-    PlanRequest, TiledArgs, image_tile, internal, plan_region, tile_of, tile_summary,
+    PlanRequest, TiledArgs, image_tile, internal, plan_region, tile_of, tile_summary, tiles_dir,
     tiles_in_order, write_tile,
 };
 
@@ -95,8 +95,9 @@ impl Op for Plan {
     }
 }
 
-/// A core block's file: `tile_<ix>_<iy>.blk` (little-endian: x0, y0 as i64, width, height
-/// as u32, then the aerial image as f32, the print and the target as u8, row 0 first).
+/// A core block's file in the job's tiles folder: `tile_<ix>_<iy>.blk` (little-endian: x0,
+/// y0 as i64, width, height as u32, then the aerial image as f32, the print and the target
+/// as u8, row 0 first).
 fn block_file(t: TileIndex) -> String {
     format!("tile_{}_{}.blk", t.ix, t.iy)
 }
@@ -114,12 +115,13 @@ fn write_block(dir: &Path, t: TileIndex, b: &CoreBlock) -> Result<(), ToolError>
     }
     bytes.extend_from_slice(&b.printed);
     bytes.extend_from_slice(&b.target);
-    artifacts::write_named(dir, &block_file(t), &bytes)?;
+    artifacts::write_named(&tiles_dir(dir)?, &block_file(t), &bytes)?;
     Ok(())
 }
 
 fn read_block(dir: &Path, t: TileIndex) -> Result<CoreBlock, ToolError> {
-    let bytes = std::fs::read(dir.join(block_file(t)))
+    let path = dir.join(reticle_protocol::wire::TILES_DIR);
+    let bytes = std::fs::read(path.join(block_file(t)))
         .map_err(|e| internal(format!("tile {} has no image block: {e}", t.id())))?;
     let corrupt = || internal(format!("tile {}'s image block is corrupt", t.id()));
     let take = |at: usize, n: usize| bytes.get(at..at + n).ok_or_else(corrupt);
