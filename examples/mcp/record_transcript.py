@@ -8,7 +8,9 @@ answer is recorded with volatile values masked: `"{{*}}"` for timings and pids (
 keys in VOLATILE, `serverInfo.version`, plus the skeleton's `{"comment": …, "volatile": [...]}`), ids the
 server generates (`job_…`, `ses_…`) bound as `{{job_id}}` / `{{session_id}}` (later ones
 `{{job_id_2}}`, …),
-and a JSON-rendered `content[0].text` (which repeats `structuredContent`) as `"{{*}}"`.
+a JSON-rendered `content[0].text` (which repeats `structuredContent`) as `"{{*}}"`, an
+`image` block's `data` and a `resource_link`'s `uri` and `name` (they name the job's
+random artifact directory) as `"{{*}}"`.
 Review the output before committing it: it is the expected behaviour from then on.
 
 Environment: RETICLE_BIN (default target/release/reticle). The server runs like the
@@ -95,6 +97,14 @@ class Recorder:
                 out["version"] = "{{*}}"  # the build's version, not behaviour
             content = value.get("content")
             if isinstance(content, list) and "structuredContent" in value:
+                for item in out["content"]:
+                    # An image's pixels are its file's (read back through resources/read in
+                    # the SDK tests); a link names the job's random artifact directory.
+                    if item.get("type") == "image":
+                        item["data"] = "{{*}}"
+                        item.get("_meta", {}).get("reticle/image", {})["uri"] = "{{*}}"
+                    if item.get("type") == "resource_link":
+                        item["uri"] = item["name"] = "{{*}}"
                 for original, item in zip(content, out["content"]):
                     try:
                         if json.loads(original.get("text", "")) == value["structuredContent"]:

@@ -351,7 +351,8 @@ impl Server {
             (ProbeOutcome::AlreadyCompleted(payload), RequestDisposition::CompleteFromProbe) => {
                 journal.completed_from_probe();
                 let record = self.shared.state.resume(&key, id);
-                let answer = reticle_tools::probe_answer(tool, &arguments, payload);
+                let answer =
+                    reticle_tools::probe_answer(tool, &arguments, payload, &self.shared.scope);
                 match &answer.error {
                     Some(error) => record.error(&error.code.to_string()),
                     None => record.success(),
@@ -393,7 +394,7 @@ impl Server {
             meta.progress_token.clone(),
         )
         .await;
-        let mut result = self.tools.deferred_result(&view);
+        let mut result = self.tools.deferred_result(&view, &self.shared.scope);
         if view.status == JobStatus::Completed {
             record.success();
         } else {

@@ -14,6 +14,7 @@ mod methods;
 pub mod readiness;
 pub mod reexec;
 mod requests;
+mod resource_methods;
 pub mod serve;
 pub mod server;
 mod task_methods;

@@ -202,6 +202,12 @@ impl Server {
                     .await
             }
             "logging/setLevel" if !meta.is_modern() => self.set_level(&params),
+            "resources/list" => self.resources_list(&params, &meta),
+            "resources/templates/list" => self.resource_templates(&params, &meta),
+            "resources/read" => self.resources_read(&params, &meta),
+            "prompts/list" => self.prompts_list(&params, &meta),
+            "prompts/get" => self.prompts_get(&params),
+            "completion/complete" => self.complete(&params),
             "tasks/get" if legacy_tasks || meta.is_modern() => self.tasks_get(&params, &meta),
             "tasks/result" if legacy_tasks => self.tasks_result(&params).await,
             "tasks/list" if legacy_tasks => self.tasks_list(&params),

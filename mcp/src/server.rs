@@ -487,7 +487,13 @@ impl Server {
     }
 
     pub(super) fn capabilities() -> Value {
-        json!({"tools": {"listChanged": false}, "logging": {}})
+        json!({
+            "tools": {"listChanged": false},
+            "logging": {},
+            "resources": {"listChanged": false},
+            "prompts": {"listChanged": false},
+            "completions": {},
+        })
     }
 
     /// Whether the legacy session speaks 2025-11-25 tasks (2025-06-18 has none; a

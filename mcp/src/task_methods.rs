@@ -148,7 +148,7 @@ impl Server {
             let result = view
                 .status
                 .is_terminal()
-                .then(|| self.tools.deferred_result(&view));
+                .then(|| self.tools.deferred_result(&view, &self.shared.scope));
             return Ok(tasks::modern_detailed(&view, result));
         }
         Ok(tasks::legacy_task(&view))
@@ -181,7 +181,7 @@ impl Server {
             .jobs
             .poll(&task_id)
             .unwrap_or_else(|_| rx.borrow().clone());
-        let mut result = self.tools.deferred_result(&view);
+        let mut result = self.tools.deferred_result(&view, &self.shared.scope);
         result["_meta"] = tasks::related_task_meta(&task_id);
         Ok(result)
     }

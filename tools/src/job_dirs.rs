@@ -12,7 +12,7 @@
 //! is never deleted; when those alone fill the quota the new job is refused
 //! (`TOOL_LIMIT_EXCEEDED`, recoverable).
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -54,6 +54,9 @@ pub struct JobDirs {
     max_bytes: u64,
     /// Held from the sweep to the creation, so two new jobs cannot both take the last room.
     admission: Mutex<()>,
+    /// Every directory made here (the client's own: its artifacts are its resources,
+    /// D200), forgotten once the sweep deleted it.
+    owned: Mutex<BTreeSet<PathBuf>>,
 }
 
 /// One directory under `jobs/` as the sweep sees it.
@@ -73,7 +76,20 @@ impl JobDirs {
             ttl,
             max_bytes,
             admission: Mutex::new(()),
+            owned: Mutex::new(BTreeSet::new()),
         }
+    }
+
+    /// The directories made here that still exist, oldest name first.
+    pub fn owned(&self) -> Vec<PathBuf> {
+        let mut owned = lock(&self.owned);
+        owned.retain(|dir| dir.is_dir());
+        owned.iter().cloned().collect()
+    }
+
+    /// Takes `dirs` as made here (a reexec's restore of [`Self::owned`]).
+    pub fn adopt(&self, dirs: impl IntoIterator<Item = PathBuf>) {
+        lock(&self.owned).extend(dirs);
     }
 
     /// Sweeps `jobs` (expired, then oldest finished over the quota) and makes a fresh
@@ -112,6 +128,7 @@ impl JobDirs {
             )
         })?;
         lock(&self.in_use).insert(path.clone());
+        lock(&self.owned).insert(path.clone());
         Ok(JobDir {
             path,
             in_use: Arc::clone(&self.in_use),

@@ -17,6 +17,7 @@ use super::{
     PayloadResult, ToolResult, debug, evaluate, health, jobs, layout, normalize, optimize,
     populate, schema_tools, simulate, telemetry, tool_name, violations,
 };
+use crate::scope::ClientScope;
 use crate::tool_name::ToolName;
 use reticle_dispatch::ProbeOutcome;
 use reticle_dispatch::jobs::JobView;
@@ -325,13 +326,14 @@ impl ToolRegistry {
     }
 
     /// The `CallToolResult` a finished job's call returns, rendered as the direct
-    /// answer would have been (`tasks/result`, a completed 2026 task).
-    pub fn deferred_result(&self, view: &JobView) -> Value {
+    /// answer would have been (`tasks/result`, a completed 2026 task), for the client
+    /// of `scope`.
+    pub fn deferred_result(&self, view: &JobView, scope: &ClientScope) -> Value {
         let render = RenderChoice::from_args(&view.presentation);
         let answer = final_payload(view.clone());
         match (answer, self.get(&view.tool)) {
             (Ok(payload), Some(tool)) => match tool.check_output(ToolOutput::Finished(payload)) {
-                Ok(output) => success_result(tool, output, &render),
+                Ok(output) => success_result(tool, output, &render, scope),
                 Err(error) => error_result(&error),
             },
             (Ok(payload), None) => json!({
@@ -386,6 +388,7 @@ impl ToolRegistry {
             .filter_map(|k| arguments.remove(k).map(|v| (k.to_owned(), v)))
             .collect();
         let state = Arc::clone(&ctx.state);
+        let scope = Arc::clone(&ctx.scope);
         let answer = (tool.handler)(ctx, arguments)
             .await
             .and_then(|output| tool.check_output(output));
@@ -397,7 +400,7 @@ impl ToolRegistry {
                     ToolOutput::Finished(_) => None,
                 };
                 CallOutcome {
-                    result: success_result(tool, output, &render),
+                    result: success_result(tool, output, &render, &scope),
                     started,
                     error: None,
                 }
@@ -420,12 +423,17 @@ async fn debug_answer_delay(serve: &reticle_config::ServeSettings, tool: &str) {
 }
 
 /// Renders a probe's `payload` as the answer of a call of `tool` with `arguments`: the
-/// output check and the rendering a handler's answer gets.
-pub fn probe_answer(tool: &Tool, arguments: &Map<String, Value>, payload: Value) -> CallOutcome {
+/// output check and the rendering a handler's answer gets (for the client of `scope`).
+pub fn probe_answer(
+    tool: &Tool,
+    arguments: &Map<String, Value>,
+    payload: Value,
+    scope: &ClientScope,
+) -> CallOutcome {
     let render = RenderChoice::from_args(arguments);
     match tool.check_output(ToolOutput::Finished(payload)) {
         Ok(output) => CallOutcome {
-            result: success_result(tool, output, &render),
+            result: success_result(tool, output, &render, scope),
             started: None,
             error: None,
         },

@@ -6,6 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::output::ToolOutput;
 use super::registry::Tool;
+use crate::scope::ClientScope;
 
 /// How much a text rendering shows (libmcp doctrine).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,8 +19,15 @@ pub enum Detail {
 
 /// The `CallToolResult` of a successful answer, `content[0]` rendered per `render`: a
 /// started job is its one-line handle; a payload goes through the tool's porcelain
-/// renderer (or the generic projection), or is the JSON itself.
-pub(crate) fn success_result(tool: &Tool, output: ToolOutput, render: &RenderChoice) -> Value {
+/// renderer (or the generic projection), or is the JSON itself. The files the payload
+/// names that are the client's (of `scope`) follow as `image` and `resource_link`
+/// blocks ([`crate::media`]).
+pub(crate) fn success_result(
+    tool: &Tool,
+    output: ToolOutput,
+    render: &RenderChoice,
+    scope: &ClientScope,
+) -> Value {
     let text = match (&output, render.json, tool.porcelain()) {
         (_, true, _) => None,
         (ToolOutput::Started(started), false, _) => Some(format!(
@@ -43,8 +51,10 @@ pub(crate) fn success_result(tool: &Tool, output: ToolOutput, render: &RenderCho
         (None, Detail::Full) => payload.to_string(),
         (None, Detail::Concise) => concise_json(&payload).to_string(),
     };
+    let mut content = vec![json!({"type": "text", "text": text})];
+    content.extend(crate::media::blocks(&payload, scope, render.detail));
     json!({
-        "content": [{"type": "text", "text": text}],
+        "content": content,
         "structuredContent": payload,
         "isError": false,
     })

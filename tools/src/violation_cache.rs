@@ -120,6 +120,18 @@ impl ViolationCache {
         Some((evaluation, record.clone()))
     }
 
+    /// The cached violation ids, newest evaluation first (the completions of a prompt's
+    /// `violation_id`).
+    pub fn ids(&self) -> Vec<String> {
+        let inner = self.inner();
+        inner
+            .evaluations
+            .iter()
+            .rev()
+            .flat_map(|e| e.2.iter().cloned())
+            .collect()
+    }
+
     /// The cache as plain JSON (a host reexec carries it: the connection, and so the
     /// session of seed 000 §5, survives the reexec).
     pub fn export(&self) -> Value {

@@ -392,12 +392,16 @@ impl Sessions {
                 })
             })
             .collect();
-        json!({"live": live, "expired": inner.expired_order, "closed": inner.closed_order})
+        json!({"live": live, "expired": inner.expired_order, "closed": inner.closed_order,
+               "job_dirs": self.job_dirs.owned()})
     }
 
     /// Restores what [`Self::export`] wrote. Records that do not parse are skipped with a
     /// warning (their ids then answer `SESSION_NOT_FOUND`).
     pub fn import(&self, exported: &Value) {
+        let job_dirs = exported["job_dirs"].as_array().into_iter().flatten();
+        self.job_dirs
+            .adopt(job_dirs.filter_map(|d| d.as_str().map(PathBuf::from)));
         let mut inner = self.inner();
         for id in exported["expired"].as_array().into_iter().flatten() {
             if let Some(id) = id.as_str() {
@@ -636,6 +640,19 @@ impl Sessions {
     /// `INTERNAL_ERROR` when it cannot be created.
     pub fn new_job_dir(&self, prefix: &'static str) -> Result<crate::job_dirs::JobDir, ToolError> {
         self.job_dirs.create(&self.root()?.join("jobs"), prefix)
+    }
+
+    /// The artifact directories of this client: its live sessions' and the job
+    /// directories it made that still exist (its resources, D200).
+    pub fn artifact_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs: Vec<PathBuf> = self
+            .inner()
+            .live
+            .values()
+            .map(|s| s.info.dir.clone())
+            .collect();
+        dirs.extend(self.job_dirs.owned());
+        dirs
     }
 
     /// The directory of a recorded DRC run.

@@ -579,7 +579,7 @@ pub(super) fn corpus() -> (Vec<Vec<u8>>, BTreeMap<String, Expect>, usize) {
         &mut lines,
         &mut expect,
         "unknown-method",
-        "resources/list",
+        "resources/subscribe",
         json!({}),
         Expect::Rpc(-32601),
     );
