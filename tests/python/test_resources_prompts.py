@@ -17,6 +17,7 @@ from mcp.types import PromptReference
 
 from conftest import LAYOUT, params
 from layouts import gcd_path
+from tool_calls import DEMO_GDS
 
 pytestmark = pytest.mark.anyio
 
@@ -103,6 +104,38 @@ async def check_evaluation_resources(client):
     return heat[0]
 
 
+async def check_other_images(client):
+    """simulate with images and render_view: one inline image each (concise), all of
+    simulate's at detail=full, and a link to every file; a closed session's files go."""
+    sim = await client.call_tool("simulate", {"layout": str(LAYOUT), "images": True, "wait": True})
+    assert not sim.is_error, sim.structured_content
+    assert [b.type for b in sim.content].count("image") == 1
+    links = [str(b.uri) for b in sim.content if b.type == "resource_link"]
+    assert any(u.endswith(".npy") for u in links) and any(u.endswith(".png") for u in links), links
+    full = await client.call_tool("simulate", {"layout": str(LAYOUT), "images": True, "wait": True,
+                                               "detail": "full"})
+    pngs = [u for u in (str(b.uri) for b in full.content if b.type == "resource_link") if u.endswith(".png")]
+    assert [b.type for b in full.content].count("image") == min(len(pngs), 4) >= 2, pngs
+
+    opened = await client.call_tool("open_layout", {"path": str(DEMO_GDS)})
+    assert not opened.is_error, opened.structured_content
+    sid = opened.structured_content["session_id"]
+    view = await client.call_tool("render_view", {"session_id": sid,
+                                                  "image_size": {"width": 800, "height": 400}})
+    assert not view.is_error, view.structured_content
+    images = [b for b in view.content if b.type == "image"]
+    assert len(images) == 1 and max(png_size(base64.b64decode(images[0].data))) <= 384
+    render = [str(b.uri) for b in view.content if b.type == "resource_link"]
+    assert len(render) == 1 and f"/sessions/{sid}/" in render[0], render
+    assert render[0] in {str(r.uri) for r in await all_resources(client)}
+    closed = await client.call_tool("close_session", {"session_id": sid})
+    assert not closed.is_error
+    assert render[0] not in {str(r.uri) for r in await all_resources(client)}, \
+        "a closed session's resources are gone"
+    with pytest.raises(McpError):
+        await client.read_resource(render[0])
+
+
 async def check_prompts(client):
     listed = await client.list_prompts()
     names = [p.name for p in listed.prompts]
@@ -138,6 +171,7 @@ async def test_resources_images_and_prompts_over_stdio(reticle_bin, server_env, 
             with pytest.raises(McpError) as error:
                 await client.read_resource(unknown)
             assert error.value.error.message == "Resource not found"
+            await check_other_images(client)
             await check_prompts(client)
 
 

@@ -164,6 +164,10 @@ fn walk(root: &Path, dir: &Path, at: &Path, depth: u8, found: &mut Vec<Artifact>
     };
     for entry in read.filter_map(Result::ok) {
         let path = entry.path();
+        // Hidden entries (temporary files, a job's `.tiles/`, D190) are not artifacts.
+        if entry.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
         let Ok(meta) = path.symlink_metadata() else {
             continue;
         };
