@@ -229,7 +229,23 @@ pub fn evaluate_tile(
     source: &mut dyn LayoutSource,
     cancel: &CancelToken,
 ) -> Result<TileOutput, EvalError> {
+    evaluate_tile_timed(job, imaged, source, cancel, &mut TileTiming::default())
+}
+
+/// [`evaluate_tile`], adding the seconds of each phase to `timing`.
+///
+/// # Errors
+/// As [`evaluate_tile`].
+pub fn evaluate_tile_timed(
+    job: &TileJob<'_>,
+    imaged: Option<&ImagedWindow>,
+    source: &mut dyn LayoutSource,
+    cancel: &CancelToken,
+    timing: &mut TileTiming,
+) -> Result<TileOutput, EvalError> {
+    let mut clock = std::time::Instant::now();
     let (mut found, growths) = mask_rules(job, source, cancel)?;
+    timing.mask_rules_s += TileTiming::lap(&mut clock);
     let mut pieces = Vec::new();
     let mut metrics = TileMetrics::default();
     let core = job.grid.core(job.tile);
@@ -237,10 +253,12 @@ pub fn evaluate_tile(
     // Whole polygons meeting the core: their checkpoints, and the polygons this tile counts.
     let whole = source.polygons(grow(core, 1), true)?;
     metrics.polygons = whole.target.iter().filter(|p| owns_polygon(job, p)).count() as u64;
+    timing.epe_s += TileTiming::lap(&mut clock);
     if let Some(imaged) = imaged {
         metrics.imaged = true;
-        printed_rules(job, imaged, &mut found, &mut pieces)?;
+        printed_rules(job, imaged, &mut found, &mut pieces, timing)?;
         check_cancel(cancel)?;
+        TileTiming::lap(&mut clock);
         let dbu_nm = job.dbu_nm();
         let spacing = iccad_epe_config(dbu_nm).spacing_nm;
         let mine: Vec<Checkpoint> = checkpoints(&whole.target, spacing)
@@ -259,7 +277,9 @@ pub fn evaluate_tile(
         ) {
             metrics.epe = sums;
         }
+        timing.epe_s += TileTiming::lap(&mut clock);
         count_pixels(job, imaged, &mut metrics);
+        timing.pixels_s += TileTiming::lap(&mut clock);
     } else {
         // An empty window: no checkpoints, nothing printed, a dark image.
         count_empty_pixels(job, &mut metrics);
@@ -432,7 +452,9 @@ fn printed_rules(
     imaged: &ImagedWindow,
     found: &mut Vec<Found>,
     pieces: &mut Vec<Piece>,
+    timing: &mut TileTiming,
 ) -> Result<(), EvalError> {
+    let mut clock = std::time::Instant::now();
     let printed: Vec<(usize, &Rule)> = job
         .rules
         .iter()
@@ -456,6 +478,7 @@ fn printed_rules(
     let (crop, frame) = crop_around(aerial, &imaged.frame, &grow(core, job.grid.halo_dbu / 2));
     let polygons = printed_polygons_of(&crop, &frame, imaged.resist.threshold);
     let region = Region::from_polygons(&polygons);
+    timing.contours_s += TileTiming::lap(&mut clock);
     // A contour closes along the crop's border; a marker within a pixel of it was cut.
     let edge = BBox {
         left: (frame.left_nm + frame.pixel_nm).floor() as i64,
@@ -486,6 +509,7 @@ fn printed_rules(
             }
         }
     }
+    timing.printed_rules_s += TileTiming::lap(&mut clock);
     Ok(())
 }
 
@@ -762,6 +786,9 @@ pub fn core_block(job: &TileJob<'_>, imaged: Option<&ImagedWindow>) -> Option<Co
     }
     Some(block)
 }
+
+pub mod timing;
+pub use timing::TileTiming;
 
 #[cfg(test)]
 mod tests;

@@ -30,6 +30,7 @@ use crate::eval_cli::{cli_runtime, start_workers};
 use reticle_dispatch::{Dispatcher, FanOut, LocalPool, Scope, Unit};
 use reticle_tools::evaluate::OP;
 
+mod split;
 mod text;
 use text::text;
 
@@ -277,6 +278,19 @@ impl Runs {
         )
     }
 
+    /// An empty artifact folder `label` under the root (what an earlier run left removed).
+    fn fresh_dir(&self, label: &str) -> Result<String, Failure> {
+        let dir = self.root.join(label);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| (2, format!("cannot clear {}: {e}", dir.display())))?;
+        }
+        let dir = std::fs::create_dir_all(&dir)
+            .and_then(|()| dir.canonicalize())
+            .map_err(|e| (2, format!("cannot create {}: {e}", dir.display())))?;
+        Ok(dir.display().to_string())
+    }
+
     /// Runs `args` tiled (`FanOut`, a fresh artifact folder `label`) or as one window
     /// (the `evaluate` op), and times it.
     async fn run(
@@ -288,15 +302,7 @@ impl Runs {
     ) -> Result<Timed, Failure> {
         let scope = self.scope(label);
         let dir = if tiled {
-            let dir = self.root.join(label);
-            if dir.exists() {
-                std::fs::remove_dir_all(&dir)
-                    .map_err(|e| (2, format!("cannot clear {}: {e}", dir.display())))?;
-            }
-            let dir = std::fs::create_dir_all(&dir)
-                .and_then(|()| dir.canonicalize())
-                .map_err(|e| (2, format!("cannot create {}: {e}", dir.display())))?;
-            Some(dir.display().to_string())
+            Some(self.fresh_dir(label)?)
         } else {
             None
         };
@@ -545,6 +551,16 @@ async fn measure(
     let one_4 = runs
         .run(&dispatcher, "4nm-1w", runs.args(4.0, box_4nm), true)
         .await?;
+    // Where the time goes: the same regions unit by unit, each tile's timing read.
+    let mut splits = Vec::new();
+    for (pixel_nm, b, fanned) in [(1.0, Some(box_1nm), &one_1), (4.0, box_4nm, &one_4)] {
+        let label = format!("{pixel_nm}nm-split");
+        let (mut entry, report) =
+            split::split(runs, &dispatcher, &label, runs.args(pixel_nm, b)).await?;
+        entry["pixel_nm"] = json!(pixel_nm);
+        entry["same_report"] = json!(comparable(&report) == comparable(&fanned.report));
+        splits.push(entry);
+    }
     let (mut window_s, mut tiles_s) = (Vec::new(), Vec::new());
     let (mut window, mut tiles) = (None, None);
     for _ in 0..repeats {
@@ -584,7 +600,8 @@ async fn measure(
     ];
     let deterministic = throughput
         .iter()
-        .all(|t| t["same_report"] == json!(true) && t["same_artifacts"] == json!(true));
+        .all(|t| t["same_report"] == json!(true) && t["same_artifacts"] == json!(true))
+        && splits.iter().all(|s| s["same_report"] == json!(true));
     let (window, tiles) = (window.unwrap_or_default(), tiles.unwrap_or_default());
     let (window_s, tiles_s) = (median(window_s), median(tiles_s));
     let metric = |r: &Value, k: &str| r["metrics"][k].as_f64().unwrap_or(0.0);
@@ -601,6 +618,7 @@ async fn measure(
         "load_average": {"start": load_start, "end": load_average()},
         "layout_bbox_um": bbox,
         "throughput": throughput,
+        "split": splits,
         "window": {
             "box_um": window_box,
             "pixel_nm": 4.0,

@@ -2,6 +2,59 @@
 
 use serde_json::{Value, json};
 
+/// The per-tile time split: one row per pixel size, ms per tile in each phase.
+fn split(s: &mut String, r: &Value) {
+    use std::fmt::Write as _;
+    const COLUMNS: [&str; 11] = [
+        "open",
+        "imaging",
+        "mask_rules",
+        "contours",
+        "printed_rules",
+        "epe",
+        "pixels",
+        "write",
+        "dispatch",
+        "merge",
+        "total",
+    ];
+    let _ = writeln!(
+        s,
+        "time per tile, ms (one worker, one unit at a time; merge = the merge's time / tiles)"
+    );
+    let _ = write!(s, "{:<6} {:>6} {:>7}", "pixel", "tiles", "imaged");
+    for c in COLUMNS {
+        let _ = write!(s, " {:>9}", c.replace("_rules", " rules"));
+    }
+    let _ = writeln!(s);
+    for t in r["split"].as_array().into_iter().flatten() {
+        let ms = &t["ms_per_tile"];
+        let _ = write!(
+            s,
+            "{:<6} {:>6} {:>7}",
+            format!("{} nm", t["pixel_nm"].as_f64().unwrap_or(f64::NAN)),
+            t["tiles"].as_u64().unwrap_or(0),
+            t["imaged_tiles"].as_u64().unwrap_or(0),
+        );
+        let mut total = 0.0;
+        for c in &COLUMNS[..COLUMNS.len() - 1] {
+            let v = ms[*c].as_f64().unwrap_or(0.0);
+            total += v;
+            let _ = write!(s, " {v:>9.1}");
+        }
+        let _ = writeln!(
+            s,
+            " {total:>9.1}{}",
+            if t["same_report"] == json!(true) {
+                ""
+            } else {
+                "  (report DIFFERENT from the fan-out's)"
+            }
+        );
+    }
+    let _ = writeln!(s);
+}
+
 /// The report for people.
 pub(super) fn text(r: &Value) -> String {
     use std::fmt::Write as _;
@@ -100,6 +153,7 @@ pub(super) fn text(r: &Value) -> String {
         "determinism, 1 worker against {workers} (report without artifacts, artifact hashes): {}\n",
         same.join(", ")
     );
+    split(&mut s, r);
     let w = &r["window"];
     let b: Vec<String> = w["box_um"]
         .as_array()

@@ -326,6 +326,54 @@ fn chip_bench_reports_throughput_efficiency_and_tiled_against_untiled() {
     }
     // --quick: 1 nm on a 3 µm square.
     assert!((throughput[0]["area_um2"].as_f64().unwrap() - 9.0).abs() < 1e-6);
+    // The per-tile split (issue 29 item 6): the same regions unit by unit, the same
+    // reports, every phase a mean over the tiles that adds up to the run.
+    let split = report["split"].as_array().expect("split");
+    assert_eq!(split.len(), 2, "{split:?}");
+    for (s, t) in split.iter().zip(throughput) {
+        assert_eq!(s["pixel_nm"], t["pixel_nm"], "{s}");
+        assert_eq!(s["same_report"], true, "{s}");
+        assert_eq!(s["tiles"], t["tiles"], "{s}");
+        let tiles = s["tiles"].as_f64().unwrap();
+        let ms = &s["ms_per_tile"];
+        for phase in [
+            "open",
+            "imaging",
+            "mask_rules",
+            "contours",
+            "printed_rules",
+            "epe",
+            "pixels",
+            "write",
+            "dispatch",
+            "merge",
+        ] {
+            assert!(ms[phase].as_f64().is_some_and(|v| v >= 0.0), "{phase}: {s}");
+        }
+        assert!(ms["imaging"].as_f64().unwrap() > 0.0, "{s}");
+        // The tiles' phases and dispatch add up to the tiles' wall time on the host.
+        let tiles_ms: f64 = [
+            "open",
+            "imaging",
+            "mask_rules",
+            "contours",
+            "printed_rules",
+            "epe",
+            "pixels",
+            "write",
+            "dispatch",
+        ]
+        .iter()
+        .map(|p| ms[*p].as_f64().unwrap())
+        .sum();
+        let wall_ms = s["tiles_s"].as_f64().unwrap() * 1e3 / tiles;
+        assert!((tiles_ms - wall_ms).abs() <= 0.01 * wall_ms + 0.05, "{s}");
+        let merge_ms = s["merge_s"].as_f64().unwrap() * 1e3 / tiles;
+        assert!(
+            (ms["merge"].as_f64().unwrap() - merge_ms).abs() <= 0.01,
+            "{s}"
+        );
+    }
     let window = &report["window"];
     let b: Vec<f64> = window["box_um"]
         .as_array()

@@ -3,9 +3,11 @@
 //! Every record of the merged report goes to `violations.jsonl`; the report holds the
 //! summary, the heat map and, at `report_level: detailed`, the first page.
 
+use std::time::Instant;
+
 use reticle_eval::merge::{MergeJob, merge};
 use reticle_eval::report::{OnExceeded, ReportLevel, Setup};
-use reticle_eval::tile::{TileJob, evaluate_tile};
+use reticle_eval::tile::{TileJob, TileTiming, evaluate_tile_timed};
 use reticle_kernel::model::ModelSpec;
 use reticle_protocol::args::EvaluateArgs;
 use reticle_protocol::error::ToolError;
@@ -97,8 +99,11 @@ impl Op for Tile {
         let plan = args.plan("evaluation")?;
         let tile = tile_of(plan, args.tile_number)?;
         let dir = artifacts::dir(ctx)?;
+        let mut clock = Instant::now();
         let (setup, mut source) = open(ctx, &args)?;
+        let open_s = TileTiming::lap(&mut clock);
         let imaged = image_tile(ctx, plan, tile, &mut source, args.call.model.as_ref())?;
+        let imaging_s = TileTiming::lap(&mut clock);
         let rules = setup.rules();
         let job = TileJob {
             grid: &plan.grid,
@@ -108,10 +113,22 @@ impl Op for Tile {
             rules: &rules,
             statistics: false,
         };
-        let out = evaluate_tile(&job, imaged.as_ref(), &mut source, ctx.cancel)
+        let mut timing = TileTiming::default();
+        TileTiming::lap(&mut clock);
+        let out = evaluate_tile_timed(&job, imaged.as_ref(), &mut source, ctx.cancel, &mut timing)
             .map_err(|e| eval_error(e, ctx.job_id))?;
+        TileTiming::lap(&mut clock);
         write_tile(&dir, &out)?;
-        Ok(tile_summary(&out))
+        let write_s = TileTiming::lap(&mut clock);
+        let mut summary = tile_summary(&out);
+        // Where the tile's time went (issue 29 item 6; `reticle bench chip` adds these up).
+        summary["timing"] = json!({
+            "open_s": open_s,
+            "imaging_s": imaging_s,
+            "phases": timing,
+            "write_s": write_s,
+        });
+        Ok(summary)
     }
 }
 
