@@ -23,6 +23,7 @@ pytestmark = pytest.mark.anyio
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 ALICE, BOB = "tokA-alice-0123456789", "tokB-bob-9876543210"
+VIEWER = "ui://reticle/viewer"
 
 
 @contextlib.asynccontextmanager
@@ -136,6 +137,24 @@ async def check_other_images(client):
         await client.read_resource(render[0])
 
 
+async def check_viewer(client):
+    """MCP Apps: evaluate, optimize and render_view name the viewer; it is listed as an
+    mcp-app HTML resource and reads as a page that names no outside origin."""
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    for name in ("evaluate", "optimize", "render_view"):
+        assert tools[name].meta["ui"]["resourceUri"] == VIEWER, (name, tools[name].meta)
+    assert "ui" not in (tools["health"].meta or {})
+    listed = {str(r.uri): r for r in await all_resources(client)}
+    assert listed[VIEWER].mime_type == "text/html;profile=mcp-app", listed[VIEWER]
+    page = (await client.read_resource(VIEWER)).contents[0]
+    assert page.mime_type == "text/html;profile=mcp-app"
+    assert page.text.startswith("<!DOCTYPE html>")
+    for outside in ("http://", "https://", "@import", "url("):
+        assert outside not in page.text, outside
+    csp = page.meta["ui"]["csp"]
+    assert all(v == [] for v in csp.values()), csp
+
+
 async def check_prompts(client):
     listed = await client.list_prompts()
     names = [p.name for p in listed.prompts]
@@ -172,6 +191,7 @@ async def test_resources_images_and_prompts_over_stdio(reticle_bin, server_env, 
                 await client.read_resource(unknown)
             assert error.value.error.message == "Resource not found"
             await check_other_images(client)
+            await check_viewer(client)
             await check_prompts(client)
 
 
@@ -182,9 +202,10 @@ async def test_over_http_a_client_never_sees_another_clients_resources(http_serv
     with anyio.fail_after(600):
         async with http_client(server.url, ALICE, mode) as alice:
             heat = await check_evaluation_resources(alice)
+            await check_viewer(alice)
             await check_prompts(alice)
             async with http_client(server.url, BOB, mode) as bob:
-                assert not [r for r in await all_resources(bob)], "Bob made nothing"
+                assert [str(r.uri) for r in await all_resources(bob)] == [VIEWER], "Bob made nothing"
                 with pytest.raises(McpError) as foreign:
                     await bob.read_resource(heat)
                 with pytest.raises(McpError) as unknown:

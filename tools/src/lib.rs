@@ -41,6 +41,7 @@ pub mod state;
 mod telemetry;
 pub mod tool_name;
 pub mod violation_cache;
+pub mod viewer;
 mod violations;
 pub mod worker_job;
 

@@ -54,6 +54,8 @@ pub struct Tool {
     porcelain: Option<Porcelain>,
     task_support: TaskSupport,
     meta: Option<Value>,
+    /// The MCP Apps view of the tool's results (`_meta.ui`), if it has one.
+    ui: Option<Value>,
     probe: Option<ToolProbe>,
 }
 
@@ -143,8 +145,16 @@ impl Tool {
             porcelain: def.porcelain,
             task_support: TaskSupport::Forbidden,
             meta: None,
+            ui: None,
             probe: None,
         }
+    }
+
+    /// The tool with the viewer (`_meta.ui.resourceUri`, MCP Apps, D205).
+    #[must_use]
+    pub fn with_viewer(mut self) -> Self {
+        self.ui = Some(crate::viewer::tool_meta());
+        self
     }
 
     /// The tool with `support` for MCP tasks (job tools: [`TaskSupport::Optional`]).
@@ -258,10 +268,16 @@ impl Tool {
                 meta[key] = value.clone();
             }
         }
+        if let Some(ui) = &self.ui {
+            meta["ui"] = ui.clone();
+        }
         entry["_meta"] = meta;
         entry
     }
 }
+
+/// The tools whose results the viewer shows (`_meta.ui.resourceUri`, D205).
+pub const VIEWER_TOOLS: [&str; 3] = ["evaluate", "optimize", "render_view"];
 
 /// All tools, by name.
 #[derive(Debug)]
@@ -285,7 +301,14 @@ impl ToolRegistry {
         ];
         tools.extend(schema_tools::tools());
         tools.extend(layout::tools());
-        Self::from_tools(tools)
+        let tools = tools.into_iter().map(|tool| {
+            if VIEWER_TOOLS.contains(&tool.name) {
+                tool.with_viewer()
+            } else {
+                tool
+            }
+        });
+        Self::from_tools(tools.collect())
     }
 
     /// The public tools, plus the debug tools when `serve` lists them
@@ -518,5 +541,14 @@ mod tests {
             evaluate["_meta"]["capabilities"].is_object(),
             "the tool's own _meta is kept next to the contract"
         );
+        for entry in &listing {
+            let shown = VIEWER_TOOLS.contains(&entry["name"].as_str().unwrap());
+            assert_eq!(
+                entry["_meta"]["ui"]["resourceUri"].as_str(),
+                shown.then_some(crate::viewer::URI),
+                "{}",
+                entry["name"]
+            );
+        }
     }
 }

@@ -179,7 +179,7 @@ fn walk(root: &Path, dir: &Path, at: &Path, depth: u8, found: &mut Vec<Artifact>
     }
 }
 
-/// `resources/list`: one page of the client's artifacts.
+/// `resources/list`: one page of the viewer and the client's artifacts.
 ///
 /// # Errors
 /// `-32602` for a cursor this server did not hand out.
@@ -192,13 +192,11 @@ pub fn list(scope: &ClientScope, cursor: Option<&Value>) -> Result<Value, RpcErr
             .ok_or_else(|| RpcError::invalid_params("invalid cursor"))?,
         Some(_) => return Err(RpcError::invalid_params("invalid cursor")),
     };
-    let all = artifacts(scope);
-    let page: Vec<Value> = all
-        .iter()
-        .skip(start)
-        .take(PAGE_SIZE)
-        .map(Artifact::resource)
+    // The viewer (a `ui://` resource, D205) first, then the client's artifacts.
+    let all: Vec<Value> = std::iter::once(crate::viewer::resource())
+        .chain(artifacts(scope).iter().map(Artifact::resource))
         .collect();
+    let page: Vec<Value> = all.iter().skip(start).take(PAGE_SIZE).cloned().collect();
     let mut result = json!({"resources": page});
     if start + PAGE_SIZE < all.len() {
         result["nextCursor"] = json!(format!("a:{}", start + PAGE_SIZE));
@@ -303,6 +301,9 @@ fn parse(uri: &str) -> Option<(PathBuf, Option<Part>)> {
 /// the file cannot be read.
 pub fn read(scope: &ClientScope, uri: &str, modern: bool) -> Result<Value, RpcError> {
     let unknown = || not_found(uri, modern);
+    if uri == crate::viewer::URI {
+        return Ok(crate::viewer::read());
+    }
     let (rel, part) = parse(uri).ok_or_else(unknown)?;
     let root = scope.sessions.root().map_err(|_| unknown())?;
     let artifact = artifact_of(scope, &root.join(rel)).ok_or_else(unknown)?;

@@ -38,6 +38,7 @@ fn a_client_lists_and_reads_its_own_artifacts_and_nothing_else() {
         .unwrap()
         .iter()
         .map(|r| r["uri"].as_str().unwrap())
+        .filter(|u| *u != crate::viewer::URI)
         .collect();
     assert_eq!(
         uris.len(),
@@ -68,7 +69,11 @@ fn a_client_lists_and_reads_its_own_artifacts_and_nothing_else() {
     );
     assert_eq!(read(&bob, png_uri, true).unwrap_err().code, INVALID_PARAMS);
     let bobs = list(&bob, None).unwrap();
-    assert_eq!(bobs["resources"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        bobs["resources"].as_array().unwrap().len(),
+        2,
+        "the viewer and Bob's own file"
+    );
     // Escapes and hidden files are unknown too.
     for uri in [
         format!("{URI_PREFIX}jobs/../sessions"),
@@ -88,11 +93,10 @@ fn a_client_lists_and_reads_its_own_artifacts_and_nothing_else() {
 
     // Expiry: the directory gone, the resource is gone.
     std::fs::remove_dir_all(dir.path()).unwrap();
-    assert!(
-        list(&alice, None).unwrap()["resources"]
-            .as_array()
-            .unwrap()
-            .is_empty()
+    assert_eq!(
+        list(&alice, None).unwrap()["resources"],
+        json!([crate::viewer::resource()]),
+        "only the viewer is left"
     );
     assert_eq!(
         read(&alice, png_uri, false).unwrap_err().code,
@@ -109,7 +113,7 @@ fn a_large_file_is_a_typed_error_and_reads_in_parts() {
         .map(|i| (i % 251) as u8)
         .collect();
     std::fs::write(dir.path().join("big.npy"), &bytes).unwrap();
-    let uri = list(&alice, None).unwrap()["resources"][0]["uri"]
+    let uri = list(&alice, None).unwrap()["resources"][1]["uri"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -155,7 +159,11 @@ fn the_list_is_paged() {
     let first = list(&alice, None).unwrap();
     assert_eq!(first["resources"].as_array().unwrap().len(), PAGE_SIZE);
     let second = list(&alice, Some(&first["nextCursor"])).unwrap();
-    assert_eq!(second["resources"].as_array().unwrap().len(), 5);
+    assert_eq!(
+        second["resources"].as_array().unwrap().len(),
+        6,
+        "105 files and the viewer"
+    );
     assert!(second.get("nextCursor").is_none());
     assert!(list(&alice, Some(&json!("bogus"))).is_err());
 }
