@@ -10,6 +10,12 @@
 //! flight at once; dropping the future (cancel, disconnect) drops them all, which stops
 //! their attempts. Progress is the scope's: tiles done of the total, and the time left.
 //!
+//! A plan may also answer `waves`: the tile counts of consecutive waves (tiles numbered
+//! wave by wave). Then each wave runs to its end before the next starts, so a tile of a
+//! later wave can read what the earlier waves wrote (the tiled `optimize`, D170); each
+//! wave is one batch on an executor that takes batches, its tiles numbered from 0 with
+//! `tile_offset` (the wave's first tile) in the arguments.
+//!
 //! [`Executor::parallelism`]: super::Executor::parallelism
 
 use std::sync::Arc;
@@ -65,8 +71,26 @@ impl FanOut<'_> {
         scope: &Scope,
         args: Map<String, Value>,
     ) -> Result<Value, ToolError> {
+        self.run_at(dispatcher, scope, args, 0).await
+    }
+
+    /// [`Self::run`] with the units numbered from `base` (unit `base` is the plan): several
+    /// fan-outs of one job (the tiled `optimize` evaluates, optimizes and evaluates again)
+    /// keep distinct attempt ids and journal tracks.
+    ///
+    /// # Errors
+    /// As [`Self::run`].
+    pub async fn run_at(
+        &self,
+        dispatcher: &Arc<Dispatcher>,
+        scope: &Scope,
+        args: Map<String, Value>,
+        base: u32,
+    ) -> Result<Value, ToolError> {
         scope.report(0.0, None, Some("planning".into()));
-        let planned = dispatcher.run(scope, self.unit("plan", &args, 0)).await?;
+        let planned = dispatcher
+            .run(scope, self.unit("plan", &args, base))
+            .await?;
         let total = planned["tiles"].as_u64().ok_or_else(|| {
             ToolError::new(
                 ErrorCode::InternalError,
@@ -78,50 +102,36 @@ impl FanOut<'_> {
         let steps = (total + 1) as f64;
         let started = Instant::now();
         scope.report(0.0, Some(steps), Some(progress_message(0, total, started)));
-        // An executor that runs batches (a cluster) gets every tile at once (D60).
-        let mut batch_args = args.clone();
-        batch_args.remove("tile_number");
-        let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<u64>();
-        let batch = dispatcher.run_tile_batch(
-            scope,
-            format!("{}.tile", self.prefix),
-            Value::Object(batch_args).to_string(),
-            Some(self.artifact_dir.to_owned()),
+        let waves: Vec<u64> = match planned.get("waves").and_then(Value::as_array) {
+            Some(w) => w.iter().filter_map(Value::as_u64).collect(),
+            None => vec![total],
+        };
+        if waves.iter().sum::<u64>() != total {
+            return Err(ToolError::new(
+                ErrorCode::InternalError,
+                "the plan's waves do not add up to its tiles",
+            ));
+        }
+        let mut progress = Progress {
+            done: 0,
             total,
-            done_tx,
-        );
-        tokio::pin!(batch);
-        let mut batched = true;
-        let mut done = 0u64;
-        loop {
-            tokio::select! {
-                result = &mut batch => {
-                    match result {
-                        None => batched = false,
-                        Some(result) => result?,
-                    }
-                    break;
-                }
-                Some(_tile) = done_rx.recv() => {
-                    done += 1;
-                    scope.report(done as f64, Some(steps), Some(progress_message(done, total, started)));
-                }
-            }
+            steps,
+            started,
+        };
+        let mut first = 0u64;
+        for count in waves {
+            self.run_wave(
+                dispatcher,
+                scope,
+                &args,
+                (first, count),
+                base,
+                &mut progress,
+            )
+            .await?;
+            first += count;
         }
-        // Tiles the batch finished after the last report.
-        while done_rx.try_recv().is_ok() {
-            done += 1;
-            scope.report(
-                done as f64,
-                Some(steps),
-                Some(progress_message(done, total, started)),
-            );
-        }
-        if !batched {
-            self.run_tiles(dispatcher, scope, &args, total, steps, started)
-                .await?;
-        }
-        let index = u32::try_from(total + 1).unwrap_or(u32::MAX);
+        let index = u32::try_from(u64::from(base) + total + 1).unwrap_or(u32::MAX);
         let merged = dispatcher
             .run(scope, self.unit("merge", &args, index))
             .await?;
@@ -137,26 +147,67 @@ impl FanOut<'_> {
         Ok(merged)
     }
 
-    /// Runs tiles `0..total` one unit each, about [`Executor::parallelism`] at once.
+    /// Runs the `count` tiles from `first`: as one batch when the executor takes batches
+    /// (a cluster, D60), else one unit each, about [`Executor::parallelism`] at once.
     ///
     /// [`Executor::parallelism`]: super::Executor::parallelism
-    async fn run_tiles(
+    async fn run_wave(
         &self,
         dispatcher: &Arc<Dispatcher>,
         scope: &Scope,
         args: &Map<String, Value>,
-        total: u64,
-        steps: f64,
-        started: Instant,
+        (first, count): (u64, u64),
+        base: u32,
+        progress: &mut Progress,
     ) -> Result<(), ToolError> {
+        if count == 0 {
+            return Ok(());
+        }
+        // An executor that runs batches (a cluster) gets every tile of the wave at once.
+        let mut batch_args = args.clone();
+        batch_args.remove("tile_number");
+        if first > 0 || count < progress.total {
+            batch_args.insert("tile_offset".into(), json!(first));
+        }
+        let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<u64>();
+        let batch = dispatcher.run_tile_batch(
+            scope,
+            format!("{}.tile", self.prefix),
+            Value::Object(batch_args).to_string(),
+            Some(self.artifact_dir.to_owned()),
+            count,
+            done_tx,
+        );
+        tokio::pin!(batch);
+        let mut batched = true;
+        loop {
+            tokio::select! {
+                result = &mut batch => {
+                    match result {
+                        None => batched = false,
+                        Some(result) => result?,
+                    }
+                    break;
+                }
+                Some(_tile) = done_rx.recv() => progress.tile_done(scope),
+            }
+        }
+        // Tiles the batch finished after the last report.
+        while done_rx.try_recv().is_ok() {
+            progress.tile_done(scope);
+        }
+        if batched {
+            return Ok(());
+        }
         let in_flight = dispatcher.executor().parallelism().max(1) as u64 + 1;
         let mut running = JoinSet::new();
-        let (mut next, mut done) = (0u64, 0u64);
-        while done < total {
-            while next < total && (next - done) < in_flight {
+        let end = first + count;
+        let (mut next, mut done) = (first, first);
+        while done < end {
+            while next < end && (next - done) < in_flight {
                 let mut tile_args = args.clone();
                 tile_args.insert("tile_number".into(), json!(next));
-                let index = u32::try_from(next + 1).unwrap_or(u32::MAX);
+                let index = u32::try_from(u64::from(base) + next + 1).unwrap_or(u32::MAX);
                 let unit = self.unit("tile", &tile_args, index);
                 let (dispatcher, scope) = (Arc::clone(dispatcher), scope.clone());
                 running.spawn(async move { dispatcher.run(&scope, unit).await });
@@ -176,13 +227,28 @@ impl FanOut<'_> {
                 }
             }
             done += 1;
-            scope.report(
-                done as f64,
-                Some(steps),
-                Some(progress_message(done, total, started)),
-            );
+            progress.tile_done(scope);
         }
         Ok(())
+    }
+}
+
+/// A fan-out's progress over all its tiles (every wave).
+struct Progress {
+    done: u64,
+    total: u64,
+    steps: f64,
+    started: Instant,
+}
+
+impl Progress {
+    fn tile_done(&mut self, scope: &Scope) {
+        self.done += 1;
+        scope.report(
+            self.done as f64,
+            Some(self.steps),
+            Some(progress_message(self.done, self.total, self.started)),
+        );
     }
 }
 

@@ -125,6 +125,16 @@ impl Scope {
         &self.allowed_roots
     }
 
+    /// This scope with `root` added to its allowed roots (the same job, progress and
+    /// journal): for a job that reads a file it wrote itself (the tiled `optimize`
+    /// re-evaluates the layout it wrote into its artifact directory, D171).
+    #[must_use]
+    pub fn with_allowed_root(&self, root: String) -> Self {
+        let mut scope = self.clone();
+        scope.allowed_roots.push(root);
+        scope
+    }
+
     /// Reports progress of the whole scope: what a caller that aggregates its units'
     /// progress ([`super::Unit::on_progress`]) sends on. A job's progress only moves
     /// forward; a synchronous call has none.

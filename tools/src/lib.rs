@@ -27,6 +27,7 @@ mod media;
 pub mod normalize;
 pub mod nullable;
 mod optimize;
+mod optimize_region;
 pub mod output;
 mod populate;
 pub mod prompts;

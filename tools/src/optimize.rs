@@ -189,6 +189,12 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
         let path = ctx.scope.roots.resolve_read(&deck)?;
         args.insert("deck".into(), json!(path));
     }
+    // A region of any size or the whole layer: tiled, written back (D170).
+    if resolved_from == "none" && super::optimize_region::wants_region(&args) {
+        return super::optimize_region::run_region(&ctx, args, wait).await;
+    }
+    args.remove("tiling");
+    args.remove("whole_layer");
     if resolved_from != "none" {
         args.insert("resolved_from".into(), json!(resolved_from));
     }
@@ -201,6 +207,9 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
 }
 
 fn porcelain(payload: &Value, _detail: Detail) -> String {
+    if payload.get("layout_out").is_some() {
+        return super::optimize_region::porcelain(payload);
+    }
     let (b, a) = (&payload["metrics"]["before"], &payload["metrics"]["after"]);
     let t = &payload["target"];
     let mut text = format!(

@@ -14,6 +14,7 @@
 
 pub mod compare;
 pub mod mask;
+pub mod region;
 pub mod target;
 
 use std::sync::Arc;

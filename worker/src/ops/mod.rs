@@ -15,6 +15,7 @@ mod engine_info;
 pub mod evaluate;
 pub mod observe;
 pub mod optimize;
+pub mod optimize_region;
 pub mod simulate;
 pub mod whole;
 
@@ -30,6 +31,10 @@ static OPS: &[&dyn Op] = &[
     &demo::DemoRender,
     &evaluate::Evaluate,
     &optimize::Optimize,
+    &optimize_region::Plan,
+    &optimize_region::Tile,
+    &optimize_region::merge::Merge,
+    &optimize_region::merge::Compare,
     &simulate::Simulate,
     &whole::evaluate::Plan,
     &whole::evaluate::Tile,
