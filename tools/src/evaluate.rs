@@ -12,7 +12,9 @@ use reticle_protocol::capabilities::{DetailSupport, ENGINE_PATHS};
 use serde_json::{Map, Value, json};
 
 use super::imaging::Imaging;
-use super::worker_job::{JobExtras, object_of, parse_call, resolve_path, run_op_with, run_tiled};
+use super::worker_job::{
+    JobExtras, object_of, parse_call, resolve_path, run_op_with, run_tiled_with,
+};
 use super::{Detail, TaskSupport, Tool, ToolContext, ToolDef, ToolResult};
 
 /// The worker op behind `evaluate` and `reticle eval`.
@@ -121,8 +123,19 @@ async fn run(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
     );
     if imaging == Imaging::Tiles {
         // The job's artifact directory holds the tiles' outputs, every record
-        // (`violations.jsonl`, paged by the `violations` tool) and the heat map.
-        return run_tiled(&ctx, OP, "eval", &call, wait).await;
+        // (`violations.jsonl`, paged by the `violations` tool) and the heat map. The
+        // evaluation is remembered, so every id of it resolves for optimize (D181).
+        let scope = std::sync::Arc::clone(&ctx.scope);
+        let cached = EvaluateArgs {
+            report_level: None,
+            limits: None,
+            ..call.clone()
+        };
+        let on_result: super::worker_job::OnResult = Box::new(move |payload: Value| {
+            scope.violations.insert_region(object_of(&cached), &payload);
+            Ok(payload)
+        });
+        return run_tiled_with(&ctx, OP, "eval", &call, wait, Some(on_result)).await;
     }
     // At report_level=detailed the returned violations go into the session's cache, so
     // optimize(violation_id) needs no other argument (seed 000 §5 fast path, D45).

@@ -27,7 +27,8 @@ pub const OP: &str = "optimize";
 
 /// Arguments of `evaluate` that describe the clip, copied from the cache on a hit
 /// (`box_um` there is `clip_um` here).
-const EVALUATE_ARGS: [(&str, &str); 8] = [
+const EVALUATE_ARGS: [(&str, &str); 9] = [
+    ("mask_layer", "mask_layer"),
     ("layout", "layout"),
     ("deck", "deck"),
     ("layer", "layer"),
@@ -128,7 +129,17 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
                     .with_hint("pass the layout_artifact_id of the evaluate call that returned this id, or evaluate again"));
                 }
             }
-            if let Some((evaluation, _record)) = ctx.scope.violations.get(&id) {
+            let layout16 = parts["layout_sha256_prefix"].as_str().unwrap_or_default();
+            let deck16 = parts["deck_hash_prefix"].as_str().unwrap_or_default();
+            // A record this connection returned (a window's), else one of a tiled
+            // evaluation of this connection, on any page (D181).
+            let evaluation = ctx
+                .scope
+                .violations
+                .get(&id)
+                .map(|(evaluation, _record)| evaluation)
+                .or_else(|| ctx.scope.violations.region_for(layout16, deck16));
+            if let Some(evaluation) = evaluation {
                 // Fast path: the evaluate call's arguments, unless the call overrides them.
                 for (from, to) in EVALUATE_ARGS {
                     if let (Some(v), false) = (evaluation.args.get(from), args.contains_key(to)) {
@@ -136,8 +147,29 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
                     }
                 }
                 "session_cache"
+            } else if !args.contains_key("layout") && !ctx.scope.violations.was_evicted(layout16) {
+                // Never cached here (another connection, a restarted host): re-derived from
+                // the id once the caller names the layout; the deck, when not named, is the
+                // shipped deck the id's hash names (D181).
+                return Err(ToolError::new(
+                    ErrorCode::NotFound,
+                    format!("{id} was not evaluated on this connection; pass layout to re-derive it from the id"),
+                )
+                .with_details(json!({
+                    "violation_id": id,
+                    "missing_arguments": ["layout"],
+                    "also_pass_if_evaluate_had_them": ["deck (unless shipped)", "clip_um (evaluate's box_um)", "layer", "cell", "pixel_nm", "model", "tile_nm", "mask_layer"],
+                    "violation": parts,
+                }))
+                .recoverable(true)
+                .with_hint(format!(
+                    "call optimize again with layout (the file whose SHA-256 starts with {layout16}), plus the deck if it is not a shipped one, and the pixel_nm/model/tile_nm of the evaluate call"
+                )));
             } else {
-                let missing = missing_targets(&args);
+                let missing: Vec<&str> = missing_targets(&args)
+                    .into_iter()
+                    .filter(|k| *k == "layout")
+                    .collect();
                 if !missing.is_empty() {
                     return Err(ToolError::new(
                         ErrorCode::CacheEvicted,

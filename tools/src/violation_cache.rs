@@ -46,6 +46,19 @@ struct CachedEvaluations {
     evaluations: VecDeque<(u64, Arc<Evaluation>, Vec<String>)>,
     index: HashMap<String, (u64, CachedRecord)>,
     next: u64,
+    /// Tiled evaluations (any page of their records resolves through them, D181), newest
+    /// last, with the deck hash of their report; at most [`MAX_REGIONS`].
+    regions: VecDeque<(Arc<Evaluation>, String)>,
+    /// The first 16 hex digits of the layout hashes whose records were dropped (so a miss
+    /// on one of them is `CACHE_EVICTED`, and on anything else is not).
+    evicted_layouts: std::collections::HashSet<String>,
+}
+
+/// Most tiled evaluations remembered per session.
+pub const MAX_REGIONS: usize = 64;
+
+fn first16(s: &str) -> String {
+    s.trim_start_matches("sha256:").chars().take(16).collect()
 }
 
 /// Violation id → the evaluation and record it came from, for one session.
@@ -95,9 +108,10 @@ impl ViolationCache {
         inner.evaluations.push_back((seq, evaluation, ids));
         let mut total: usize = inner.evaluations.iter().map(|e| e.2.len()).sum();
         while total > MAX_RECORDS && inner.evaluations.len() > 1 {
-            let Some((old, _, old_ids)) = inner.evaluations.pop_front() else {
+            let Some((old, gone, old_ids)) = inner.evaluations.pop_front() else {
                 break;
             };
+            inner.evicted_layouts.insert(first16(&gone.layout_sha256));
             total -= old_ids.len();
             for id in old_ids {
                 if inner.index.get(&id).is_some_and(|(s, _)| *s == old) {
@@ -106,6 +120,44 @@ impl ViolationCache {
             }
         }
         cached
+    }
+
+    /// Remembers a tiled evaluation (its arguments and report) so that every record of
+    /// it, on any page of `violations`, resolves for `optimize` without other arguments:
+    /// the id's layout and deck hashes name it (D181).
+    pub fn insert_region(&self, args: Map<String, Value>, payload: &Value) {
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        let evaluation = Arc::new(Evaluation {
+            args,
+            layout_sha256: text(&payload["layout"]["sha256"]),
+        });
+        let mut inner = self.inner();
+        inner
+            .regions
+            .push_back((evaluation, text(&payload["deck"]["hash"])));
+        while inner.regions.len() > MAX_REGIONS {
+            if let Some((gone, _)) = inner.regions.pop_front() {
+                inner.evicted_layouts.insert(first16(&gone.layout_sha256));
+            }
+        }
+    }
+
+    /// The newest tiled evaluation made on the layout and with the deck whose hashes
+    /// start with `layout16` and `deck16` (a `violation_id`'s).
+    pub fn region_for(&self, layout16: &str, deck16: &str) -> Option<Arc<Evaluation>> {
+        let inner = self.inner();
+        inner
+            .regions
+            .iter()
+            .rev()
+            .find(|(e, deck)| first16(&e.layout_sha256) == layout16 && first16(deck) == deck16)
+            .map(|(e, _)| Arc::clone(e))
+    }
+
+    /// Whether records of the layout whose hash starts with `layout16` were cached and
+    /// then dropped to make room.
+    pub fn was_evicted(&self, layout16: &str) -> bool {
+        self.inner().evicted_layouts.contains(layout16)
     }
 
     /// The evaluation and record of `violation_id`, if this session has it.
@@ -208,6 +260,37 @@ mod tests {
         assert_eq!(e.layout_sha256, "ab");
         assert_eq!(r.canonical_violation_id, "c");
         assert!(c.get("z").is_none());
+    }
+
+    #[test]
+    fn a_tiled_evaluation_answers_for_its_layout_and_deck_and_eviction_is_remembered() {
+        let c = ViolationCache::default();
+        let mut args = Map::new();
+        args.insert("layout".into(), json!("/x.gds"));
+        let report = |layout: &str| json!({"layout": {"sha256": layout}, "deck": {"hash": "sha256:dddddddddddddddd99"}});
+        c.insert_region(args, &report("0123456789abcdef77"));
+        let e = c
+            .region_for("0123456789abcdef", "dddddddddddddddd")
+            .unwrap();
+        assert_eq!(e.args["layout"], "/x.gds");
+        assert!(
+            c.region_for("0123456789abcdee", "dddddddddddddddd")
+                .is_none()
+        );
+        assert!(
+            c.region_for("0123456789abcdef", "ddddddddddddddd0")
+                .is_none()
+        );
+        assert!(!c.was_evicted("0123456789abcdef"));
+        for i in 0..MAX_REGIONS {
+            c.insert_region(Map::new(), &report(&format!("{i:016x}")));
+        }
+        assert!(
+            c.region_for("0123456789abcdef", "dddddddddddddddd")
+                .is_none()
+        );
+        assert!(c.was_evicted("0123456789abcdef"));
+        assert!(!c.was_evicted("fedcba9876543210"));
     }
 
     #[test]

@@ -111,6 +111,19 @@ pub(super) async fn run_tiled<A: serde::Serialize>(
     args: &A,
     wait: bool,
 ) -> ToolResult {
+    run_tiled_with(ctx, prefix, dir_prefix, args, wait, None).await
+}
+
+/// [`run_tiled`] with a payload hook applied to the merged payload (`evaluate` remembers
+/// a tiled evaluation for `optimize`, D181).
+pub(super) async fn run_tiled_with<A: serde::Serialize>(
+    ctx: &ToolContext,
+    prefix: &'static str,
+    dir_prefix: &'static str,
+    args: &A,
+    wait: bool,
+    on_result: Option<OnResult>,
+) -> ToolResult {
     let args = object_of(args);
     let job_dir = ctx.scope.sessions.new_job_dir(dir_prefix)?;
     let dispatcher = std::sync::Arc::clone(&ctx.dispatcher);
@@ -122,7 +135,10 @@ pub(super) async fn run_tiled<A: serde::Serialize>(
         };
         let payload = fan_out.run(&dispatcher, &scope, args).await;
         drop(job_dir);
-        payload
+        match on_result {
+            Some(hook) => hook(payload?),
+            None => payload,
+        }
     })
     .await
 }

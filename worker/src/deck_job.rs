@@ -32,6 +32,9 @@ const MAX_DECK_BYTES: u64 = 4 << 20;
 #[serde(deny_unknown_fields)]
 pub(crate) struct DeckArgs {
     pub(crate) layout: PathBuf,
+    /// Empty only for an `optimize` of a violation_id without `deck` (the id's shipped
+    /// deck is then chosen, D181).
+    #[serde(default)]
     pub(crate) deck: String,
     #[serde(default)]
     pub(crate) layer: Option<String>,
@@ -253,7 +256,7 @@ mod tests {
         for bad in [
             r#"{"layout": "a.gds", "deck": "d", "typo": 1}"#,
             r#"{"layout": "a.gds", "deck": "d", "layer": 7}"#,
-            r#"{"layout": "a.gds"}"#,
+            r#"{"deck": "d"}"#,
             r#"{"layout": "a.gds", "deck": "d", "box_um": "x"}"#,
             "[1]",
         ] {

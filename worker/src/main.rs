@@ -22,6 +22,7 @@ mod op;
 mod ops;
 mod parent;
 mod records_file;
+mod resolve_id;
 mod server;
 mod settings;
 mod tiled;

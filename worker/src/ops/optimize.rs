@@ -41,6 +41,7 @@ use crate::artifacts;
 use crate::deck_job::parse_deck_args;
 use crate::job::JobCtx;
 use crate::op::{Op, cancelled, eval_error};
+use crate::resolve_id;
 
 /// `optimize`'s own arguments (the shared ones are [`crate::deck_job::DeckArgs`]).
 #[derive(Deserialize, Default)]
@@ -141,8 +142,12 @@ impl Op for Optimize {
     }
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-        let (args, own): (_, Own) = parse_deck_args(self.name(), args_json)?;
+        let (mut args, mut own): (_, Own) = parse_deck_args(self.name(), args_json)?;
         let parsed = target::parse_id(own.violation_id.as_deref(), own.box_um)?;
+        if args.deck.is_empty() {
+            // No deck named: the shipped deck the id was evaluated with (D181).
+            args.deck = resolve_id::shipped_deck_of(parsed.as_ref())?;
+        }
         let limits = ViolationLimits {
             max_violations: usize::MAX,
             ..ViolationLimits::default()
@@ -158,6 +163,26 @@ impl Op for Optimize {
         // ILT progress counts both stages (the refinement may be skipped: progress jumps).
         let ilt_steps = u64::from(iterations) + u64::from(refine_iterations);
         let total = 14 + ilt_steps;
+        // An id of a tiled report: its neighbourhood re-derived in tiles, then the group
+        // optimized in one window centred on it (D181).
+        let rederived = match (own.violation_id.as_deref(), parsed.as_ref()) {
+            (Some(text), Some(id))
+                if resolve_id::is_tiled(&args.layout, own.clip_um, args.model.as_ref()) =>
+            {
+                let pin = |sha: &str| {
+                    check_layout_pin(
+                        parsed.as_ref(),
+                        own.layout_artifact_id.as_deref(),
+                        sha,
+                        &setup.layout_name,
+                    )
+                };
+                let found = resolve_id::rederive(ctx, &args, &setup, id, text, own.clip_um, &pin)?;
+                own.clip_um = Some(found.clip_um(text, own.scope, args.model.as_ref()));
+                Some(found)
+            }
+            _ => None,
+        };
         let imaged = args.image(ctx, &setup.deck, setup.target, own.clip_um, total)?;
         check_layout_pin(
             parsed.as_ref(),
@@ -187,7 +212,10 @@ impl Op for Optimize {
             halo_nm: target::halo(own.halo_nm)?,
             resolved_from: own.resolved_from.as_deref(),
         };
-        let all = records_of(&before);
+        let all = match &rederived {
+            Some(found) => found.records.clone(),
+            None => records_of(&before),
+        };
         let target = target::resolve(&all, &request, clip_nm)?;
         let px = pixel_window(&imaged.frame, dbu_nm, target.window_nm);
 
@@ -291,6 +319,10 @@ impl Op for Optimize {
             after: &after,
             comparison: &comparison,
         };
-        Ok(payload(&outcome, state_after))
+        let mut out = payload(&outcome, state_after);
+        if let Some(found) = &rederived {
+            out["target"]["rederived"] = found.summary();
+        }
+        Ok(out)
     }
 }

@@ -1,0 +1,123 @@
+"""Every violation_id resolves (issue 28 item 1, D181), through the Python MCP SDK.
+
+A tiled `evaluate` of a 6 µm box of gcd_45nm with the shipped litho deck; the second page
+of `violations`; three ids from three different report tiles, one of them a shadow. On a
+NEW connection (a new host process: nothing cached), `optimize` is given each id and the
+layout (and the pixel size, which an id does not carry) — no deck: the id's deck hash names
+the shipped deck. It must re-derive the id's neighbourhood in tiles, find the id there,
+optimize its group and say whether the group is resolved. On the first connection, the same
+ids resolve from the session's memory of the tiled evaluation, with no other argument.
+"""
+
+import os
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from layouts import gcd_path
+from wholelayout import release_bin  # noqa: F401 (fixture)
+
+BOX = [5.0, 5.0, 11.0, 11.0]
+PIXEL_NM = 4
+
+
+def server_env(tmp_path, roots):
+    env = dict(os.environ)
+    env["RETICLE_ALLOWED_ROOTS"] = ":".join(str(r) for r in roots)
+    env["RETICLE_BACKEND"] = "cpu"
+    env["KLAYOUT_MCP_ARTIFACT_ROOT"] = str(tmp_path / "artifacts")
+    env["RETICLE_LOG_DIR"] = str(tmp_path / "logs")
+    return env
+
+
+def pick_three(records):
+    """Three records of three different report tiles, the first a shadow."""
+    shadows = [r for r in records if r["dedup_strategy"] == "shadow"]
+    assert shadows, "the second page has no shadow record"
+    chosen = [shadows[0]]
+    for r in records:
+        if len(chosen) == 3:
+            break
+        if all(r["context"]["tile_id"] != c["context"]["tile_id"] for c in chosen):
+            chosen.append(r)
+    assert len(chosen) == 3, "the second page holds fewer than three report tiles"
+    return chosen
+
+
+def check_resolved(out, record):
+    target = out["target"]
+    assert target["mode"] == "violation", target
+    assert target["violation_id"] == record["violation_id"], target
+    assert target["violation_group_id"] == record["violation_group_id"], target
+    members = out["group_members"]
+    assert {m["violation_id"] for m in members} >= {record["violation_id"]}, members
+    assert all(m["resolved"] for m in members), (record["violation_id"], members)
+
+
+@pytest.mark.anyio
+async def test_ids_of_a_tiled_report_resolve_on_a_new_connection(release_bin, tmp_path):  # noqa: F811
+    gds = gcd_path()
+    env = server_env(tmp_path, [gds.parent])
+    params = StdioServerParameters(command=release_bin, args=["serve"], env=env)
+    async with Client(params, read_timeout_seconds=900) as client:
+        result = await client.call_tool(
+            "evaluate",
+            {
+                "layout": str(gds),
+                "deck": "nangate45_m1_litho",
+                "layer": "11/0",
+                "box_um": BOX,
+                "pixel_nm": PIXEL_NM,
+                "report_level": "detailed",
+                "wait": True,
+                "render": "json",
+            },
+        )
+        assert not result.is_error, result.structured_content
+        report = result.structured_content
+        assert report["page"]["next_cursor"], "one page only: no second page to take ids from"
+        page = await client.call_tool(
+            "violations",
+            {"job_id": report["job_id"], "cursor": report["page"]["next_cursor"], "render": "json"},
+        )
+        assert not page.is_error, page.structured_content
+        records = page.structured_content["violations"]
+        chosen = pick_three(records)
+        # Same connection: the tiled evaluation is remembered; the id alone suffices.
+        same = await client.call_tool(
+            "optimize",
+            {"violation_id": chosen[1]["violation_id"], "wait": True, "render": "json"},
+        )
+        assert not same.is_error, same.structured_content
+        assert same.structured_content["target"]["resolved_from"] == "session_cache"
+        check_resolved(same.structured_content, chosen[1])
+
+    # A new connection (a new host process): only the layout and the pixel size.
+    async with Client(params, read_timeout_seconds=900) as client:
+        bare = await client.call_tool(
+            "optimize", {"violation_id": chosen[0]["violation_id"], "wait": True, "render": "json"}
+        )
+        assert bare.is_error
+        error = bare.structured_content["error"]
+        # Nothing was cached and dropped here: not CACHE_EVICTED, and the hint names layout.
+        assert error["code"] == "NOT_FOUND", error
+        assert "layout" in error["details"]["missing_arguments"], error
+        for record in chosen:
+            out = await client.call_tool(
+                "optimize",
+                {
+                    "violation_id": record["violation_id"],
+                    "layout": str(gds),
+                    "pixel_nm": PIXEL_NM,
+                    "wait": True,
+                    "render": "json",
+                },
+            )
+            assert not out.is_error, (record["violation_id"], out.structured_content)
+            out = out.structured_content
+            assert out["target"]["rederived"]["how"] == "tiled_neighbourhood", out["target"]
+            check_resolved(out, record)
+            print(
+                record["violation_id"], record["dedup_strategy"], record["context"]["tile_id"],
+                out["target"]["rederived"],
+            )
