@@ -5,8 +5,8 @@
 # is the MCP protocol.
 #
 #   scripts/setup.sh serve   system packages for the GPU path on CPU-only machines
-#   scripts/setup.sh test    + KLayout, Slurm (slurm-wlm, munge), a Python venv with
-#                            the pinned MCP SDK and pytest, the pinned MCP
+#   scripts/setup.sh test    + KLayout, Slurm (slurm-wlm, munge), Chromium, a Python venv with
+#                            the pinned MCP SDK, pytest and Playwright, the pinned MCP
 #                            Inspector CLI, and the pinned MCP conformance suite
 #                            with the Node 22 it runs on
 set -euo pipefail
@@ -45,6 +45,10 @@ apt_install libvulkan1 mesa-vulkan-drivers || say "continuing without Vulkan: th
 
 if [ "$mode" = "test" ]; then
   apt_install klayout python3-venv || true
+  # The viewer's browser test (tests/python/test_viewer_browser.py) drives Debian's
+  # chromium through Playwright (pinned in requirements.txt; it uses this browser, it
+  # downloads none). No `|| true`: a missing browser fails that test and says why.
+  apt_install chromium || say "cannot install chromium: the viewer's browser test will fail and say why"
   # The Slurm tests start a one-host cluster (deploy/slurm/dev-cluster.sh, which also
   # installs these itself when missing); no `|| true`: a missing cluster fails the tests.
   apt_install slurm-wlm munge || say "cannot install slurm-wlm and munge: the Slurm tests will fail and say why"
