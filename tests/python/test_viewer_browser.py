@@ -174,7 +174,34 @@ async def test_the_viewer_shows_an_evaluation_and_fixes_a_violation(reticle_bin,
                         done = sum(1 for v in resolved if v["resolved"])
                         assert f"{done} of {len(resolved)} violation(s) resolved" in \
                             await app.locator("#compare").inner_text()
+                    await app.locator("#compare").scroll_into_view_if_needed()
                     await page.screenshot(path=str(SHOTS / "3_fixed.png"))
+
+                    # Fix this region: zoomed in, the viewer repairs the visible box of the
+                    # evaluated layout (the tool input's layout and deck).
+                    await app.locator("#zoomIn").click()
+                    await app.locator("#zoomIn").click()
+                    first_job = optimized.structured_content["job_id"]
+                    await app.locator("#fixRegion").click()
+                    await app.locator("#compareStatus").filter(has_not_text=first_job).wait_for(timeout=300_000)
+                    calls = [f for f in forwarded if f["method"] == "tools/call"]
+                    assert len(calls) == 2, calls
+                    region_args = calls[1]["params"]["arguments"]
+                    assert calls[1]["params"]["name"] == "optimize"
+                    assert (region_args["layout"], region_args["deck"]) == (arguments["layout"], arguments["deck"])
+                    box = region_args["box_um"]
+                    whole = [v / 1000 for v in evaluated.structured_content["region"]["box_nm"]]
+                    assert len(box) == 4 and box[0] < box[2] and box[1] < box[3], box
+                    assert (box[2] - box[0]) < (whole[2] - whole[0]), (box, whole)
+                    region_answer = [r for m, r in answers if m == "tools/call"][1]
+                    shown = await app.locator("#compareStatus").inner_text()
+                    if region_answer.is_error:
+                        code = region_answer.structured_content["error"]["code"]
+                        assert code in shown, (code, shown)
+                    else:
+                        assert region_answer.structured_content["job_id"] in shown, shown
+                    await app.locator("#compare").scroll_into_view_if_needed()
+                    await page.screenshot(path=str(SHOTS / "4_region.png"))
                     assert not errors, errors
                 finally:
                     await browser.close()
