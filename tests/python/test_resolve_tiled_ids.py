@@ -121,3 +121,66 @@ async def test_ids_of_a_tiled_report_resolve_on_a_new_connection(release_bin, tm
                 record["violation_id"], record["dedup_strategy"], record["context"]["tile_id"],
                 out["target"]["rederived"],
             )
+
+
+@pytest.mark.anyio
+async def test_a_list_of_ids_and_a_job_are_optimized_as_regions(release_bin, tmp_path):  # noqa: F811
+    """`violation_ids` and `job_id` (with a rule and a sub-region) route to the tiled region
+    path with the evaluate call's arguments from this connection (D182)."""
+    gds = gcd_path()
+    env = server_env(tmp_path, [gds.parent])
+    params = StdioServerParameters(command=release_bin, args=["serve"], env=env)
+    async with Client(params, read_timeout_seconds=900) as client:
+        result = await client.call_tool(
+            "evaluate",
+            {
+                "layout": str(gds),
+                "deck": "nangate45_m1_litho",
+                "layer": "11/0",
+                "box_um": BOX,
+                "pixel_nm": PIXEL_NM,
+                "report_level": "detailed",
+                "wait": True,
+                "render": "json",
+            },
+        )
+        assert not result.is_error, result.structured_content
+        report = result.structured_content
+        records = report["violations"]
+        chosen = pick_three(records)
+        ids = [r["violation_id"] for r in chosen]
+        out = await client.call_tool(
+            "optimize", {"violation_ids": ids, "wait": True, "render": "json"}
+        )
+        assert not out.is_error, out.structured_content
+        out = out.structured_content
+        assert out["target"]["mode"] == "violation_ids", out["target"]
+        assert out["target"]["violation_ids"] == ids
+        assert out["target"]["resolved_from"] == "session_cache"
+        xs = [r["location_nm"][0] / 1000 for r in chosen]
+        ys = [r["location_nm"][1] / 1000 for r in chosen]
+        box = out["target"]["box_um"]
+        assert box[0] < min(xs) and box[2] > max(xs) and box[1] < min(ys) and box[3] > max(ys)
+        assert out["layout_out"]["path"], out["layout_out"]
+        assert out["changes"]["totals"]["before"] > 0, out["changes"]
+
+        rule = chosen[0]["rule_id"]
+        sub = [6.0, 6.0, 8.0, 8.0]
+        job = await client.call_tool(
+            "optimize",
+            {"job_id": report["job_id"], "rule_ids": [rule], "box_um": sub, "wait": True,
+             "render": "json"},
+        )
+        assert not job.is_error, job.structured_content
+        job = job.structured_content
+        t = job["target"]
+        assert (t["mode"], t["job_id"], t["rule_ids"]) == ("job", report["job_id"], [rule]), t
+        b = t["box_um"]
+        assert sub[0] <= b[0] < b[2] <= sub[2] and sub[1] <= b[1] < b[3] <= sub[3], t
+        print("ids:", out["changes"]["totals"], "job:", job["changes"]["totals"])
+
+        # A job that is not a tiled evaluation is refused, naming why.
+        bad = await client.call_tool(
+            "optimize", {"job_id": "job_00000000-0000-0000-0000-000000000000", "wait": True}
+        )
+        assert bad.is_error

@@ -28,6 +28,7 @@ pub mod normalize;
 pub mod nullable;
 mod optimize;
 mod optimize_region;
+mod optimize_targets;
 pub mod output;
 mod populate;
 pub mod prompts;

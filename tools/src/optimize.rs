@@ -107,6 +107,10 @@ fn missing_targets(args: &Map<String, Value>) -> Vec<&'static str> {
 
 async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
     let wait = take_wait(&mut args);
+    // A list of ids or an evaluation job's groups: a region (D182).
+    if super::optimize_targets::wants_targets(&args) {
+        return super::optimize_targets::run_targets(&ctx, args, wait).await;
+    }
     let resolved_from = match str_arg(&args, "violation_id").map(str::to_owned) {
         Some(id) => {
             let parts = id_parts(&id).ok_or_else(|| {

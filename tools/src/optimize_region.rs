@@ -141,6 +141,17 @@ pub(super) async fn run_region(
     args: Map<String, Value>,
     wait: bool,
 ) -> ToolResult {
+    run_region_for(ctx, args, wait, Map::new()).await
+}
+
+/// [`run_region`] for a target that is not a box (a list of violation ids, an evaluation
+/// job's groups): `target` (its `mode` and what it named) goes into the result's `target`.
+pub(super) async fn run_region_for(
+    ctx: &ToolContext,
+    args: Map<String, Value>,
+    wait: bool,
+    target: Map<String, Value>,
+) -> ToolResult {
     let call: Map<String, Value> = args
         .into_iter()
         .filter(|(k, _)| REGION_ARGS.contains(&k.as_str()))
@@ -151,7 +162,11 @@ pub(super) async fn run_region(
         let dir = job_dir.path().to_path_buf();
         let payload = region_job(&dispatcher, &scope, &dir, call).await;
         drop(job_dir);
-        payload
+        let mut payload = payload?;
+        if let Some(t) = payload["target"].as_object_mut() {
+            t.extend(target);
+        }
+        Ok(payload)
     })
     .await
 }

@@ -48,7 +48,7 @@ struct CachedEvaluations {
     next: u64,
     /// Tiled evaluations (any page of their records resolves through them, D181), newest
     /// last, with the deck hash of their report; at most [`MAX_REGIONS`].
-    regions: VecDeque<(Arc<Evaluation>, String)>,
+    regions: VecDeque<(Arc<Evaluation>, String, String)>,
     /// The first 16 hex digits of the layout hashes whose records were dropped (so a miss
     /// on one of them is `CACHE_EVICTED`, and on anything else is not).
     evicted_layouts: std::collections::HashSet<String>,
@@ -132,11 +132,13 @@ impl ViolationCache {
             layout_sha256: text(&payload["layout"]["sha256"]),
         });
         let mut inner = self.inner();
-        inner
-            .regions
-            .push_back((evaluation, text(&payload["deck"]["hash"])));
+        inner.regions.push_back((
+            evaluation,
+            text(&payload["deck"]["hash"]),
+            text(&payload["artifacts"]["dir"]),
+        ));
         while inner.regions.len() > MAX_REGIONS {
-            if let Some((gone, _)) = inner.regions.pop_front() {
+            if let Some((gone, _, _)) = inner.regions.pop_front() {
                 inner.evicted_layouts.insert(first16(&gone.layout_sha256));
             }
         }
@@ -150,8 +152,20 @@ impl ViolationCache {
             .regions
             .iter()
             .rev()
-            .find(|(e, deck)| first16(&e.layout_sha256) == layout16 && first16(deck) == deck16)
-            .map(|(e, _)| Arc::clone(e))
+            .find(|(e, deck, _)| first16(&e.layout_sha256) == layout16 && first16(deck) == deck16)
+            .map(|(e, _, _)| Arc::clone(e))
+    }
+
+    /// The tiled evaluation whose files are in `dir` (an evaluate job's
+    /// `artifacts.dir`): what `optimize(job_id)` targets.
+    pub fn region_in(&self, dir: &str) -> Option<Arc<Evaluation>> {
+        let inner = self.inner();
+        inner
+            .regions
+            .iter()
+            .rev()
+            .find(|(_, _, d)| !d.is_empty() && d == dir)
+            .map(|(e, _, _)| Arc::clone(e))
     }
 
     /// Whether records of the layout whose hash starts with `layout16` were cached and
@@ -267,8 +281,13 @@ mod tests {
         let c = ViolationCache::default();
         let mut args = Map::new();
         args.insert("layout".into(), json!("/x.gds"));
-        let report = |layout: &str| json!({"layout": {"sha256": layout}, "deck": {"hash": "sha256:dddddddddddddddd99"}});
+        let report = |layout: &str| {
+            json!({"layout": {"sha256": layout}, "deck": {"hash": "sha256:dddddddddddddddd99"},
+                   "artifacts": {"dir": format!("/jobs/{layout}")}})
+        };
         c.insert_region(args, &report("0123456789abcdef77"));
+        assert!(c.region_in("/jobs/0123456789abcdef77").is_some());
+        assert!(c.region_in("/jobs/other").is_none());
         let e = c
             .region_for("0123456789abcdef", "dddddddddddddddd")
             .unwrap();
