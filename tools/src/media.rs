@@ -16,7 +16,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::render::Detail;
-use crate::resources::{Artifact, artifact_of, base64};
+use crate::resources::{Artifact, Owned, base64};
 use crate::scope::ClientScope;
 
 /// Longest side of the one image of `detail=concise`, in pixels.
@@ -36,8 +36,11 @@ pub const DECODE_MAX_BYTES: usize = 128 << 20;
 /// of `scope`; nothing when the payload names no artifact of its.
 #[must_use]
 pub fn blocks(payload: &Value, scope: &ClientScope, detail: Detail) -> Vec<Value> {
+    let Some(owned) = Owned::of(scope) else {
+        return Vec::new();
+    };
     let mut found = Vec::new();
-    collect(payload, scope, &mut found);
+    collect(payload, &owned, &mut found);
     let (images, side) = match detail {
         Detail::Concise => (1, CONCISE_SIDE),
         Detail::Full => (FULL_IMAGES, FULL_SIDE),
@@ -57,21 +60,21 @@ pub fn blocks(payload: &Value, scope: &ClientScope, detail: Detail) -> Vec<Value
 }
 
 /// The artifacts a payload names, in payload order, each once.
-fn collect(value: &Value, scope: &ClientScope, found: &mut Vec<Artifact>) {
+fn collect(value: &Value, owned: &Owned<'_>, found: &mut Vec<Artifact>) {
     match value {
         Value::Object(map) => {
             if let Some(Value::String(path)) = map.get("path")
                 && Path::new(path).is_absolute()
-                && let Some(artifact) = artifact_of(scope, Path::new(path))
-                && !found.iter().any(|f| f.path == artifact.path)
+                && !found.iter().any(|f| f.path.as_os_str() == path.as_str())
+                && let Some(artifact) = owned.artifact(Path::new(path))
             {
                 found.push(artifact);
             }
             for child in map.values() {
-                collect(child, scope, found);
+                collect(child, owned, found);
             }
         }
-        Value::Array(items) => items.iter().for_each(|v| collect(v, scope, found)),
+        Value::Array(items) => items.iter().for_each(|v| collect(v, owned, found)),
         _ => {}
     }
 }
@@ -124,17 +127,18 @@ pub fn thumbnail(png: &[u8], side: u32) -> Result<Vec<u8>, String> {
     let mut buf = vec![0; size];
     let frame = reader.next_frame(&mut buf).map_err(|e| e.to_string())?;
     let channels = frame.color_type.samples();
-    let rgba: Vec<[u8; 4]> = buf[..frame.buffer_size()]
-        .chunks_exact(frame.line_size)
-        .flat_map(|row| row[..width as usize * channels].chunks_exact(channels))
-        .map(|px| match px {
+    let pixels = &buf[..frame.buffer_size()];
+    // One source pixel as RGBA, read in place (no copy of the decoded image).
+    let pixel = |x: u32, y: u32| -> [u8; 4] {
+        let at = y as usize * frame.line_size + x as usize * channels;
+        match &pixels[at..at + channels] {
             [g] => [*g, *g, *g, 255],
             [g, a] => [*g, *g, *g, *a],
             [r, g, b] => [*r, *g, *b, 255],
             [r, g, b, a] => [*r, *g, *b, *a],
             _ => [0, 0, 0, 255],
-        })
-        .collect();
+        }
+    };
     let scale = f64::from(width.max(height)) / f64::from(side);
     let (w, h) = if scale > 1.0 {
         (
@@ -151,9 +155,9 @@ pub fn thumbnail(png: &[u8], side: u32) -> Result<Vec<u8>, String> {
             let (x0, x1) = span(x, w, width);
             let mut sum = [0u64; 4];
             for row in y0..y1 {
-                for px in &rgba[(row * width + x0) as usize..(row * width + x1) as usize] {
-                    for (s, c) in sum.iter_mut().zip(px) {
-                        *s += u64::from(*c);
+                for col in x0..x1 {
+                    for (s, c) in sum.iter_mut().zip(pixel(col, row)) {
+                        *s += u64::from(c);
                     }
                 }
             }
@@ -214,5 +218,22 @@ mod tests {
         reader.next_frame(&mut buf).unwrap();
         assert!(buf.iter().all(|&b| b == 90), "{:?}", &buf[..8]);
         assert!(thumbnail(b"not a png", 10).is_err());
+        // A grey (one-channel) PNG, as simulate writes, comes out RGBA with its grey level.
+        let mut grey_png = Vec::new();
+        {
+            let mut encoder = png::Encoder::new(&mut grey_png, 600, 300);
+            encoder.set_color(png::ColorType::Grayscale);
+            encoder.set_depth(png::BitDepth::Eight);
+            let mut writer = encoder.write_header().unwrap();
+            writer.write_image_data(&[200u8; 600 * 300]).unwrap();
+        }
+        let small = thumbnail(&grey_png, 60).unwrap();
+        let mut reader = png::Decoder::new(std::io::Cursor::new(&small))
+            .read_info()
+            .unwrap();
+        assert_eq!(reader.info().size(), (60, 30));
+        let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+        reader.next_frame(&mut buf).unwrap();
+        assert!(buf.chunks(4).all(|px| px == [200, 200, 200, 255]));
     }
 }

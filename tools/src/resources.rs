@@ -106,10 +106,33 @@ fn is_text_mime(mime: &str) -> bool {
 /// artifact directories (links are not followed out of it).
 #[must_use]
 pub fn artifact_of(scope: &ClientScope, path: &Path) -> Option<Artifact> {
-    let root = scope.sessions.root().ok()?;
-    let dirs = scope.sessions.artifact_dirs();
-    let dir = dirs.iter().find(|d| path.starts_with(d))?;
-    describe(root, dir, path)
+    Owned::of(scope)?.artifact(path)
+}
+
+/// The client's artifact directories at one moment (the artifact root and the
+/// directories), to look many paths up at the cost of one.
+#[derive(Debug)]
+pub struct Owned<'a> {
+    root: &'a Path,
+    dirs: Vec<PathBuf>,
+}
+
+impl<'a> Owned<'a> {
+    /// The directories of the client of `scope` now; `None` before it has an artifact root.
+    #[must_use]
+    pub fn of(scope: &'a ClientScope) -> Option<Self> {
+        Some(Self {
+            root: scope.sessions.root().ok()?,
+            dirs: scope.sessions.artifact_dirs(),
+        })
+    }
+
+    /// The artifact `path` names, if it is a file inside one of the directories.
+    #[must_use]
+    pub fn artifact(&self, path: &Path) -> Option<Artifact> {
+        let dir = self.dirs.iter().find(|d| path.starts_with(d))?;
+        describe(self.root, dir, path)
+    }
 }
 
 /// The artifact at `path` (inside `dir`, under `root`), or `None` for anything that is
