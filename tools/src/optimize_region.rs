@@ -50,13 +50,10 @@ const REGION_ARGS: [&str; 14] = [
     "halo_nm",
 ];
 
-/// The default model's period (nm): a box wider or taller than this is a region.
-const DEFAULT_PERIOD_NM: f64 = 2048.0;
-
 /// Whether an `optimize` call is a region optimize (D170): no `violation_id` and no
-/// `clip_um`, on a GDSII/OASIS layout, and `whole_layer: true`, or `tiling: "tiles"`, or
-/// a `box_um` larger than one model period (with `tiling` not `"window"`). Everything else
-/// is the single-window path, as before.
+/// `clip_um`, on a GDSII/OASIS layout, with a `box_um` (of any size) or `whole_layer:
+/// true`, and `tiling` not `"window"`. Everything else is the single-window path, as
+/// before (a `.glp` clip, a `clip_um`, a violation id).
 #[must_use]
 pub(super) fn wants_region(args: &Map<String, Value>) -> bool {
     if args.contains_key("violation_id") || args.contains_key("clip_um") {
@@ -66,26 +63,10 @@ pub(super) fn wants_region(args: &Map<String, Value>) -> bool {
         .get("layout")
         .and_then(Value::as_str)
         .is_some_and(|l| l.to_ascii_lowercase().ends_with(".glp"));
-    let tiling = args.get("tiling").and_then(Value::as_str);
-    if glp || tiling == Some("window") {
+    if glp || args.get("tiling").and_then(Value::as_str) == Some("window") {
         return false;
     }
-    if args.get("whole_layer").and_then(Value::as_bool) == Some(true) {
-        return true;
-    }
-    let Some(b) = args.get("box_um").and_then(Value::as_array) else {
-        return false;
-    };
-    if tiling == Some("tiles") {
-        return true;
-    }
-    let period = args
-        .get("model")
-        .and_then(|m| m.get("period_nm"))
-        .and_then(Value::as_f64)
-        .unwrap_or(DEFAULT_PERIOD_NM);
-    let v: Vec<f64> = b.iter().filter_map(Value::as_f64).collect();
-    v.len() == 4 && ((v[2] - v[0]) * 1000.0 > period || (v[3] - v[1]) * 1000.0 > period)
+    args.get("whole_layer").and_then(Value::as_bool) == Some(true) || args.contains_key("box_um")
 }
 
 /// The evaluate arguments of one re-evaluation: the call's layout window arguments on
@@ -169,6 +150,25 @@ pub(super) async fn run_region_for(
         Ok(payload)
     })
     .await
+}
+
+/// The region optimize of `args` (paths resolved) run on `dispatcher` in `scope` with its
+/// files in `dir`, outside any job: what `reticle optimize` runs (the tool runs the same in
+/// its job).
+///
+/// # Errors
+/// The units' errors.
+pub(crate) async fn region_result(
+    dispatcher: &Arc<Dispatcher>,
+    scope: &Scope,
+    dir: &std::path::Path,
+    args: Map<String, Value>,
+) -> Result<Value, ToolError> {
+    let call: Map<String, Value> = args
+        .into_iter()
+        .filter(|(k, _)| REGION_ARGS.contains(&k.as_str()))
+        .collect();
+    region_job(dispatcher, scope, dir, call).await
 }
 
 async fn region_job(
@@ -259,6 +259,16 @@ async fn region_job(
         "ilt": merged["ilt"],
         "layout_out": merged["layout_out"],
         "pictures": merged["pictures"],
+        "state_after": {
+            "layout": {
+                "path": merged["layout_out"]["path"],
+                "sha256": merged["layout_out"]["sha256"],
+                "bytes": merged["layout_out"]["bytes"],
+            },
+            "mask_layer": merged["layout_out"]["mask_layer"],
+            "region_before_png": merged["pictures"]["before"],
+            "region_after_png": merged["pictures"]["after"],
+        },
         "evaluated_box_um": checked,
         "evaluation": {
             "before": evaluation_summary(&before, &before_dir),
@@ -314,13 +324,17 @@ mod tests {
     }
 
     #[test]
-    fn a_region_is_a_box_over_one_period_or_the_whole_layer_on_a_layout_file() {
+    fn a_region_is_a_box_or_the_whole_layer_on_a_layout_file() {
         assert!(wants_region(&args(
             json!({"layout": "a.gds", "box_um": [5, 5, 11, 11]})
         )));
-        assert!(!wants_region(&args(
+        assert!(wants_region(&args(
             json!({"layout": "a.gds", "box_um": [0, 0, 1, 1]})
         )));
+        assert!(!wants_region(&args(
+            json!({"layout": "a.gds", "box_um": [0, 0, 1, 1], "tiling": "window"})
+        )));
+        assert!(!wants_region(&args(json!({"layout": "a.gds"}))));
         assert!(wants_region(&args(
             json!({"layout": "a.gds", "box_um": [0, 0, 1, 1], "tiling": "tiles"})
         )));

@@ -230,6 +230,7 @@ pub fn run(bench: &IltBench) -> Result<IltReport, String> {
                                 origin_dbu: (clip.frame.left_nm, clip.frame.bottom_nm),
                                 pixel_dbu: clip.frame.pixel_nm,
                                 dbu_nm: 1.0,
+                                frozen: None,
                             };
                             let o = optimize_legal(
                                 &clip.target,

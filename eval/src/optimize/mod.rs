@@ -68,6 +68,57 @@ pub fn run_ilt(
     cancel: &CancelToken,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<LegalOutcome, EvalError> {
+    let ilt = IltRun {
+        px,
+        iterations,
+        refine_iterations,
+        rules,
+        context,
+        frozen: None,
+        options,
+    };
+    run_ilt_with(imaged, &ilt, cancel, progress)
+}
+
+/// What one ILT run of a window takes besides the window ([`run_ilt_with`]).
+#[derive(Debug, Clone, Copy)]
+pub struct IltRun<'a> {
+    /// The pixels optimized.
+    pub px: PixelWindow,
+    /// Main-stage iterations.
+    pub iterations: u32,
+    /// Refinement iterations.
+    pub refine_iterations: u32,
+    /// The deck's rules on the optimized layer.
+    pub rules: &'a [Rule],
+    /// The mask outside the window as polygons (dbu).
+    pub context: &'a [Polygon],
+    /// The same mask as pixels when it is not the drawn target (a tiled optimize's
+    /// finished neighbours, D170); `None`: the target.
+    pub frozen: Option<&'a Grid<u8>>,
+    /// How the mask is drawn.
+    pub options: MaskOptions,
+}
+
+/// [`run_ilt`] with a frozen mask around the window that may differ from the target.
+///
+/// # Errors
+/// As [`run_ilt`].
+pub fn run_ilt_with(
+    imaged: &ImagedWindow,
+    run: &IltRun<'_>,
+    cancel: &CancelToken,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<LegalOutcome, EvalError> {
+    let IltRun {
+        px,
+        iterations,
+        refine_iterations,
+        rules,
+        context,
+        frozen,
+        options,
+    } = *run;
     let model = ModelKernels {
         focus: Arc::clone(&imaged.corners[0].kernels),
         defocus: Some(Arc::clone(&imaged.corners[2].kernels)),
@@ -89,6 +140,7 @@ pub fn run_ilt(
         origin_dbu: (frame.left_nm, frame.bottom_nm),
         pixel_dbu: frame.pixel_nm,
         dbu_nm: imaged.layout.dbu_nm,
+        frozen,
     };
     Ok(optimize_legal(
         &imaged.target,

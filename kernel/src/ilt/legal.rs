@@ -37,6 +37,10 @@ pub struct MaskPlan<'a> {
     pub pixel_dbu: f64,
     /// One dbu (nm).
     pub dbu_nm: f64,
+    /// The mask outside the window as pixels when it is not the target (a tiled
+    /// optimize's finished neighbours, D170): what the optimizer images around its window
+    /// and the "before" mask; `None`: the target. `context` must be the same mask.
+    pub frozen: Option<&'a Grid<u8>>,
 }
 
 /// The assist features of a mask: polygons that touch no drawn shape.
@@ -113,12 +117,34 @@ pub fn optimize_legal(
         }
     }
     let corners = corners(model, params);
-    let before = evaluate_with(&grid_f32(target), target, &corners, params, cancel)?;
-    let run = optimize_latent(target, Some(&allowed), model, params, cancel, progress)?;
+    // The mask before: the frozen mask outside the window, the target inside.
+    let outside = plan.frozen.unwrap_or(target);
+    let before_mask = match plan.frozen {
+        Some(frozen) => {
+            let mut m = frozen.clone();
+            for y in bx.1..bx.3 {
+                for x in bx.0..bx.2 {
+                    *m.at_mut(x, y) = *target.at(x, y);
+                }
+            }
+            m
+        }
+        None => target.clone(),
+    };
+    let before = evaluate_with(&grid_f32(&before_mask), target, &corners, params, cancel)?;
+    let run = optimize_latent(
+        target,
+        Some(&allowed),
+        plan.frozen,
+        model,
+        params,
+        cancel,
+        progress,
+    )?;
     cancel.check()?;
     let proposal = match plan.style {
-        MaskStyle::Curvilinear => run.problem.binarised_smooth(&run.latent, target),
-        MaskStyle::Manhattan => run.problem.binarised(&run.latent, target),
+        MaskStyle::Curvilinear => run.problem.binarised_smooth(&run.latent, outside),
+        MaskStyle::Manhattan => run.problem.binarised(&run.latent, outside),
     };
     let curvy_req = LegalizeRequest {
         proposal: &proposal,
@@ -150,7 +176,7 @@ pub fn optimize_legal(
     // (D110). Only when that fails is the smooth boundary legalized with disks.
     let block = (plan.style == MaskStyle::Curvilinear
         && !mrc::MrcLimits::of(plan.rules).is_empty())
-    .then(|| run.problem.binarised(&run.latent, target));
+    .then(|| run.problem.binarised(&run.latent, outside));
     let square_req = block.as_ref().map(|block| LegalizeRequest {
         proposal: block,
         style: MaskStyle::Manhattan,

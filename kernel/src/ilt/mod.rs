@@ -164,7 +164,7 @@ pub fn optimize_window(
 ) -> Result<IltOutcome, ImagingError> {
     let corners = corners(model, params);
     let before = evaluate_with(&grid_f32(target), target, &corners, params, cancel)?;
-    let run = optimize_latent(target, window, model, params, cancel, progress)?;
+    let run = optimize_latent(target, window, None, model, params, cancel, progress)?;
     cancel.check()?;
     let mask = run.problem.binarised(&run.latent, target);
     let after = evaluate_with(&grid_f32(&mask), target, &corners, params, cancel)?;
@@ -187,15 +187,17 @@ struct LatentRun {
 }
 
 /// Both stages of the optimisation (coarse blocks, then blocks half as wide).
+#[allow(clippy::too_many_arguments)]
 fn optimize_latent(
     target: &Grid<u8>,
     window: Option<&Grid<u8>>,
+    frozen: Option<&Grid<u8>>,
     model: &ModelKernels,
     params: &IltParams,
     cancel: &CancelToken,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<LatentRun, ImagingError> {
-    let mut problem = Problem::new(target, window, model, params, cancel)?;
+    let mut problem = Problem::with_frozen(target, window, frozen, model, params, cancel)?;
     let refine = if problem.ds % 2 == 0 {
         params.refine_iterations
     } else {
@@ -223,7 +225,7 @@ fn optimize_latent(
             downsample: (problem.ds / 2) as u32,
             ..params.clone()
         };
-        let fine = Problem::new(target, window, model, &fine_params, cancel)?;
+        let fine = Problem::with_frozen(target, window, frozen, model, &fine_params, cancel)?;
         if fine.ds * 2 == problem.ds {
             let init = fine.initial_latent();
             let q: Vec<f64> = (0..fine.nc * fine.nc)

@@ -105,9 +105,23 @@ pub(super) struct Problem {
 }
 
 impl Problem {
+    #[cfg(test)]
     pub(super) fn new(
         target: &Grid<u8>,
         window: Option<&Grid<u8>>,
+        model: &ModelKernels,
+        params: &IltParams,
+        cancel: &CancelToken,
+    ) -> Result<Self, ImagingError> {
+        Self::with_frozen(target, window, None, model, params, cancel)
+    }
+
+    /// [`Problem::new`] with the mask outside the window given (`frozen`, the target's
+    /// size; `None`: the target): a tiled optimize's finished neighbours (D170).
+    pub(super) fn with_frozen(
+        target: &Grid<u8>,
+        window: Option<&Grid<u8>>,
+        frozen_mask: Option<&Grid<u8>>,
         model: &ModelKernels,
         params: &IltParams,
         cancel: &CancelToken,
@@ -117,7 +131,7 @@ impl Problem {
         for k in [&model.focus, defocus] {
             check_target(target, k)?;
         }
-        if let Some(w) = window
+        if let Some(w) = window.into_iter().chain(frozen_mask).next()
             && (w.width != n || w.height != n || w.data.len() != n * n)
         {
             return Err(ImagingError::Invalid(
@@ -157,7 +171,7 @@ impl Problem {
                 *a = (0..ds).all(|dy| (0..ds).all(|dx| *w.at(bx * ds + dx, by * ds + dy) != 0));
             }
             // Frozen fine pixels: everything not in an active block, at the target's value.
-            let mut frozen = grid_f32(target);
+            let mut frozen = grid_f32(frozen_mask.unwrap_or(target));
             for (i, v) in frozen.data.iter_mut().enumerate() {
                 let (x, y) = (i % n, i / n);
                 if active[(y / ds) * nc + x / ds] {

@@ -97,6 +97,7 @@ impl Op for Merge {
         let mut mask: Vec<Polygon> = Vec::new();
         let mut boxes: Vec<Polygon> = Vec::new();
         let mut kept: BTreeMap<String, u64> = BTreeMap::new();
+        let mut with_ilt: Vec<String> = Vec::new();
         let (mut l2, mut pvb, mut left, mut optimized) = ([0u64; 2], [0u64; 2], 0usize, 0u64);
         for (n, t) in plan.range.iter().enumerate() {
             if n % 16 == 0 {
@@ -112,6 +113,8 @@ impl Op for Merge {
             }
             if let Some(why) = &o.kept_drawn {
                 *kept.entry(why.clone()).or_insert(0u64) += 1;
+            } else if o.iterations_run > 0 {
+                with_ilt.push(t.id());
             }
             // A tile that kept the drawn target scores as drawn.
             let kept_after = if o.kept_drawn.is_some() {
@@ -207,6 +210,7 @@ impl Op for Merge {
                 "total": total,
                 "optimized": optimized,
                 "kept_drawn": kept,
+                "ilt_mask_kept": with_ilt,
                 "waves": reticle_eval::optimize::region::wave_counts(&plan.range),
                 "core_nm": nm(plan.grid.core_dbu),
                 "halo_nm": nm(plan.grid.halo_dbu),

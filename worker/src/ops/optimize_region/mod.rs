@@ -23,7 +23,7 @@ use reticle_eval::optimize::region::{
     Finished, OptTile, TileScore, clipped_to, frozen_context, ilt_box, nth_in_waves, snap_region,
     wave_counts, wave_of,
 };
-use reticle_eval::optimize::{MaskOptions, run_ilt};
+use reticle_eval::optimize::{IltRun, MaskOptions, run_ilt_with};
 use reticle_eval::region_source::RegionSource;
 use reticle_eval::report::{ReportLevel, Setup, ViolationLimits};
 use reticle_eval::tiles::TileIndex;
@@ -279,16 +279,28 @@ impl Op for Tile {
                 style: args.call.mask_style,
                 assist_features: args.call.assist_features.unwrap_or(true),
             };
-            let ilt = run_ilt(
+            // The frozen mask as pixels of the window's frame: what the optimizer images
+            // around its box (the finished neighbours' mask, the drawn layout elsewhere).
+            let coverage = reticle_kernel::raster::rasterize_in(&context, frame);
+            let frozen = reticle_kernel::Grid {
+                width: coverage.width,
+                height: coverage.height,
+                data: coverage.data.iter().map(|&c| u8::from(c >= 0.5)).collect(),
+            };
+            let ilt = run_ilt_with(
                 &imaged,
-                window,
-                args.call.iterations.unwrap_or(defaults.iterations),
-                args.call
-                    .refine_iterations
-                    .unwrap_or(defaults.refine_iterations),
-                &rules,
-                &context,
-                options,
+                &IltRun {
+                    px: window,
+                    iterations: args.call.iterations.unwrap_or(defaults.iterations),
+                    refine_iterations: args
+                        .call
+                        .refine_iterations
+                        .unwrap_or(defaults.refine_iterations),
+                    rules: &rules,
+                    context: &context,
+                    frozen: Some(&frozen),
+                    options,
+                },
                 ctx.cancel,
                 &mut |_| {},
             )
