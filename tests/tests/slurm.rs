@@ -267,16 +267,17 @@ fn events(host: &Host) -> Vec<Value> {
         .collect()
 }
 
-/// How many of `tiles` have no outcome file (`results/<n>.json` or `.done`) in any job
-/// directory under `shared`.
+/// How many of `tiles` have no outcome file (`results/<n>.json`) or marker (`done/<n>`) in
+/// any job directory under `shared`.
 fn tiles_without_outcome(shared: &Path, tiles: std::ops::Range<u64>) -> usize {
     let dirs: Vec<PathBuf> = std::fs::read_dir(shared)
-        .map(|d| d.flatten().map(|e| e.path().join("results")).collect())
+        .map(|d| d.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
     tiles
         .filter(|t| {
             !dirs.iter().any(|d| {
-                d.join(format!("{t}.json")).exists() || d.join(format!("{t}.done")).exists()
+                d.join("results").join(format!("{t}.json")).exists()
+                    || d.join("done").join(t.to_string()).exists()
             })
         })
         .count()
@@ -513,7 +514,8 @@ fn cancelling_the_mcp_job_cancels_its_whole_array_within_2_s() {
             "element worker {pid} inherited the host's secret: {env:?}"
         );
         assert!(
-            env.iter().any(|e| e == "MALLOC_MMAP_THRESHOLD_=268435456"),
+            env.iter().any(|e| e == "MALLOC_MMAP_THRESHOLD_=33554432")
+                && env.iter().any(|e| e == "MALLOC_ARENA_MAX=1"),
             "element worker {pid} lacks the pool's allocator settings: {env:?}"
         );
     }

@@ -93,3 +93,50 @@ pub(super) fn parse_squeue(text: &str) -> HashMap<(String, u64), String> {
     }
     out
 }
+
+/// Final states of the elements of arrays `ids` from Slurm's accounting (`sacct`), for the
+/// elements `squeue` no longer lists (slurmctld forgets an ended job after `MinJobAge`):
+/// (job id, element) → state. Empty when `sacct` fails or accounting is off; the caller
+/// then knows no more than before (the element is `GONE`).
+pub(super) async fn sacct(ids: &[String]) -> HashMap<(String, u64), String> {
+    let out = tokio::process::Command::new("sacct")
+        .args(["--noheader", "--parsable2", "--allocations"])
+        .arg("--format=JobID,State")
+        .arg(format!("--jobs={}", ids.join(",")))
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await;
+    match out {
+        Ok(out) if out.status.success() => parse_sacct(&String::from_utf8_lossy(&out.stdout)),
+        Ok(out) => {
+            tracing::debug!(status = %out.status, stderr = %String::from_utf8_lossy(&out.stderr).trim(), "sacct failed");
+            HashMap::new()
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot run sacct");
+            HashMap::new()
+        }
+    }
+}
+
+/// `<job>_<element>|<STATE>` lines (`sacct --parsable2`); a state like `CANCELLED by 0`
+/// keeps its first word, and lines of element ranges (`<job>_[3-9]`, still pending) are
+/// skipped.
+pub(super) fn parse_sacct(text: &str) -> HashMap<(String, u64), String> {
+    let mut out = HashMap::new();
+    for line in text.lines() {
+        let Some((id, state)) = line.split_once('|') else {
+            continue;
+        };
+        let (Some((job, element)), Some(state)) =
+            (id.trim().split_once('_'), state.split_whitespace().next())
+        else {
+            continue;
+        };
+        if let Ok(e) = element.parse::<u64>() {
+            out.insert((job.to_owned(), e), state.to_owned());
+        }
+    }
+    out
+}

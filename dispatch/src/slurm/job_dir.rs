@@ -13,11 +13,18 @@ use tokio::sync::mpsc;
 
 use super::fault;
 
+/// The folder of a job directory that holds one marker per tile done, `done/<tile>`,
+/// holding the tile output's name: what a host image that adopts the directory after a
+/// reexec reads back. Kept apart from `results/`, which then holds only outcomes not yet
+/// read, so a poll costs what arrived since the last one, not every tile done (issue 29
+/// item 3).
+pub(super) const DONE_DIR: &str = "done";
+
 /// Reads new outcome files: a tile done has its output linked (or copied) into
-/// `artifact_dir`, its outcome file renamed `<tile>.done` (holding the output's name, so
-/// a host image that adopts the directory after a reexec finds it again), and is
-/// announced on `done_tx`; a tile that failed with a tool error fails the batch.
-/// `completed` is told of every tile whose outcome arrived, either way.
+/// `artifact_dir`, its outcome file replaced by a marker in [`DONE_DIR`], and is announced
+/// on `done_tx`; a tile that failed with a tool error fails the batch. `completed` is told
+/// of every tile whose outcome arrived, either way. While no tile is done yet, the markers
+/// a host image before a reexec left are read first.
 pub(super) fn collect_outcomes(
     dir: &Path,
     artifact_dir: &Path,
@@ -25,12 +32,16 @@ pub(super) fn collect_outcomes(
     done_tx: &mpsc::UnboundedSender<u64>,
     completed: &dyn Fn(u64),
 ) -> Result<(), ToolError> {
+    if done.is_empty() {
+        adopt_markers(dir, artifact_dir, done, done_tx, completed)?;
+    }
     let results = dir.join("results");
     let entries = std::fs::read_dir(&results)
         .map_err(|e| fault(format!("cannot read {}: {e}", results.display())))?;
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
+        // `<tile>.done` in `results/`: a marker an image before D192 left.
         let (tile, finished) = match (name.strip_suffix(".json"), name.strip_suffix(".done")) {
             (Some(n), _) => (n, false),
             (None, Some(n)) => (n, true),
@@ -39,21 +50,14 @@ pub(super) fn collect_outcomes(
         let Ok(tile) = tile.parse::<u64>() else {
             continue;
         };
+        let path = entry.path();
         if done.contains(&tile) {
+            // A second outcome of a tile done (a replay that also finished).
+            let _ = std::fs::remove_file(&path);
             continue;
         }
-        let path = entry.path();
         let file = if finished {
-            std::fs::read_to_string(&path)
-                .ok()
-                .and_then(|f| {
-                    tile_output_name(
-                        f.trim()
-                            .trim_start_matches("tile_")
-                            .trim_end_matches(".json"),
-                    )
-                })
-                .ok_or_else(|| fault(format!("{} is unreadable", path.display())))?
+            marked_output(&path)?
         } else {
             let outcome: JobOutcome = std::fs::read(&path)
                 .ok()
@@ -73,12 +77,9 @@ pub(super) fn collect_outcomes(
             }
         };
         place_tile_outputs(dir, artifact_dir, &file)?;
-        if !finished {
-            let marked = results.join(format!("{tile}.done"));
-            std::fs::write(&marked, &file)
-                .and_then(|()| std::fs::remove_file(&path))
-                .map_err(|e| fault(format!("cannot mark tile {tile} done: {e}")))?;
-        }
+        mark_done(dir, tile, &file)?;
+        std::fs::remove_file(&path)
+            .map_err(|e| fault(format!("cannot mark tile {tile} done: {e}")))?;
         if finished {
             // Done under the image before a reexec: new to this image's journal.
             completed(tile);
@@ -87,6 +88,60 @@ pub(super) fn collect_outcomes(
         let _ = done_tx.send(tile);
     }
     Ok(())
+}
+
+/// The tiles an image before a reexec marked done ([`DONE_DIR`]): placed, announced, told
+/// to `completed` (new to this image's journal).
+fn adopt_markers(
+    dir: &Path,
+    artifact_dir: &Path,
+    done: &mut HashSet<u64>,
+    done_tx: &mpsc::UnboundedSender<u64>,
+    completed: &dyn Fn(u64),
+) -> Result<(), ToolError> {
+    let Ok(entries) = std::fs::read_dir(dir.join(DONE_DIR)) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let Some(tile) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        let file = marked_output(&entry.path())?;
+        place_tile_outputs(dir, artifact_dir, &file)?;
+        completed(tile);
+        done.insert(tile);
+        let _ = done_tx.send(tile);
+    }
+    Ok(())
+}
+
+/// The tile output a marker names.
+fn marked_output(path: &Path) -> Result<String, ToolError> {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|f| {
+            tile_output_name(
+                f.trim()
+                    .trim_start_matches("tile_")
+                    .trim_end_matches(".json"),
+            )
+        })
+        .ok_or_else(|| fault(format!("{} is unreadable", path.display())))
+}
+
+/// Writes tile `tile`'s marker (the name of its output `file`) into [`DONE_DIR`].
+fn mark_done(dir: &Path, tile: u64, file: &str) -> Result<(), ToolError> {
+    let markers = dir.join(DONE_DIR);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&markers)
+        .and_then(|()| std::fs::write(markers.join(tile.to_string()), file))
+        .map_err(|e| fault(format!("cannot mark tile {tile} done: {e}")))
 }
 
 /// The output file of tile `<ix>_<iy>` (a summary's `T_3_4` without its `T_`):
@@ -232,4 +287,74 @@ pub(super) fn write_private(path: &Path, bytes: &[u8], mode: u32) -> Result<(), 
         .open(path)
         .and_then(|mut f| f.write_all(bytes))
         .map_err(|e| fault(format!("cannot write {}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A job directory whose `results/` holds tile `n`'s outcome (tile `T_<n>_0`) and its
+    /// output in `.tiles/`, for each `n` of `tiles`.
+    fn outcomes(dir: &Path, tiles: std::ops::Range<u64>) {
+        std::fs::create_dir_all(dir.join("results")).unwrap();
+        std::fs::create_dir_all(dir.join(TILES_DIR)).unwrap();
+        for n in tiles {
+            let summary = format!(r#"{{"tile":"T_{n}_0"}}"#);
+            let outcome = JobOutcome::Ok {
+                payload_json: summary,
+            };
+            std::fs::write(
+                dir.join("results").join(format!("{n}.json")),
+                serde_json::to_vec(&outcome).unwrap(),
+            )
+            .unwrap();
+            std::fs::write(dir.join(TILES_DIR).join(format!("tile_{n}_0.json")), b"{}").unwrap();
+        }
+    }
+
+    fn entries(dir: &Path) -> usize {
+        std::fs::read_dir(dir).map_or(0, |d| d.count())
+    }
+
+    #[test]
+    fn a_poll_reads_only_new_outcomes_and_a_new_image_adopts_the_markers() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, artifacts) = (tmp.path().join("job"), tmp.path().join("artifacts"));
+        std::fs::create_dir_all(&artifacts).unwrap();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let mut done = HashSet::new();
+        outcomes(&dir, 0..3);
+        collect_outcomes(&dir, &artifacts, &mut done, &tx, &|_| {}).unwrap();
+        assert_eq!(done.len(), 3);
+        // Read outcomes leave `results/`: the next poll lists only what arrives after.
+        assert_eq!(entries(&dir.join("results")), 0);
+        assert_eq!(entries(&dir.join(DONE_DIR)), 3);
+        outcomes(&dir, 3..5);
+        collect_outcomes(&dir, &artifacts, &mut done, &tx, &|_| {}).unwrap();
+        assert_eq!(done.len(), 5);
+        assert_eq!(entries(&dir.join("results")), 0);
+        for n in 0..5 {
+            assert!(
+                artifacts
+                    .join(TILES_DIR)
+                    .join(format!("tile_{n}_0.json"))
+                    .is_file()
+            );
+        }
+        let mut announced: Vec<u64> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+        announced.sort_unstable();
+        assert_eq!(announced, [0, 1, 2, 3, 4]);
+        // A host image after a reexec: nothing done yet, the markers say what is.
+        let adopted = tmp.path().join("adopted");
+        std::fs::create_dir_all(&adopted).unwrap();
+        let mut again = HashSet::new();
+        let told = std::sync::Mutex::new(Vec::new());
+        collect_outcomes(&dir, &adopted, &mut again, &tx, &|t| {
+            told.lock().unwrap().push(t);
+        })
+        .unwrap();
+        assert_eq!(again, done);
+        assert_eq!(told.lock().unwrap().len(), 5);
+        assert!(adopted.join(TILES_DIR).join("tile_4_0.json").is_file());
+    }
 }

@@ -53,7 +53,7 @@ use reticle_journal::UnitJournal;
 mod cli;
 mod job_dir;
 
-use cli::{cancel_arrays, split_ranges, squeue};
+use cli::{cancel_arrays, sacct, split_ranges, squeue};
 use job_dir::{Follow, FollowKey, collect_outcomes, job_dir, write_private};
 
 /// How often an array is polled.
@@ -463,11 +463,34 @@ impl SlurmExecutor {
                 }
                 Err(e) => return Err(e),
             };
+            let mut states = states;
             collect_outcomes(&dir, &artifact_dir, &mut done, done_tx, &|tile| {
                 if let Some(track) = tracks.get(&tile) {
                     track.completed();
                 }
             })?;
+            // Elements squeue no longer knows, with tiles not done: their final state is
+            // in the accounting, when the cluster keeps one (OUT_OF_MEMORY, TIMEOUT: not
+            // resubmitted; D192).
+            let forgotten: Vec<String> = active
+                .iter()
+                .filter(|(id, manifest, accounted)| {
+                    (0..manifest.elements()).any(|e| {
+                        !accounted.contains(&e)
+                            && !states.contains_key(&(id.clone(), e))
+                            && manifest
+                                .tiles_of_element(e)
+                                .iter()
+                                .any(|t| !done.contains(t))
+                    })
+                })
+                .map(|(id, _, _)| id.clone())
+                .collect();
+            if !forgotten.is_empty() {
+                for (key, state) in sacct(&forgotten).await {
+                    states.entry(key).or_insert(state);
+                }
+            }
             if done.len() as u64 >= batch.total {
                 guard.armed = false;
                 self.forget(&guard.ids);
@@ -653,7 +676,7 @@ impl Executor for SlurmExecutor {
 
 #[cfg(test)]
 mod tests {
-    use super::cli::parse_squeue;
+    use super::cli::{parse_sacct, parse_squeue};
     use super::job_dir::tile_output_name;
     use super::*;
 
@@ -663,6 +686,23 @@ mod tests {
         assert_eq!(states.len(), 2);
         assert_eq!(states[&("12".to_owned(), 0)], "COMPLETED");
         assert_eq!(states[&("12".to_owned(), 3)], "CANCELLED");
+    }
+
+    #[test]
+    fn sacct_lines_become_final_element_states() {
+        let states = parse_sacct(
+            "12_0|COMPLETED\n12_3|CANCELLED by 0\n12_5|OUT_OF_MEMORY\n12_[6-7]|PENDING\n\n",
+        );
+        assert_eq!(states.len(), 3);
+        assert_eq!(states[&("12".to_owned(), 3)], "CANCELLED");
+        assert_eq!(states[&("12".to_owned(), 5)], "OUT_OF_MEMORY");
+        assert!(matches!(
+            element_cause(states.get(&("12".to_owned(), 5)).map(String::as_str)),
+            DeathCause::SchedulerEnded {
+                limit: Some(ResourceLimit::Memory),
+                ..
+            }
+        ));
     }
 
     #[test]
