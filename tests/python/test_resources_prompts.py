@@ -170,6 +170,11 @@ async def check_prompts(client):
     decks = await client.complete(PromptReference(type="ref/prompt", name="check_layout"),
                                   {"name": "deck", "value": "nan"})
     assert decks.completion.values == ["nangate45_m1v1", "nangate45_m1_litho"], decks
+    # The client's own jobs complete a postmortem's job_id (its evaluate ran above).
+    jobs = await client.complete(PromptReference(type="ref/prompt", name="job_postmortem"),
+                                 {"name": "job_id", "value": "job_"})
+    assert jobs.completion.values and all(v.startswith("job_") for v in jobs.completion.values), jobs
+    return jobs.completion.values
 
 
 def gcd_env(server_env):
@@ -203,7 +208,7 @@ async def test_over_http_a_client_never_sees_another_clients_resources(http_serv
         async with http_client(server.url, ALICE, mode) as alice:
             heat = await check_evaluation_resources(alice)
             await check_viewer(alice)
-            await check_prompts(alice)
+            alices_jobs = await check_prompts(alice)
             async with http_client(server.url, BOB, mode) as bob:
                 assert [str(r.uri) for r in await all_resources(bob)] == [VIEWER], "Bob made nothing"
                 with pytest.raises(McpError) as foreign:
@@ -214,6 +219,10 @@ async def test_over_http_a_client_never_sees_another_clients_resources(http_serv
                     (unknown.value.error.code, unknown.value.error.message), \
                     "another client's URI fails as an unknown one"
                 assert foreign.value.error.message == "Resource not found"
+                # Nor are her jobs among Bob's completions.
+                bobs = await bob.complete(PromptReference(type="ref/prompt", name="job_postmortem"),
+                                          {"name": "job_id", "value": ""})
+                assert not set(bobs.completion.values) & set(alices_jobs), bobs
             # Alice still reads her own.
             again = await alice.read_resource(heat)
             assert base64.b64decode(again.contents[0].blob).startswith(PNG_SIGNATURE)

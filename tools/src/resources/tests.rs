@@ -167,3 +167,18 @@ fn the_list_is_paged() {
     assert!(second.get("nextCursor").is_none());
     assert!(list(&alice, Some(&json!("bogus"))).is_err());
 }
+
+#[test]
+fn a_reexec_keeps_the_job_directories_a_client_made() {
+    let tmp = tempfile::tempdir().unwrap();
+    let before = scope(tmp.path());
+    let dir = before.sessions.new_job_dir("sim").unwrap();
+    std::fs::write(dir.path().join("aerial.png"), [1u8; 4]).unwrap();
+    let exported = before.sessions.export();
+    let after = scope(tmp.path());
+    assert!(artifacts(&after).is_empty(), "a fresh scope owns nothing");
+    after.sessions.import(&exported);
+    let names: Vec<String> = artifacts(&after).into_iter().map(|a| a.name).collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(names[0].ends_with("/aerial.png"), "{names:?}");
+}
