@@ -8,21 +8,20 @@
 //! `{"error": …}` object and exits 1). Progress goes to stderr; Ctrl-C kills the worker
 //! and exits 130.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use reticle_protocol::{ErrorCode, ToolError, schemas};
+use reticle_protocol::ToolError;
 use serde_json::{Map, Value, json};
 
 use reticle_dispatch::supervisor::{Supervisor, SupervisorConfig, WorkerStderr};
-use reticle_dispatch::{
-    Dispatcher, Executor, FanOut, LocalPool, Scope, SlurmExecutor, SlurmSettings, Unit,
-};
+use reticle_dispatch::{FanOut, Unit};
+
+use crate::cli_run::{Pool, run_on_pool};
 use reticle_tools::confine::AllowedRoots;
 use reticle_tools::evaluate::{OP, deck_is_path, table};
 use reticle_tools::imaging::{Imaging, take_imaging};
-use reticle_tools::schema_errors;
 
 /// Output format of `reticle eval`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -162,22 +161,8 @@ pub fn spread_box_args(
 
 /// Validates and resolves the arguments as the MCP tool does.
 fn prepare(args: Map<String, Value>, roots: &AllowedRoots) -> Result<Value, ToolError> {
-    let files = schemas::tool_schemas("evaluate").ok_or_else(|| {
-        ToolError::new(ErrorCode::InternalError, "no evaluate schema compiled in")
-    })?;
-    let schema: Value = serde_json::from_str(files.input)
-        .map_err(|e| ToolError::new(ErrorCode::InternalError, e.to_string()))?;
-    let validator = jsonschema::validator_for(&schema)
-        .map_err(|e| ToolError::new(ErrorCode::InternalError, e.to_string()))?;
+    crate::cli_run::validate("evaluate", &args)?;
     let value = Value::Object(args);
-    let errors = schema_errors(&validator, &value);
-    if !errors.is_empty() {
-        return Err(ToolError::new(
-            ErrorCode::InvalidInput,
-            "arguments do not match the evaluate input schema",
-        )
-        .with_details(json!({"errors": errors})));
-    }
     let Value::Object(mut args) = value else {
         unreachable!("built as an object")
     };
@@ -193,14 +178,7 @@ fn prepare(args: Map<String, Value>, roots: &AllowedRoots) -> Result<Value, Tool
 fn emit(format: EvalFormat, result: &Result<Value, ToolError>) -> ExitCode {
     let mut stdout = std::io::stdout().lock();
     match (format, result) {
-        (EvalFormat::Json, Ok(payload)) => {
-            let _ = writeln!(stdout, "{payload}");
-            ExitCode::SUCCESS
-        }
-        (EvalFormat::Json, Err(error)) => {
-            let _ = writeln!(stdout, "{}", error.to_structured());
-            ExitCode::from(1)
-        }
+        (EvalFormat::Json, _) => crate::cli_run::emit_json(result),
         (EvalFormat::Table, Ok(payload)) => {
             let _ = write!(stdout, "{}", table(payload));
             ExitCode::SUCCESS
@@ -226,10 +204,6 @@ pub fn eval(opts: &EvalArgs, config: &reticle_config::Config) -> ExitCode {
         .iter()
         .map(|p| p.display().to_string())
         .collect();
-    let runtime = match cli_runtime("eval") {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
     let format = opts.format;
     let mut args = args;
     let tiled = args
@@ -261,44 +235,19 @@ pub fn eval(opts: &EvalArgs, config: &reticle_config::Config) -> ExitCode {
     } else {
         Some(1)
     };
-    runtime.block_on(async move {
-        let supervisor = match start_workers("eval", workers.unwrap_or(1), config).await {
-            Ok(s) => s,
-            Err(code) => return code,
-        };
-        let tty = std::io::stderr().is_terminal();
-        let scope = Scope::cli(format!("eval-{}", std::process::id()), allowed, move |p| {
-            let filled = (p.done * 20).checked_div(p.total).unwrap_or(0) as usize;
-            let bar = format!("{}{}", "#".repeat(filled), " ".repeat(20 - filled.min(20)));
-            if tty {
-                eprint!("\r[{bar}] {}/{} {:<32}", p.done, p.total, p.message);
-                if p.total > 0 && p.done >= p.total {
-                    eprintln!();
-                }
-            } else {
-                eprintln!("eval: [{bar}] {}/{} {}", p.done, p.total, p.message);
-            }
-        });
-        let local: Arc<dyn Executor> =
-            Arc::new(LocalPool::with_supervisor(Arc::clone(&supervisor)));
-        let dispatcher = if slurm {
-            // The command line never reexecs: its handover flag is never set.
-            Dispatcher::new(
-                Arc::new(SlurmExecutor::new(
-                    local,
-                    SlurmSettings::from_config(config),
-                    None,
-                    reticle_dispatch::handover::Handover::new(),
-                )),
-                config.limits.job.clone(),
-            )
-        } else {
-            Dispatcher::new(local, config.limits.job.clone())
-        };
-        let work = async {
-            match (&job_dir, args) {
+    let pool = Pool {
+        workers: workers.unwrap_or(1),
+        slurm,
+    };
+    let out_dir = job_dir.as_ref().map(|d| d.display().to_string());
+    let result = run_on_pool(
+        "eval",
+        pool,
+        config,
+        allowed,
+        |dispatcher, scope| async move {
+            match (out_dir, args) {
                 (Some(dir), Value::Object(args)) => {
-                    let dir = dir.display().to_string();
                     let fan_out = FanOut {
                         prefix: OP,
                         artifact_dir: &dir,
@@ -307,27 +256,21 @@ pub fn eval(opts: &EvalArgs, config: &reticle_config::Config) -> ExitCode {
                 }
                 (_, args) => dispatcher.run(&scope, Unit::new(OP, &args)).await,
             }
-        };
-        let result = tokio::select! {
-            result = work => result,
-            _ = tokio::signal::ctrl_c() => {
-                // Dropping `work` kills the workers' process groups (D12).
-                eprintln!("\nreticle eval: interrupted; workers stopped");
-                supervisor.shutdown().await;
-                return ExitCode::from(130);
-            }
-        };
-        supervisor.shutdown().await;
-        if let (Some(dir), Ok(payload)) = (&job_dir, &result)
-            && let Err(e) = std::fs::write(dir.join(REPORT_FILE), format!("{payload}\n"))
-        {
-            eprintln!(
-                "reticle eval: cannot write {REPORT_FILE} in {}: {e}",
-                dir.display()
-            );
-        }
-        emit(format, &result)
-    })
+        },
+    );
+    let result = match result {
+        Ok(result) => result,
+        Err(code) => return code,
+    };
+    if let (Some(dir), Ok(payload)) = (&job_dir, &result)
+        && let Err(e) = std::fs::write(dir.join(REPORT_FILE), format!("{payload}\n"))
+    {
+        eprintln!(
+            "reticle eval: cannot write {REPORT_FILE} in {}: {e}",
+            dir.display()
+        );
+    }
+    emit(format, &result)
 }
 
 /// The report of a tiled evaluation, as JSON, beside `violations.jsonl` and `heatmap.png`

@@ -12,6 +12,8 @@ pub mod bench;
 pub mod bench_chip;
 pub mod bench_http;
 pub mod cli;
+mod cli_run;
 pub mod ctl;
 pub mod demo_cli;
 pub mod eval_cli;
+pub mod optimize_cli;

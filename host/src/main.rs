@@ -45,6 +45,11 @@ enum Command {
     /// `reticle eval --report-level=detailed --format=json --deck iccad13_m1 LAYOUT`.
     /// JSON output is byte-identical to the tool's `structuredContent`; progress on stderr.
     Eval(reticle_host::eval_cli::EvalArgs),
+    /// Optimize the mask (the `optimize` tool from the command line): a region
+    /// `reticle optimize --deck nangate45_m1_litho --layer 11/0 --box 5 5 11 11 LAYOUT`
+    /// (tiled, written back into `--out`), or `--violation-id ID`. JSON output is the
+    /// tool's `structuredContent`; progress on stderr; Ctrl-C cancels.
+    Optimize(reticle_host::optimize_cli::OptimizeArgs),
     /// Operate a running host over its control socket: `health`, `telemetry`,
     /// `events --since 10m`, `rollout --worker-bin PATH`, `rollback`, `reexec [--bin PATH]`.
     Ctl(reticle_host::ctl::CtlArgs),
@@ -173,6 +178,9 @@ fn main() -> ExitCode {
         }
         Some(Command::Bench { args }) => return reticle_host::cli::bench(&args, &config),
         Some(Command::Eval(args)) => return reticle_host::eval_cli::eval(&args, &config),
+        Some(Command::Optimize(args)) => {
+            return reticle_host::optimize_cli::optimize(&args, &config);
+        }
         Some(Command::Ctl(args)) => return reticle_host::ctl::ctl(&args, &config),
         Some(Command::Demo(args)) => return reticle_host::demo_cli::demo(&args, &config),
         Some(Command::Config { json }) => return reticle_host::cli::print_config(&config, json),

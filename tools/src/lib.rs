@@ -28,6 +28,7 @@ pub mod normalize;
 pub mod nullable;
 mod optimize;
 mod optimize_region;
+pub mod optimize_run;
 mod optimize_targets;
 pub mod output;
 mod populate;

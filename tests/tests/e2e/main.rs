@@ -18,6 +18,7 @@ mod limits;
 mod observer;
 mod operations;
 mod optimize;
+mod optimize_cli;
 mod optimize_mask_resimulation;
 mod orphans;
 mod roots;

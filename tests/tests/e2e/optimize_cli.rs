@@ -1,0 +1,110 @@
+//! `reticle optimize` (issue 28 item 5, seed 000 G3, D183): the command line prints the
+//! bytes of the tool's `structuredContent` for the same arguments (less the job envelope,
+//! `job_id` and `status`, and with the CLI's `--out` where the tool has its job directory),
+//! with progress on stderr; a bad argument prints the tool's error object and exits 1.
+
+use std::process::Command;
+
+use reticle_tests::{Host, binary, fixtures_dir};
+use serde_json::{Value, json};
+
+fn layout() -> String {
+    fixtures_dir()
+        .join("layouts/acceptance_100x4tiles.gds")
+        .display()
+        .to_string()
+}
+
+fn deck() -> String {
+    fixtures_dir()
+        .join("decks/acceptance_width.json")
+        .display()
+        .to_string()
+}
+
+fn cli(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(binary("reticle"))
+        .arg("optimize")
+        .args(args)
+        .env("RETICLE_ALLOWED_ROOTS", fixtures_dir())
+        .env("RETICLE_BACKEND", "cpu")
+        .env("RETICLE_WORKERS", "2")
+        .env("RETICLE_WORKER_BIN", binary("reticle-worker"))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn cli_prints_the_tools_structured_content_for_a_region() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("cli");
+    let (layout, deck) = (layout(), deck());
+    let (code, stdout, stderr) = cli(&[
+        "--deck",
+        &deck,
+        "--box",
+        "0.5,0.5,1.5,1.5",
+        "--pixel-nm",
+        "8",
+        "--out",
+        out.to_str().unwrap(),
+        &layout,
+    ]);
+    assert_eq!(code, 0, "stderr: {stderr}\nstdout: {stdout}");
+    assert!(
+        stderr.contains("optimize: ["),
+        "progress on stderr: {stderr}"
+    );
+    let cli_bytes = stdout.strip_suffix('\n').expect("one line").to_owned();
+    assert!(!cli_bytes.contains('\n'));
+    let out_dir = out.canonicalize().unwrap().display().to_string();
+
+    let artifacts = tmp.path().join("artifacts");
+    let mut host = Host::start_initialized(&[
+        ("RETICLE_ALLOWED_ROOTS", fixtures_dir().to_str().unwrap()),
+        ("RETICLE_BACKEND", "cpu"),
+        ("RETICLE_WORKERS", "2"),
+        ("KLAYOUT_MCP_ARTIFACT_ROOT", artifacts.to_str().unwrap()),
+    ]);
+    let r = host.request(
+        json!("opt"),
+        "tools/call",
+        json!({"name": "optimize", "arguments": {
+            "layout": layout, "deck": deck, "box_um": [0.5, 0.5, 1.5, 1.5], "pixel_nm": 8,
+            "wait": true, "render": "json"}}),
+    );
+    assert_ne!(r["result"]["isError"], true, "{r}");
+    let mut waited = r["result"]["structuredContent"].clone();
+    let tool_dir = waited["artifacts"]["dir"].as_str().unwrap().to_owned();
+    assert_eq!(waited["status"], "completed");
+    let envelope = waited.as_object_mut().unwrap();
+    envelope.remove("job_id");
+    envelope.remove("status");
+    let tool_bytes = serde_json::to_string(&waited).unwrap();
+    assert_eq!(
+        tool_bytes.replace(&tool_dir, &out_dir),
+        cli_bytes,
+        "the tool's structuredContent (job envelope off, its job directory as --out) vs the CLI"
+    );
+    // The written layouts are the same bytes.
+    let path = |v: &Value| v["layout_out"]["path"].as_str().unwrap().to_owned();
+    let cli_payload: Value = serde_json::from_str(&cli_bytes).unwrap();
+    assert_eq!(
+        std::fs::read(path(&waited)).unwrap(),
+        std::fs::read(path(&cli_payload)).unwrap()
+    );
+}
+
+#[test]
+fn a_bad_argument_prints_the_tools_error_and_exits_1() {
+    let (code, stdout, _) = cli(&["--layer", "eleven", &layout()]);
+    assert_eq!(code, 1, "{stdout}");
+    let v: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(v["error"]["code"], "INVALID_INPUT", "{v}");
+    assert!(v["schema_version"].is_string(), "{v}");
+}
