@@ -157,6 +157,10 @@ pub fn merge(
         deck_hash: &job.setup.deck_hash,
         dbu_nm,
         tile_dbu: tile_dbu(job.setup.tile_nm, dbu_nm),
+        stitch: Some(crate::records::StitchGrid {
+            core_nm: crate::r3(job.grid.core_dbu as f64 * dbu_nm),
+            halo_nm: crate::r3(job.grid.halo_dbu as f64 * dbu_nm),
+        }),
     };
     let mut summary = RecordsSummary::default();
     let mut failed: Option<ToolError> = None;

@@ -33,6 +33,40 @@ pub struct RecordContext<'a> {
     pub dbu_nm: f64,
     /// Report tile side in dbu (see [`tile_dbu`]).
     pub tile_dbu: i64,
+    /// The imaging grid of a tiled run, whose records carry their `tile_stitch` transform;
+    /// `None` for one window (seed 000 §2a, D184).
+    pub stitch: Option<StitchGrid>,
+}
+
+/// The imaging grid a tiled run stitched its records on: cores of `core_nm` anchored at
+/// the layout origin, each imaged with a halo of `halo_nm` (D57).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StitchGrid {
+    /// Core side (nm).
+    pub core_nm: f64,
+    /// Halo (nm).
+    pub halo_nm: f64,
+}
+
+impl StitchGrid {
+    /// The record's frame and transform chain (seed 000 §2a): the stitched tiles' canvas,
+    /// whose origin is the layout's, so the chain back to the layout frame is the one
+    /// `tile_stitch` at origin `[0, 0]`; its imaging tile and the grid say where it was
+    /// imaged.
+    #[must_use]
+    pub fn frame_of(&self, location_nm: [f64; 2]) -> (String, Vec<serde_json::Value>) {
+        let tile = |v: f64| (v / self.core_nm).floor() as i64;
+        let transform = serde_json::json!({
+            "op": "tile_stitch",
+            "params": {
+                "origin": [0, 0],
+                "imaging_tile": [tile(location_nm[0]), tile(location_nm[1])],
+                "core_nm": self.core_nm,
+                "halo_nm": self.halo_nm,
+            },
+        });
+        ("post_transform_canvas".to_owned(), vec![transform])
+    }
 }
 
 /// Records and groups of one rule.
@@ -308,6 +342,10 @@ fn write_group(
             r3((t.1 * ctx.tile_dbu) as f64 * dbu_nm),
         ];
         let loc = [f.at_pm.0 as f64 / 1000.0, f.at_pm.1 as f64 / 1000.0];
+        let (frame, transforms) = ctx.stitch.map_or_else(
+            || ("input_layout_native".to_owned(), Vec::new()),
+            |g| g.frame_of(loc),
+        );
         let vid = ViolationId::new(
             ctx.layout_sha256,
             ctx.deck_hash,
@@ -331,7 +369,7 @@ fn write_group(
             applies_to: applies_to_name(rule.applies_to).to_owned(),
             severity: severity_name(rule.severity).to_owned(),
             layer: rule.layer.to_string(),
-            coordinate_frame: "input_layout_native".to_owned(),
+            coordinate_frame: frame.clone(),
             location_nm: loc,
             bbox_nm: [
                 r3(b.left as f64 * dbu_nm),
@@ -343,7 +381,7 @@ fn write_group(
             required: rule.value,
             unit: unit(rule.kind).to_owned(),
             marker: f.marker.clone(),
-            transforms: Vec::new(),
+            transforms,
             context: TileContext {
                 tile_id: tid,
                 tile_origin_nm: origin,

@@ -156,6 +156,7 @@ pub fn report(
         deck_hash: &setup.deck_hash,
         dbu_nm,
         tile_dbu: crate::records::tile_dbu(setup.tile_nm, dbu_nm),
+        stitch: None,
     };
     let records = build(&findings.found, &rules, &context);
     Ok(payload(

@@ -82,6 +82,17 @@ async def test_ids_of_a_tiled_report_resolve_on_a_new_connection(release_bin, tm
         )
         assert not page.is_error, page.structured_content
         records = page.structured_content["violations"]
+        # A tiled run's records carry their tile_stitch transform (seed 000 §2a, D184):
+        # the stitched canvas's origin is the layout's, and the imaging tile holds the
+        # location.
+        for r in records:
+            assert r["coordinate_frame"] == "post_transform_canvas", r
+            (t,) = r["transforms"]
+            assert t["op"] == "tile_stitch" and t["params"]["origin"] == [0, 0], t
+            core = t["params"]["core_nm"]
+            ix, iy = t["params"]["imaging_tile"]
+            x, y = r["location_nm"]
+            assert ix * core <= x < (ix + 1) * core and iy * core <= y < (iy + 1) * core, t
         chosen = pick_three(records)
         # Same connection: the tiled evaluation is remembered; the id alone suffices.
         same = await client.call_tool(

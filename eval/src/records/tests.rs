@@ -75,6 +75,7 @@ fn context(deck_hash: &str) -> RecordContext<'_> {
         deck_hash,
         dbu_nm: 1.0,
         tile_dbu: 100,
+        stitch: None,
     }
 }
 
