@@ -28,7 +28,7 @@ impl Server {
         params: &Map<String, Value>,
         meta: &RequestMeta,
     ) -> Result<Value, RpcError> {
-        let page = resources::list(&self.shared.scope, params.get("cursor"))?;
+        let page = resources::list(&self.shared.scope, &self.shared.jobs, params.get("cursor"))?;
         Ok(cacheable(page, meta, 0, true))
     }
 
@@ -61,7 +61,7 @@ impl Server {
             .get("uri")
             .and_then(Value::as_str)
             .ok_or_else(|| RpcError::invalid_params("resources/read needs a string uri"))?;
-        let read = resources::read(&self.shared.scope, uri, meta.is_modern())?;
+        let read = resources::read(&self.shared.scope, &self.shared.jobs, uri, meta.is_modern())?;
         Ok(cacheable(read, meta, 0, true))
     }
 

@@ -87,6 +87,11 @@ impl JobDirs {
         owned.iter().cloned().collect()
     }
 
+    /// The directories whose job still runs (their guard lives).
+    pub fn running(&self) -> Vec<PathBuf> {
+        lock(&self.in_use).iter().cloned().collect()
+    }
+
     /// Takes `dirs` as made here (a reexec's restore of [`Self::owned`]).
     pub fn adopt(&self, dirs: impl IntoIterator<Item = PathBuf>) {
         lock(&self.owned).extend(dirs);

@@ -7,13 +7,18 @@
 //! ([`crate::sessions::Sessions::artifact_dirs`]). A resource lives as long as its
 //! directory: a closed or expired session, a job directory past the artifact TTL, is
 //! gone from the list and reads as unknown. Another client's URI (over HTTP, another
-//! token or session) is refused with exactly the answer an unknown URI gets.
+//! token or session) is refused with exactly the answer an unknown URI gets. A job's
+//! directory stops being a resource when the job leaves the client's job table
+//! (`RETICLE_JOB_TTL_MS` after it ended), even while the file waits for the sweep.
 //!
 //! `resources/read` returns a whole file up to [`READ_MAX_BYTES`]; a larger one is the
 //! typed error `RESOURCE_TOO_LARGE`, which names the way to read it in parts:
 //! `<uri>?offset=N&length=M` (a byte range, as a blob, with the next offset in `_meta`).
 
+use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
+
+use reticle_dispatch::jobs::Jobs;
 
 use reticle_transport::era::RpcError;
 use reticle_transport::jsonrpc::INVALID_PARAMS;
@@ -127,11 +132,55 @@ impl<'a> Owned<'a> {
         })
     }
 
+    /// The same, less the job directories whose job the client's `jobs` table no longer
+    /// holds: a job directory is the client's resource while its job runs (its guard
+    /// lives) or while the finished job's result names a file in it (D200). A session's
+    /// directory lives with the session.
+    #[must_use]
+    pub fn live(scope: &'a ClientScope, jobs: &Jobs) -> Option<Self> {
+        let mut owned = Self::of(scope)?;
+        let job_root = owned.root.join("jobs");
+        let mut live: BTreeSet<PathBuf> = scope.sessions.running_job_dirs().into_iter().collect();
+        let mut cursor: Option<String> = None;
+        while let Ok((page, next)) = jobs.list_page(cursor.as_deref(), 500) {
+            for view in &page {
+                if let Some(result) = &view.result {
+                    named_dirs(result, &job_root, &mut live);
+                }
+            }
+            match next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        owned
+            .dirs
+            .retain(|d| !d.starts_with(&job_root) || live.contains(d));
+        Some(owned)
+    }
+
     /// The artifact `path` names, if it is a file inside one of the directories.
     #[must_use]
     pub fn artifact(&self, path: &Path) -> Option<Artifact> {
         let dir = self.dirs.iter().find(|d| path.starts_with(d))?;
         describe(self.root, dir, path)
+    }
+}
+
+/// Adds to `dirs` every directory `jobs/<dir>` (under `job_root`) that a string of
+/// `value` names a path in.
+fn named_dirs(value: &Value, job_root: &Path, dirs: &mut BTreeSet<PathBuf>) {
+    match value {
+        Value::String(text) => {
+            if let Ok(rest) = Path::new(text).strip_prefix(job_root)
+                && let Some(Component::Normal(dir)) = rest.components().next()
+            {
+                dirs.insert(job_root.join(dir));
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| named_dirs(v, job_root, dirs)),
+        Value::Object(map) => map.values().for_each(|v| named_dirs(v, job_root, dirs)),
+        _ => {}
     }
 }
 
@@ -166,15 +215,15 @@ fn describe(root: &Path, dir: &Path, path: &Path) -> Option<Artifact> {
     })
 }
 
-/// Every artifact of the client, sorted by URI.
+/// Every artifact of the client (of `scope`, whose jobs are `jobs`), sorted by URI.
 #[must_use]
-pub fn artifacts(scope: &ClientScope) -> Vec<Artifact> {
-    let Ok(root) = scope.sessions.root() else {
+pub fn artifacts(scope: &ClientScope, jobs: &Jobs) -> Vec<Artifact> {
+    let Some(owned) = Owned::live(scope, jobs) else {
         return Vec::new();
     };
     let mut found = Vec::new();
-    for dir in scope.sessions.artifact_dirs() {
-        walk(root, &dir, &dir, MAX_DEPTH, &mut found);
+    for dir in &owned.dirs {
+        walk(owned.root, dir, dir, MAX_DEPTH, &mut found);
     }
     found.sort_by(|a, b| a.uri.cmp(&b.uri));
     found.dedup_by(|a, b| a.uri == b.uri);
@@ -206,7 +255,7 @@ fn walk(root: &Path, dir: &Path, at: &Path, depth: u8, found: &mut Vec<Artifact>
 ///
 /// # Errors
 /// `-32602` for a cursor this server did not hand out.
-pub fn list(scope: &ClientScope, cursor: Option<&Value>) -> Result<Value, RpcError> {
+pub fn list(scope: &ClientScope, jobs: &Jobs, cursor: Option<&Value>) -> Result<Value, RpcError> {
     let start = match cursor {
         None | Some(Value::Null) => 0,
         Some(Value::String(c)) => c
@@ -217,7 +266,7 @@ pub fn list(scope: &ClientScope, cursor: Option<&Value>) -> Result<Value, RpcErr
     };
     // The viewer (a `ui://` resource, D205) first, then the client's artifacts.
     let all: Vec<Value> = std::iter::once(crate::viewer::resource())
-        .chain(artifacts(scope).iter().map(Artifact::resource))
+        .chain(artifacts(scope, jobs).iter().map(Artifact::resource))
         .collect();
     let page: Vec<Value> = all.iter().skip(start).take(PAGE_SIZE).cloned().collect();
     let mut result = json!({"resources": page});
@@ -322,14 +371,14 @@ fn parse(uri: &str) -> Option<(PathBuf, Option<Part>)> {
 /// `data.code = "RESOURCE_TOO_LARGE"` for a whole file over [`READ_MAX_BYTES`] (its
 /// data names the part URI to read instead) or a part longer than that; `-32603` when
 /// the file cannot be read.
-pub fn read(scope: &ClientScope, uri: &str, modern: bool) -> Result<Value, RpcError> {
+pub fn read(scope: &ClientScope, jobs: &Jobs, uri: &str, modern: bool) -> Result<Value, RpcError> {
     let unknown = || not_found(uri, modern);
     if uri == crate::viewer::URI {
         return Ok(crate::viewer::read());
     }
     let (rel, part) = parse(uri).ok_or_else(unknown)?;
-    let root = scope.sessions.root().map_err(|_| unknown())?;
-    let artifact = artifact_of(scope, &root.join(rel)).ok_or_else(unknown)?;
+    let owned = Owned::live(scope, jobs).ok_or_else(unknown)?;
+    let artifact = owned.artifact(&owned.root.join(rel)).ok_or_else(unknown)?;
     let base = uri.split('?').next().unwrap_or(uri);
     let Some(part) = part else {
         if artifact.bytes > READ_MAX_BYTES {

@@ -655,6 +655,11 @@ impl Sessions {
         dirs
     }
 
+    /// The job directories of this client whose job still runs.
+    pub fn running_job_dirs(&self) -> Vec<PathBuf> {
+        self.job_dirs.running()
+    }
+
     /// The directory of a recorded DRC run.
     ///
     /// # Errors
