@@ -190,9 +190,9 @@ def test_a_killed_worker_changes_no_byte_of_the_layout_or_the_report(runs):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "issue 28's bar (no new printed group within 200 nm of a seam) is not met: the ILT's own "
-    "new groups near its box edges are not yet re-optimized by a second pass on those tiles "
-    "(D171); see docs/PERFORMANCE.md"))
+    "issue 28's bar (no new printed group within 200 nm of a seam) is not met: where a tile's "
+    "ILT mask meets the frozen mask at its box edge it jogs, and the ILT's objective (L2 + PV "
+    "band) does not see printed width and space there; a second pass did not help (D171)"))
 def test_no_new_group_within_200_nm_of_a_seam(runs):
     (out, _, _) = runs
     changes = out["undisturbed"]["changes"]
