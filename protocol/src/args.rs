@@ -105,7 +105,9 @@ impl Default for ViolationLimits {
 pub struct EvaluateArgs<Model = Value> {
     /// The layout file (resolved by the host through the caller's roots).
     pub layout: String,
-    /// A shipped deck name, or a deck file (resolved like `layout`).
+    /// A shipped deck name, or a deck file (resolved like `layout`); empty (absent): the
+    /// shipped deck whose layers the layout has (D185).
+    #[serde(default)]
     pub deck: String,
     /// `layer/datatype`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -198,7 +198,11 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
             }
         }
         None => {
-            let missing = missing_targets(&args);
+            // The deck defaults to the shipped deck whose layers the layout has (D185).
+            let missing: Vec<&str> = missing_targets(&args)
+                .into_iter()
+                .filter(|k| *k == "layout")
+                .collect();
             if !missing.is_empty() {
                 return Err(ToolError::new(
                     ErrorCode::InvalidInput,

@@ -129,7 +129,13 @@ impl DeckArgs {
         limits: ViolationLimits,
         pin: impl FnOnce(&str) -> Result<(), ToolError>,
     ) -> Result<Setup, ToolError> {
-        let (deck, deck_source) = load_deck(ctx, &self.deck)?;
+        // No deck named: the shipped deck whose layers the layout has (D185).
+        let spec = if self.deck.is_empty() {
+            crate::deck_pick::deck_for_layout(ctx, &self.layout)?
+        } else {
+            self.deck.clone()
+        };
+        let (deck, deck_source) = load_deck(ctx, &spec)?;
         let deck_hash = deck.deck_hash();
         pin(&deck_hash)?;
         let target = target_layer(&deck, self.layer.as_deref())?;

@@ -15,6 +15,7 @@ mod bench;
 mod bench_ilt;
 mod cache;
 mod deck_job;
+mod deck_pick;
 mod imaging;
 mod job;
 mod layouts;

@@ -144,8 +144,9 @@ impl Op for Optimize {
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
         let (mut args, mut own): (_, Own) = parse_deck_args(self.name(), args_json)?;
         let parsed = target::parse_id(own.violation_id.as_deref(), own.box_um)?;
-        if args.deck.is_empty() {
-            // No deck named: the shipped deck the id was evaluated with (D181).
+        if args.deck.is_empty() && parsed.is_some() {
+            // No deck named: the shipped deck the id was evaluated with (D181); without
+            // an id, the setup picks the one whose layers the layout has (D185).
             args.deck = resolve_id::shipped_deck_of(parsed.as_ref())?;
         }
         let limits = ViolationLimits {
