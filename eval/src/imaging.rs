@@ -11,10 +11,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use reticle_kernel::model::{ModelSpec, default_model};
+use reticle_kernel::raster::PixelFrame;
 use reticle_kernel::resist::iccad_corners;
 use reticle_kernel::{
-    BackendInfo, CancelToken, Grid, ImagingBackend, KeepImages, LithoJob, Resist, raster,
+    BackendInfo, CancelToken, FramePart, Grid, ImagingBackend, KeepImages, LithoJob, Resist, raster,
 };
+use reticle_layout::BBox;
 use reticle_protocol::error::{ErrorCode, ToolError};
 use serde_json::{Value, json};
 
@@ -108,6 +110,26 @@ pub fn image_window(
     cancel: &CancelToken,
     step: impl Fn(u64),
 ) -> Result<Imaged, EvalError> {
+    image_window_reading(engine, layout, model, pixel_nm, None, cancel, step)
+}
+
+/// [`image_window`] for a caller that reads the corner images only at pixels whose
+/// centres lie in `reads` (dbu; all of them when `None`) and reads none of the whole-frame
+/// counts (`output.l2`, `pvb`, `printed_pixels`): a whole-layout tile, which counts its own
+/// core. Inside `reads` (and two pixels around it) the images equal [`image_window`]'s
+/// bit for bit; the engine computes no more than that ([`ImagingBackend::litho_part`], D193).
+///
+/// # Errors
+/// As [`image_window`].
+pub fn image_window_reading(
+    engine: &dyn ImagingBackend,
+    layout: LayoutWindow,
+    model: ModelSpec,
+    pixel_nm: f64,
+    reads: Option<BBox>,
+    cancel: &CancelToken,
+    step: impl Fn(u64),
+) -> Result<Imaged, EvalError> {
     let period = model.period_nm();
     let kernels = model
         .kernels()
@@ -149,7 +171,10 @@ pub fn image_window(
     step(3);
     let imaging_started = Instant::now();
     let report = |_p: reticle_kernel::Progress| {};
-    let output = engine.litho(&job, cancel, &report)?;
+    let output = match reads {
+        None => engine.litho(&job, cancel, &report)?,
+        Some(b) => engine.litho_part(&job, frame_part(&frame, &b), cancel, &report)?,
+    };
     let imaging_ms = imaging_started.elapsed().as_secs_f64() * 1e3;
     let window = ImagedWindow {
         layout,
@@ -169,6 +194,19 @@ pub fn image_window(
         imaging_ms,
         backend: engine.info(),
     })
+}
+
+/// The pixels of `frame` meeting `b` (dbu), and two more on every side, clamped to the frame.
+fn frame_part(frame: &PixelFrame, b: &BBox) -> FramePart {
+    let span = |lo: i64, hi: i64, origin: f64, n: usize| {
+        let at = |v: i64| (v as f64 - origin) / frame.pixel_nm;
+        let first = (at(lo).floor() - 2.0).clamp(0.0, n as f64) as usize;
+        let last = (at(hi).ceil() + 2.0).clamp(0.0, n as f64) as usize;
+        (first, last.max(first))
+    };
+    let (x0, x1) = span(b.left, b.right, frame.left_nm, frame.width);
+    let (y0, y1) = span(b.bottom, b.top, frame.bottom_nm, frame.height);
+    FramePart { x0, x1, y0, y1 }
 }
 
 /// `INVALID_INPUT` when `pixel_nm` is larger than the largest pixel the model allows

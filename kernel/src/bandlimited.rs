@@ -217,6 +217,22 @@ pub fn upsample(
     scale: f64,
     cancel: &CancelToken,
 ) -> Result<Grid<f32>, Cancelled> {
+    upsample_rows(coarse, m, half, n, scale, 0..n, cancel)
+}
+
+/// [`upsample`] computing only the rows in `rows` (clamped to `0..n`; widened to whole
+/// pairs, since two rows share one complex FFT): those rows equal [`upsample`]'s bit for
+/// bit, the other rows are 0. A whole-layout tile reads only its core and half its halo
+/// (D193).
+pub fn upsample_rows(
+    coarse: &[f64],
+    m: usize,
+    half: usize,
+    n: usize,
+    scale: f64,
+    rows: std::ops::Range<usize>,
+    cancel: &CancelToken,
+) -> Result<Grid<f32>, Cancelled> {
     if m == n {
         return Ok(Grid {
             width: n,
@@ -245,9 +261,14 @@ pub fn upsample(
     });
     cancel.check()?;
     // Row pass, two real rows per complex FFT: Z = G_a + i·G_b → I_a + i·I_b.
+    // The pairs (2p, 2p+1) meeting `rows`: the same pairing as the whole frame's.
+    let first_pair = rows.start.min(n) / 2;
+    let last_pair = rows.end.min(n).div_ceil(2);
     let mut out = vec![0.0f32; n * n];
     out.par_chunks_mut(2 * n)
         .enumerate()
+        .skip(first_pair)
+        .take(last_pair.saturating_sub(first_pair))
         .try_for_each(|(pi, rows)| {
             if pi % 64 == 0 {
                 cancel.check()?;
@@ -302,6 +323,18 @@ pub fn aerial_from_band(
     n: usize,
     cancel: &CancelToken,
 ) -> Result<Grid<f32>, crate::ImagingError> {
+    aerial_rows_from_band(band, kernels, dose2, n, 0..n, cancel)
+}
+
+/// [`aerial_from_band`] on the rows `rows` only (the others 0; see [`upsample_rows`]).
+pub fn aerial_rows_from_band(
+    band: &MaskBand,
+    kernels: &KernelSet,
+    dose2: f64,
+    n: usize,
+    rows: std::ops::Range<usize>,
+    cancel: &CancelToken,
+) -> Result<Grid<f32>, crate::ImagingError> {
     if band.half < kernels.size / 2 {
         return Err(crate::ImagingError::Invalid(
             "mask band narrower than the kernels".into(),
@@ -309,12 +342,13 @@ pub fn aerial_from_band(
     }
     let m = coarse_side(n, kernels.size);
     let coarse = coarse_intensity(band, kernels, m, cancel)?;
-    Ok(upsample(
+    Ok(upsample_rows(
         &coarse,
         m,
         2 * (kernels.size / 2),
         n,
         dose2,
+        rows,
         cancel,
     )?)
 }

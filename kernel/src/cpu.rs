@@ -6,7 +6,7 @@ use rayon::prelude::*;
 
 use crate::bandlimited;
 use crate::imaging::{
-    BackendInfo, CornerOutput, ImagingBackend, ImagingError, LithoJob, LithoOutput,
+    BackendInfo, CornerOutput, FramePart, ImagingBackend, ImagingError, LithoJob, LithoOutput,
 };
 use crate::resist::sigmoid;
 use crate::{CancelToken, Grid, KernelSet, Progress, ProgressFn};
@@ -77,8 +77,43 @@ impl ImagingBackend for CpuBackend {
         cancel: &CancelToken,
         progress: ProgressFn<'_>,
     ) -> Result<LithoOutput, ImagingError> {
-        self.install(|| litho(job, cancel, progress))
+        self.install(|| litho(job, None, cancel, progress))
     }
+
+    fn litho_part(
+        &self,
+        job: &LithoJob<'_>,
+        part: FramePart,
+        cancel: &CancelToken,
+        progress: ProgressFn<'_>,
+    ) -> Result<LithoOutput, ImagingError> {
+        self.install(|| litho(job, Some(part), cancel, progress))
+    }
+}
+
+/// `f` of each pixel of `img` (`n` wide): all of them, or with a `part` only those in
+/// it (the others `T::default()`).
+fn per_pixel<T: Copy + Default + Send>(
+    img: &[f32],
+    n: usize,
+    part: Option<FramePart>,
+    f: impl Fn(f32) -> T + Sync,
+) -> Vec<T> {
+    let Some(p) = part else {
+        return img.par_iter().map(|&i| f(i)).collect();
+    };
+    let mut out = vec![T::default(); img.len()];
+    out.par_chunks_mut(n)
+        .enumerate()
+        .skip(p.y0)
+        .take(p.y1.saturating_sub(p.y0))
+        .for_each(|(y, row)| {
+            let (x0, x1) = (p.x0.min(n), p.x1.min(n));
+            for (o, &i) in row[x0..x1.max(x0)].iter_mut().zip(&img[y * n + x0..]) {
+                *o = f(i);
+            }
+        });
+    out
 }
 
 /// Index of the first corner whose kernel set is the same set as corner `i`'s.
@@ -93,9 +128,12 @@ fn first_with_same_kernels(job: &LithoJob<'_>, i: usize) -> usize {
 }
 
 /// A whole job: one mask band, one aerial image per distinct kernel set (doses scale
-/// the intensity by `dose²`), then print and metrics in one pass over the pixels.
+/// the intensity by `dose²`), then print and metrics in one pass over the pixels. With a
+/// `part`, only its rows are upsampled, only its pixels printed and copied, and the
+/// whole-frame counts are skipped (D193).
 fn litho(
     job: &LithoJob<'_>,
+    part: Option<FramePart>,
     cancel: &CancelToken,
     progress: ProgressFn<'_>,
 ) -> Result<LithoOutput, ImagingError> {
@@ -131,11 +169,13 @@ fn litho(
     let mut images: Vec<Option<Grid<f32>>> = vec![None; job.corners.len()];
     for (done, &i) in distinct.iter().enumerate() {
         cancel.check()?;
-        images[i] = Some(bandlimited::aerial_from_band(
+        let rows = part.map_or(0..n, |p| p.y0..p.y1);
+        images[i] = Some(bandlimited::aerial_rows_from_band(
             &band,
             &job.corners[i].kernels,
             1.0,
             n,
+            rows,
             cancel,
         )?);
         progress(Progress {
@@ -154,7 +194,8 @@ fn litho(
     let th = job.resist.threshold;
     let d2: Vec<f32> = job.corners.iter().map(|c| c.dose * c.dose).collect();
     // Printed ⇔ sigmoid(s·(d²I − t)) > 0.5 ⇔ d²I > t: no exp needed for counting.
-    let l2 = job.target.map(|t| {
+    let counts = part.is_none();
+    let l2 = job.target.filter(|_| counts).map(|t| {
         let img = image(0);
         t.data
             .par_iter()
@@ -162,7 +203,7 @@ fn litho(
             .filter(|(t, i)| (**t != 0) != (d2[0] * **i > th))
             .count() as u64
     });
-    let pvb = (job.corners.len() >= 3).then(|| {
+    let pvb = (counts && job.corners.len() >= 3).then(|| {
         let (a, b) = (image(1), image(2));
         a.par_iter()
             .zip(b.par_iter())
@@ -174,7 +215,11 @@ fn litho(
         cancel.check()?;
         let img = image(ci);
         let d = d2[ci];
-        let printed_pixels = img.par_iter().filter(|&&i| d * i > th).count() as u64;
+        let printed_pixels = if counts {
+            img.par_iter().filter(|&&i| d * i > th).count() as u64
+        } else {
+            0
+        };
         let grid = |data| Grid {
             width: n,
             height: n,
@@ -184,18 +229,16 @@ fn litho(
             aerial: job
                 .keep
                 .aerial
-                .then(|| grid(img.par_iter().map(|&i| d * i).collect())),
+                .then(|| grid(per_pixel(img, n, part, |i| d * i))),
             resist: job.keep.resist.then(|| {
-                grid(
-                    img.par_iter()
-                        .map(|&i| sigmoid(job.resist.steepness * (d * i - th)))
-                        .collect(),
-                )
+                grid(per_pixel(img, n, part, |i| {
+                    sigmoid(job.resist.steepness * (d * i - th))
+                }))
             }),
             printed: job.keep.printed.then(|| Grid {
                 width: n,
                 height: n,
-                data: img.par_iter().map(|&i| u8::from(d * i > th)).collect(),
+                data: per_pixel(img, n, part, |i| u8::from(d * i > th)),
             }),
             printed_pixels,
         });

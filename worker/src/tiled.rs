@@ -15,7 +15,7 @@ use reticle_layout::{BBox, Point};
 use reticle_protocol::error::{ErrorCode, ToolError};
 use serde_json::{Value, json};
 
-use reticle_eval::imaging::{DEFAULT_SIDE_NM, Imaged, check_pixel, image_window};
+use reticle_eval::imaging::{DEFAULT_SIDE_NM, Imaged, check_pixel, image_window_reading};
 use reticle_eval::region_source::RegionSource;
 
 use crate::artifacts;
@@ -188,6 +188,42 @@ pub(crate) fn image_tile(
     source: &mut RegionSource,
     model: Option<&ModelSpec>,
 ) -> Result<Option<ImagedWindow>, ToolError> {
+    image_tile_reading(ctx, plan, tile, source, model, None)
+}
+
+/// [`image_tile`] for `reticle_eval::tile::evaluate_tile`, which reads the images only in
+/// the core plus half the halo (the printed contours) or an EPE search around the core's
+/// checkpoints, and counts its own core: the engine images no more (D193); those pixels
+/// are the same bits as [`image_tile`]'s.
+pub(crate) fn image_tile_for_evaluation(
+    ctx: &JobCtx<'_>,
+    plan: &RegionPlan,
+    tile: TileIndex,
+    source: &mut RegionSource,
+    model: Option<&ModelSpec>,
+) -> Result<Option<ImagedWindow>, ToolError> {
+    let g = &plan.grid;
+    let search = (reticle_kernel::metrics::EpeConfig::ICCAD2013.search_nm / g.dbu_nm).ceil();
+    let reach = (g.halo_dbu / 2).max(search as i64 + (2.0 * g.pixel_dbu).ceil() as i64);
+    let core = g.core(tile);
+    let reads = BBox {
+        left: core.left - reach,
+        bottom: core.bottom - reach,
+        right: core.right + reach,
+        top: core.top + reach,
+    };
+    image_tile_reading(ctx, plan, tile, source, model, Some(reads))
+}
+
+/// The shared body of [`image_tile`] and [`image_tile_for_evaluation`].
+fn image_tile_reading(
+    ctx: &JobCtx<'_>,
+    plan: &RegionPlan,
+    tile: TileIndex,
+    source: &mut RegionSource,
+    model: Option<&ModelSpec>,
+    reads: Option<BBox>,
+) -> Result<Option<ImagedWindow>, ToolError> {
     let window = plan.grid.window(tile);
     let polygons = source.polygons(window, false)?;
     if polygons.is_empty() {
@@ -210,9 +246,16 @@ pub(crate) fn image_tile(
         .cloned()
         .unwrap_or_else(|| default_model(plan.period_nm));
     let engine = ctx.state.backend.engine()?;
-    let Imaged { window: imaged, .. } =
-        image_window(engine, layout, model, plan.pixel_nm, ctx.cancel, |_| {})
-            .map_err(|e| eval_error(e, ctx.job_id))?;
+    let Imaged { window: imaged, .. } = image_window_reading(
+        engine,
+        layout,
+        model,
+        plan.pixel_nm,
+        reads,
+        ctx.cancel,
+        |_| {},
+    )
+    .map_err(|e| eval_error(e, ctx.job_id))?;
     if ctx.cancel.is_cancelled() {
         return Err(cancelled(ctx.job_id));
     }

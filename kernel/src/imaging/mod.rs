@@ -95,6 +95,20 @@ pub struct LithoJob<'a> {
     pub keep: KeepImages,
 }
 
+/// The rectangle of frame pixels a caller reads: columns `x0..x1`, rows `y0..y1` (row-major
+/// indices of the job's `n × n` grids). See [`ImagingBackend::litho_part`] (D193).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FramePart {
+    /// First column read.
+    pub x0: usize,
+    /// One past the last column read.
+    pub x1: usize,
+    /// First row read.
+    pub y0: usize,
+    /// One past the last row read.
+    pub y1: usize,
+}
+
 /// Per-corner output of a [`LithoJob`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CornerOutput {
@@ -143,4 +157,21 @@ pub trait ImagingBackend: Send + Sync {
         cancel: &CancelToken,
         progress: ProgressFn<'_>,
     ) -> Result<LithoOutput, ImagingError>;
+
+    /// [`Self::litho`] for a caller that reads only the pixels of `part` of each kept image
+    /// and none of the whole-frame counts (a whole-layout tile, which counts its own core;
+    /// D193). Inside `part` the kept images equal [`Self::litho`]'s bit for bit; outside it
+    /// they are unspecified, and so are `l2`, `pvb` and `printed_pixels`. The CPU path
+    /// computes only the rows of `part` (the others 0) and skips the counts (`None`, 0); the
+    /// default (the GPU path) runs [`Self::litho`].
+    fn litho_part(
+        &self,
+        job: &LithoJob<'_>,
+        part: FramePart,
+        cancel: &CancelToken,
+        progress: ProgressFn<'_>,
+    ) -> Result<LithoOutput, ImagingError> {
+        let _ = part;
+        self.litho(job, cancel, progress)
+    }
 }

@@ -9,6 +9,7 @@ mod coarse_pixels;
 mod common;
 mod gpu_backend;
 mod iccad;
+mod part;
 mod physics;
 mod rule_decks;
 mod rules_klayout;

@@ -22,8 +22,8 @@ use crate::layouts::{RegionLayers, open_region};
 use crate::op::{Op, eval_error, parse_args};
 use crate::records_file::{DEFAULT_PAGE_RECORDS, Filter, PageRequest, RecordWriter, read_page};
 use crate::tiled::{
-    PlanRequest, TiledArgs, image_tile, is_glp, plan_region, tile_of, tile_summary, tiles_in_order,
-    write_tile,
+    PlanRequest, TiledArgs, image_tile_for_evaluation, is_glp, plan_region, tile_of, tile_summary,
+    tiles_in_order, write_tile,
 };
 
 /// The picture of a merged report.
@@ -102,7 +102,8 @@ impl Op for Tile {
         let mut clock = Instant::now();
         let (setup, mut source) = open(ctx, &args)?;
         let open_s = TileTiming::lap(&mut clock);
-        let imaged = image_tile(ctx, plan, tile, &mut source, args.call.model.as_ref())?;
+        let imaged =
+            image_tile_for_evaluation(ctx, plan, tile, &mut source, args.call.model.as_ref())?;
         let imaging_s = TileTiming::lap(&mut clock);
         let rules = setup.rules();
         let job = TileJob {
