@@ -103,6 +103,8 @@ pub fn deck_for_layout(ctx: &JobCtx<'_>, layout: &Path) -> Result<String, ToolEr
             },
         )
         .with_details(json!({
+            // As a schema error names the argument to fix (`{path, msg}`).
+            "errors": [{"path": "/deck", "msg": "required: no single shipped deck fits the layout's layers"}],
             "fitting": fitting,
             "shipped_decks": candidates,
             "layout_layers": has,

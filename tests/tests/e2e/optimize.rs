@@ -368,13 +368,15 @@ fn cache_miss_pinning_and_state_after() {
     );
     assert_eq!(e["code"], "INVALID_INPUT");
 
-    // Connection 2 (a new session): the cache is empty.
+    // Connection 2 (a new session): the cache is empty. Nothing was cached and dropped
+    // here, so not CACHE_EVICTED: NOT_FOUND, naming the layout (the deck of a shipped
+    // hash is found from the id, D181).
     drop(host);
     let mut host = start(tmp.path(), &artifacts);
     let e = err(&mut host, "optimize", json!({"violation_id": vid}));
-    assert_eq!(e["code"], "CACHE_EVICTED", "{e}");
+    assert_eq!(e["code"], "NOT_FOUND", "{e}");
     assert_eq!(e["recoverable"], true);
-    assert_eq!(e["details"]["missing_arguments"], json!(["layout", "deck"]));
+    assert_eq!(e["details"]["missing_arguments"], json!(["layout"]));
     assert!(e["details"]["hint"].as_str().unwrap().contains("layout"));
     // Re-resolved from the self-describing id with the layout pinned.
     let out = ok(
