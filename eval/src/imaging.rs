@@ -14,7 +14,8 @@ use reticle_kernel::model::{ModelSpec, default_model};
 use reticle_kernel::raster::PixelFrame;
 use reticle_kernel::resist::iccad_corners;
 use reticle_kernel::{
-    BackendInfo, CancelToken, FramePart, Grid, ImagingBackend, KeepImages, LithoJob, Resist, raster,
+    BackendInfo, CancelToken, FramePart, Grid, ImagingBackend, KeepImages, LithoJob, LithoOutput,
+    Resist, raster,
 };
 use reticle_layout::BBox;
 use reticle_protocol::error::{ErrorCode, ToolError};
@@ -113,11 +114,21 @@ pub fn image_window(
     image_window_reading(engine, layout, model, pixel_nm, None, cancel, step)
 }
 
+/// What a caller of [`image_window_reading`] reads of the images, and the buffers they may go in.
+pub struct Reads {
+    /// The pixels read: those whose centres lie in this box (dbu).
+    pub pixels: BBox,
+    /// An earlier window's output whose image buffers the engine may reuse (D194);
+    /// `LithoOutput::default()` for none.
+    pub reuse: LithoOutput,
+}
+
 /// [`image_window`] for a caller that reads the corner images only at pixels whose
-/// centres lie in `reads` (dbu; all of them when `None`) and reads none of the whole-frame
+/// centres lie in `reads.pixels` (all of them when `None`) and reads none of the whole-frame
 /// counts (`output.l2`, `pvb`, `printed_pixels`): a whole-layout tile, which counts its own
-/// core. Inside `reads` (and two pixels around it) the images equal [`image_window`]'s
-/// bit for bit; the engine computes no more than that ([`ImagingBackend::litho_part`], D193).
+/// core. Inside that box (and two pixels around it) the images equal [`image_window`]'s
+/// bit for bit; the engine computes no more than that ([`ImagingBackend::litho_part`], D193),
+/// into `reads.reuse`'s buffers where it can (D194).
 ///
 /// # Errors
 /// As [`image_window`].
@@ -126,7 +137,7 @@ pub fn image_window_reading(
     layout: LayoutWindow,
     model: ModelSpec,
     pixel_nm: f64,
-    reads: Option<BBox>,
+    reads: Option<Reads>,
     cancel: &CancelToken,
     step: impl Fn(u64),
 ) -> Result<Imaged, EvalError> {
@@ -173,7 +184,10 @@ pub fn image_window_reading(
     let report = |_p: reticle_kernel::Progress| {};
     let output = match reads {
         None => engine.litho(&job, cancel, &report)?,
-        Some(b) => engine.litho_part(&job, frame_part(&frame, &b), cancel, &report)?,
+        Some(r) => {
+            let part = frame_part(&frame, &r.pixels);
+            engine.litho_part(&job, part, r.reuse, cancel, &report)?
+        }
     };
     let imaging_ms = imaging_started.elapsed().as_secs_f64() * 1e3;
     let window = ImagedWindow {

@@ -77,32 +77,38 @@ impl ImagingBackend for CpuBackend {
         cancel: &CancelToken,
         progress: ProgressFn<'_>,
     ) -> Result<LithoOutput, ImagingError> {
-        self.install(|| litho(job, None, cancel, progress))
+        self.install(|| litho(job, None, LithoOutput::default(), cancel, progress))
     }
 
     fn litho_part(
         &self,
         job: &LithoJob<'_>,
         part: FramePart,
+        reuse: LithoOutput,
         cancel: &CancelToken,
         progress: ProgressFn<'_>,
     ) -> Result<LithoOutput, ImagingError> {
-        self.install(|| litho(job, Some(part), cancel, progress))
+        self.install(|| litho(job, Some(part), reuse, cancel, progress))
     }
 }
 
 /// `f` of each pixel of `img` (`n` wide): all of them, or with a `part` only those in
-/// it (the others `T::default()`).
+/// it, written into `reuse` when it has the image's size (the other pixels keep what it
+/// held; D194), else into a new buffer (the others `T::default()`).
 fn per_pixel<T: Copy + Default + Send>(
     img: &[f32],
     n: usize,
     part: Option<FramePart>,
+    reuse: Option<Vec<T>>,
     f: impl Fn(f32) -> T + Sync,
 ) -> Vec<T> {
     let Some(p) = part else {
         return img.par_iter().map(|&i| f(i)).collect();
     };
-    let mut out = vec![T::default(); img.len()];
+    let mut out = match reuse {
+        Some(v) if v.len() == img.len() => v,
+        _ => vec![T::default(); img.len()],
+    };
     out.par_chunks_mut(n)
         .enumerate()
         .skip(p.y0)
@@ -130,10 +136,11 @@ fn first_with_same_kernels(job: &LithoJob<'_>, i: usize) -> usize {
 /// A whole job: one mask band, one aerial image per distinct kernel set (doses scale
 /// the intensity by `dose²`), then print and metrics in one pass over the pixels. With a
 /// `part`, only its rows are upsampled, only its pixels printed and copied, and the
-/// whole-frame counts are skipped (D193).
+/// whole-frame counts are skipped (D193); its images go into `reuse`'s buffers (D194).
 fn litho(
     job: &LithoJob<'_>,
     part: Option<FramePart>,
+    mut reuse: LithoOutput,
     cancel: &CancelToken,
     progress: ProgressFn<'_>,
 ) -> Result<LithoOutput, ImagingError> {
@@ -215,6 +222,11 @@ fn litho(
         cancel.check()?;
         let img = image(ci);
         let d = d2[ci];
+        let old = reuse
+            .corners
+            .get_mut(ci)
+            .map(std::mem::take)
+            .unwrap_or_default();
         let printed_pixels = if counts {
             img.par_iter().filter(|&&i| d * i > th).count() as u64
         } else {
@@ -226,19 +238,22 @@ fn litho(
             data,
         };
         corners.push(CornerOutput {
-            aerial: job
-                .keep
-                .aerial
-                .then(|| grid(per_pixel(img, n, part, |i| d * i))),
+            aerial: job.keep.aerial.then(|| {
+                grid(per_pixel(img, n, part, old.aerial.map(|g| g.data), |i| {
+                    d * i
+                }))
+            }),
             resist: job.keep.resist.then(|| {
-                grid(per_pixel(img, n, part, |i| {
+                grid(per_pixel(img, n, part, old.resist.map(|g| g.data), |i| {
                     sigmoid(job.resist.steepness * (d * i - th))
                 }))
             }),
             printed: job.keep.printed.then(|| Grid {
                 width: n,
                 height: n,
-                data: per_pixel(img, n, part, |i| u8::from(d * i > th)),
+                data: per_pixel(img, n, part, old.printed.map(|g| g.data), |i| {
+                    u8::from(d * i > th)
+                }),
             }),
             printed_pixels,
         });

@@ -15,7 +15,7 @@ use reticle_layout::{BBox, Point};
 use reticle_protocol::error::{ErrorCode, ToolError};
 use serde_json::{Value, json};
 
-use reticle_eval::imaging::{DEFAULT_SIDE_NM, Imaged, check_pixel, image_window_reading};
+use reticle_eval::imaging::{DEFAULT_SIDE_NM, Imaged, Reads, check_pixel, image_window_reading};
 use reticle_eval::region_source::RegionSource;
 
 use crate::artifacts;
@@ -191,6 +191,19 @@ pub(crate) fn image_tile(
     image_tile_reading(ctx, plan, tile, source, model, None)
 }
 
+/// The images of the last tile evaluated in this process, handed back by [`recycle`]: the
+/// next tile's images are written into their buffers (D194).
+static RECYCLED: std::sync::Mutex<Option<reticle_kernel::LithoOutput>> =
+    std::sync::Mutex::new(None);
+
+/// Hands a tile's images back once it is evaluated, for [`image_tile_for_evaluation`] to
+/// reuse their buffers.
+pub(crate) fn recycle(imaged: Option<ImagedWindow>) {
+    if let (Some(w), Ok(mut slot)) = (imaged, RECYCLED.lock()) {
+        *slot = Some(w.output);
+    }
+}
+
 /// [`image_tile`] for `reticle_eval::tile::evaluate_tile`, which reads the images only in
 /// the core plus half the halo (the printed contours) or an EPE search around the core's
 /// checkpoints, and counts its own core: the engine images no more (D193); those pixels
@@ -212,6 +225,15 @@ pub(crate) fn image_tile_for_evaluation(
         right: core.right + reach,
         top: core.top + reach,
     };
+    let reuse = RECYCLED
+        .lock()
+        .ok()
+        .and_then(|mut slot| slot.take())
+        .unwrap_or_default();
+    let reads = Reads {
+        pixels: reads,
+        reuse,
+    };
     image_tile_reading(ctx, plan, tile, source, model, Some(reads))
 }
 
@@ -222,7 +244,7 @@ fn image_tile_reading(
     tile: TileIndex,
     source: &mut RegionSource,
     model: Option<&ModelSpec>,
-    reads: Option<BBox>,
+    reads: Option<Reads>,
 ) -> Result<Option<ImagedWindow>, ToolError> {
     let window = plan.grid.window(tile);
     let polygons = source.polygons(window, false)?;

@@ -162,16 +162,19 @@ pub trait ImagingBackend: Send + Sync {
     /// and none of the whole-frame counts (a whole-layout tile, which counts its own core;
     /// D193). Inside `part` the kept images equal [`Self::litho`]'s bit for bit; outside it
     /// they are unspecified, and so are `l2`, `pvb` and `printed_pixels`. The CPU path
-    /// computes only the rows of `part` (the others 0) and skips the counts (`None`, 0); the
-    /// default (the GPU path) runs [`Self::litho`].
+    /// computes only the rows of `part` and skips the counts (`None`, 0); the default (the
+    /// GPU path) runs [`Self::litho`]. `reuse` is an earlier output (or the default) whose
+    /// images' buffers the engine may write the new images into instead of allocating and
+    /// zeroing fresh ones (D194): the CPU path does, for each kept image of the same size.
     fn litho_part(
         &self,
         job: &LithoJob<'_>,
         part: FramePart,
+        reuse: LithoOutput,
         cancel: &CancelToken,
         progress: ProgressFn<'_>,
     ) -> Result<LithoOutput, ImagingError> {
-        let _ = part;
+        let _ = (part, reuse);
         self.litho(job, cancel, progress)
     }
 }

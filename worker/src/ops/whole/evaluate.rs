@@ -22,8 +22,8 @@ use crate::layouts::{RegionLayers, open_region};
 use crate::op::{Op, eval_error, parse_args};
 use crate::records_file::{DEFAULT_PAGE_RECORDS, Filter, PageRequest, RecordWriter, read_page};
 use crate::tiled::{
-    PlanRequest, TiledArgs, image_tile_for_evaluation, is_glp, plan_region, tile_of, tile_summary,
-    tiles_in_order, write_tile,
+    PlanRequest, TiledArgs, image_tile_for_evaluation, is_glp, plan_region, recycle, tile_of,
+    tile_summary, tiles_in_order, write_tile,
 };
 
 /// The picture of a merged report.
@@ -118,6 +118,7 @@ impl Op for Tile {
         TileTiming::lap(&mut clock);
         let out = evaluate_tile_timed(&job, imaged.as_ref(), &mut source, ctx.cancel, &mut timing)
             .map_err(|e| eval_error(e, ctx.job_id))?;
+        recycle(imaged);
         TileTiming::lap(&mut clock);
         write_tile(&dir, &out)?;
         let write_s = TileTiming::lap(&mut clock);
