@@ -71,12 +71,15 @@ fn cli_prints_the_tools_structured_content_for_a_region() {
         ("RETICLE_WORKERS", "2"),
         ("KLAYOUT_MCP_ARTIFACT_ROOT", artifacts.to_str().unwrap()),
     ]);
-    let r = host.request(
+    // A waited region optimize answers when it is done (a minute under the load of the
+    // whole e2e run).
+    let r = host.request_within(
         json!("opt"),
         "tools/call",
         json!({"name": "optimize", "arguments": {
             "layout": layout, "deck": deck, "box_um": [0.5, 0.5, 1.5, 1.5], "pixel_nm": 8,
             "wait": true, "render": "json"}}),
+        std::time::Duration::from_secs(300),
     );
     assert_ne!(r["result"]["isError"], true, "{r}");
     let mut waited = r["result"]["structuredContent"].clone();
