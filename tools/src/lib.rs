@@ -43,8 +43,8 @@ mod simulate;
 pub mod state;
 mod telemetry;
 pub mod tool_name;
-pub mod violation_cache;
 pub mod viewer;
+pub mod violation_cache;
 mod violations;
 pub mod worker_job;
 
