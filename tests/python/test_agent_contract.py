@@ -243,8 +243,14 @@ async def test_job_tool_output_schemas_describe_the_finished_payload(reticle_bin
             for name in ("evaluate", "simulate", "optimize"):
                 schema = tools[name].output_schema
                 result = schema["$defs"]["result"]
-                for field in result["required"]:
-                    assert field in schema["properties"], f"{name}: {field} not at the top level"
+                # One shape, or a choice of shapes (optimize: one window's or a region's).
+                shapes = [
+                    schema["$defs"][choice["$ref"].rsplit("/", 1)[1]]
+                    for choice in result.get("anyOf", [])
+                ] or [result]
+                for shape in shapes:
+                    for field in shape["required"]:
+                        assert field in schema["properties"], f"{name}: {field} not at the top level"
             schema = tools["evaluate"].output_schema
 
             def check(instance, ref):
