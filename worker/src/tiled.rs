@@ -308,8 +308,12 @@ pub(crate) fn write_tile(dir: &Path, out: &TileOutput) -> Result<(), ToolError> 
     Ok(())
 }
 
-/// Reads tile `t`'s output back from the job's tiles folder.
-pub(crate) fn read_tile(dir: &Path, t: TileIndex) -> Result<TileOutput, ToolError> {
+/// Reads tile `t`'s output (an evaluation's [`TileOutput`], or another fan-out's tile
+/// type) back from the job's tiles folder.
+pub(crate) fn read_tile<T: serde::de::DeserializeOwned>(
+    dir: &Path,
+    t: TileIndex,
+) -> Result<T, ToolError> {
     let path = dir
         .join(reticle_protocol::wire::TILES_DIR)
         .join(tile_file(t));

@@ -184,18 +184,7 @@ impl Op for Plan {
 
 /// Reads tile `t`'s optimize output from the tiles folder of `dir`.
 pub(crate) fn read_opt_tile(dir: &Path, t: TileIndex) -> Result<OptTile, ToolError> {
-    let path = dir
-        .join(reticle_protocol::wire::TILES_DIR)
-        .join(tile_file(t));
-    let bytes = std::fs::read(&path).map_err(|e| {
-        internal(format!(
-            "tile {} has no output ({}): {e}",
-            t.id(),
-            path.display()
-        ))
-    })?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| internal(format!("tile {} output is corrupt: {e}", t.id())))
+    crate::tiled::read_tile(dir, t)
 }
 
 /// The `optimize.tile` op.
