@@ -8,7 +8,7 @@
 //! attempts and replay decision (a tile whose worker died runs again; the others are not
 //! touched), whatever executor runs them. About [`Executor::parallelism`] tiles are in
 //! flight at once; dropping the future (cancel, disconnect) drops them all, which stops
-//! their attempts. Progress is the scope's: tiles done of the total, and the time left.
+//! their attempts. TilesProgress is the scope's: tiles done of the total, and the time left.
 //!
 //! A plan may also answer `waves`: the tile counts of consecutive waves (tiles numbered
 //! wave by wave). Then each wave runs to its end before the next starts, so a tile of a
@@ -112,7 +112,7 @@ impl FanOut<'_> {
                 "the plan's waves do not add up to its tiles",
             ));
         }
-        let mut progress = Progress {
+        let mut progress = TilesProgress {
             done: 0,
             total,
             steps,
@@ -158,7 +158,7 @@ impl FanOut<'_> {
         args: &Map<String, Value>,
         (first, count): (u64, u64),
         base: u32,
-        progress: &mut Progress,
+        progress: &mut TilesProgress,
     ) -> Result<(), ToolError> {
         if count == 0 {
             return Ok(());
@@ -234,14 +234,14 @@ impl FanOut<'_> {
 }
 
 /// A fan-out's progress over all its tiles (every wave).
-struct Progress {
+struct TilesProgress {
     done: u64,
     total: u64,
     steps: f64,
     started: Instant,
 }
 
-impl Progress {
+impl TilesProgress {
     fn tile_done(&mut self, scope: &Scope) {
         self.done += 1;
         scope.report(

@@ -18,7 +18,7 @@ use crate::supervisor::{SlotMode, SlotState, Supervisor, SupervisorError};
 use crate::workers::WorkerPool;
 
 /// Where the local executor's supervisor comes from.
-enum Pool {
+enum PoolState {
     /// The server's pool, started in the background or on first use.
     Lazy(Arc<WorkerPool>),
     /// A supervisor the caller started.
@@ -27,7 +27,7 @@ enum Pool {
 
 /// Runs attempts on local worker processes.
 pub struct LocalPool {
-    pool: Pool,
+    pool: PoolState,
 }
 
 impl std::fmt::Debug for LocalPool {
@@ -41,7 +41,7 @@ impl LocalPool {
     #[must_use]
     pub fn new(pool: Arc<WorkerPool>) -> Self {
         Self {
-            pool: Pool::Lazy(pool),
+            pool: PoolState::Lazy(pool),
         }
     }
 
@@ -49,14 +49,14 @@ impl LocalPool {
     #[must_use]
     pub fn with_supervisor(supervisor: Arc<Supervisor>) -> Self {
         Self {
-            pool: Pool::Started(supervisor),
+            pool: PoolState::Started(supervisor),
         }
     }
 
     async fn supervisor(&self) -> Result<&Supervisor, ToolError> {
         match &self.pool {
-            Pool::Lazy(pool) => pool.get().await,
-            Pool::Started(supervisor) => Ok(supervisor),
+            PoolState::Lazy(pool) => pool.get().await,
+            PoolState::Started(supervisor) => Ok(supervisor),
         }
     }
 }
@@ -103,8 +103,8 @@ impl Executor for LocalPool {
 
     fn parallelism(&self) -> usize {
         let snapshot = match &self.pool {
-            Pool::Lazy(pool) => pool.snapshot(),
-            Pool::Started(supervisor) => Some(supervisor.snapshot()),
+            PoolState::Lazy(pool) => pool.snapshot(),
+            PoolState::Started(supervisor) => Some(supervisor.snapshot()),
         };
         snapshot
             .map(|s| {
@@ -119,10 +119,10 @@ impl Executor for LocalPool {
 
     fn health(&self) -> ExecutorHealth {
         let snapshot = match &self.pool {
-            Pool::Lazy(pool) => pool.snapshot(),
-            Pool::Started(supervisor) => Some(supervisor.snapshot()),
+            PoolState::Lazy(pool) => pool.snapshot(),
+            PoolState::Started(supervisor) => Some(supervisor.snapshot()),
         };
-        let failed = matches!(&self.pool, Pool::Lazy(pool) if pool.failed());
+        let failed = matches!(&self.pool, PoolState::Lazy(pool) if pool.failed());
         match snapshot {
             Some(s) => ExecutorHealth {
                 name: self.name(),

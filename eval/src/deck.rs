@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use reticle_kernel::rules::deck::parse_layer_spec;
-use reticle_kernel::rules::{AppliesTo, LayerRef, RuleDeck, RuleKind};
+use reticle_kernel::rules::{AppliesTo, DeckLayer, RuleDeck, RuleKind};
 use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::json;
 
@@ -86,7 +86,7 @@ pub fn load(
 /// # Errors
 /// `INVALID_LAYER` for a malformed layer, a deck with several layers and no choice, or a
 /// layer the deck has no rules for.
-pub fn target_layer(deck: &RuleDeck, layer: Option<&str>) -> Result<LayerRef, ToolError> {
+pub fn target_layer(deck: &RuleDeck, layer: Option<&str>) -> Result<DeckLayer, ToolError> {
     let deck_layers: BTreeSet<String> = deck.rules.iter().map(|r| r.layer.to_string()).collect();
     let target = match layer {
         Some(text) => parse_layer_spec(text).ok_or_else(|| {
@@ -118,7 +118,7 @@ pub fn target_layer(deck: &RuleDeck, layer: Option<&str>) -> Result<LayerRef, To
 /// The second layers the deck's mask enclosure rules on `target` need (read with the
 /// target, clipped to the same window, not imaged), sorted, without repeats.
 #[must_use]
-pub fn context_layers(deck: &RuleDeck, target: LayerRef) -> Vec<String> {
+pub fn context_layers(deck: &RuleDeck, target: DeckLayer) -> Vec<String> {
     let mut layers: Vec<String> = deck
         .rules
         .iter()

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use reticle_kernel::model::ModelSpec;
-use reticle_kernel::rules::{LayerRef, Rule, RuleDeck};
+use reticle_kernel::rules::{DeckLayer, Rule, RuleDeck};
 use reticle_kernel::{CancelToken, LithoOutput};
 use reticle_protocol::capabilities::DetailSupport;
 use reticle_protocol::{ErrorCode, ToolError};
@@ -42,7 +42,7 @@ pub struct Setup {
     /// Its hash.
     pub deck_hash: String,
     /// The layer evaluated.
-    pub target: LayerRef,
+    pub target: DeckLayer,
     /// The mask layer imaged instead of the target (post-OPC verification, D180).
     pub mask_layer: Option<String>,
     /// Report tile side (nm).

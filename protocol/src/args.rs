@@ -11,6 +11,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod optimize;
+pub use optimize::{MaskStyleName, OptimizeArgs, OptimizeTarget, RepairScope};
+
 /// `tiling`: how a call images its region (docs/DECISIONS.md D57).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

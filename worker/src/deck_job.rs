@@ -9,7 +9,7 @@ use reticle_eval::deck::{DeckFile, target_layer};
 use reticle_eval::payload::ViolationReport;
 use reticle_eval::report::{ReportLevel, Setup, ViolationLimits, layout_name, report, tile_size};
 use reticle_kernel::model::ModelSpec;
-use reticle_kernel::rules::{LayerRef, RuleDeck};
+use reticle_kernel::rules::{DeckLayer, RuleDeck};
 use reticle_protocol::args::EvaluateArgs;
 use reticle_protocol::error::{ErrorCode, ToolError};
 use serde::Deserialize;
@@ -100,7 +100,7 @@ impl DeckArgs {
     pub(crate) fn imaging(
         &self,
         deck: &RuleDeck,
-        target: LayerRef,
+        target: DeckLayer,
         box_um: Option<[f64; 4]>,
     ) -> Window {
         let is_glp = self
@@ -180,7 +180,7 @@ impl DeckArgs {
         &self,
         ctx: &JobCtx<'_>,
         deck: &RuleDeck,
-        target: LayerRef,
+        target: DeckLayer,
         box_um: Option<[f64; 4]>,
         total: u64,
     ) -> Result<ImagedWindow, ToolError> {

@@ -17,7 +17,7 @@
 use std::path::Path;
 
 use reticle_eval::merge::{MergeJob, merge};
-use reticle_eval::optimize::target::Scope;
+use reticle_eval::optimize::target::TargetScope;
 use reticle_eval::report::Setup;
 use reticle_eval::tile::{TileJob, evaluate_tile};
 use reticle_kernel::model::ModelSpec;
@@ -60,18 +60,18 @@ pub struct Rederived {
 }
 
 impl Rederived {
-    /// The clip (µm) the group of `id` (with `Scope::Group`; the record alone with
+    /// The clip (µm) the group of `id` (with `TargetScope::Group`; the record alone with
     /// `RecordOnly`) is optimized in: one model period centred on its records.
     #[must_use]
-    pub fn clip_um(&self, id: &str, scope: Scope, model: Option<&ModelSpec>) -> [f64; 4] {
+    pub fn clip_um(&self, id: &str, scope: TargetScope, model: Option<&ModelSpec>) -> [f64; 4] {
         let record = self.records.iter().find(|r| r["violation_id"] == id);
         let chosen: Vec<&Value> = match (record, scope) {
-            (Some(r), Scope::Group) => self
+            (Some(r), TargetScope::Group) => self
                 .records
                 .iter()
                 .filter(|m| m["violation_group_id"] == r["violation_group_id"])
                 .collect(),
-            (Some(r), Scope::RecordOnly) => vec![r],
+            (Some(r), TargetScope::RecordOnly) => vec![r],
             (None, _) => Vec::new(),
         };
         clip_around(&chosen, model, self.dbu_nm)

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::target::{Scope, Target};
+use super::target::{Target, TargetScope};
 use crate::payload::ViolationReport;
 
 /// Metrics of one `evaluate` report for the before/after comparison.
@@ -108,7 +108,7 @@ pub fn compare(
     before: &[Value],
     after: &[Value],
     target: &Target<'_>,
-    scope: Scope,
+    scope: TargetScope,
     pixel_nm: f64,
 ) -> Comparison {
     let window_nm = target.window_nm;
@@ -154,8 +154,8 @@ pub fn compare(
                 .is_some_and(|t| t["violation_id"] == r["violation_id"]);
             let resolution = match (is_target, scope) {
                 (true, _) => "target",
-                (false, Scope::Group) => "resolved_by_group_fix",
-                (false, Scope::RecordOnly) => "not_targeted",
+                (false, TargetScope::Group) => "resolved_by_group_fix",
+                (false, TargetScope::RecordOnly) => "not_targeted",
             };
             json!({
                 "violation_id": r["violation_id"],
@@ -222,7 +222,7 @@ mod tests {
             targeted: Some(&before[0]),
             window_nm: [0.0, 0.0, 400.0, 400.0],
         };
-        let c = compare(&before, &after, &target, Scope::Group, 1.0);
+        let c = compare(&before, &after, &target, TargetScope::Group, 1.0);
         let resolved: Vec<&Value> = c.groups_in_window.iter().map(|g| &g["resolved"]).collect();
         assert_eq!(
             resolved,
@@ -234,7 +234,7 @@ mod tests {
         let how: Vec<&Value> = c.group_members.iter().map(|m| &m["resolution"]).collect();
         assert_eq!(how, [&json!("target"), &json!("resolved_by_group_fix")]);
         assert_eq!(c.new_in_window, 1);
-        let only = compare(&before, &after, &target, Scope::RecordOnly, 1.0);
+        let only = compare(&before, &after, &target, TargetScope::RecordOnly, 1.0);
         assert_eq!(only.group_members[1]["resolution"], "not_targeted");
         let aggregate: ViolationReport = serde_json::from_str(include_str!(
             "../../../tests/golden/evaluate_lines_and_pad_iccad13_m1.aggregate.json"

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use reticle_kernel::ilt::{IltParams, LegalOutcome, MaskPlan, optimize_legal};
 use reticle_kernel::mrc::MaskStyle;
-use reticle_kernel::rules::{LayerRef, Rule};
+use reticle_kernel::rules::{DeckLayer, Rule};
 use reticle_kernel::{
     CancelToken, Grid, ImagingBackend, KeepImages, LithoJob, LithoOutput, ModelKernels, Progress,
 };
@@ -181,7 +181,7 @@ pub fn reimage(
 /// The `state_after.polygons` summary of the optimized mask written on `layer` of cell
 /// `cell`: counts, layer, cell, dbu and the bbox (nm) of the written polygons.
 #[must_use]
-pub fn polygon_summary(mask: &MaskPolygons, layer: LayerRef, cell: &str, dbu_nm: f64) -> Value {
+pub fn polygon_summary(mask: &MaskPolygons, layer: DeckLayer, cell: &str, dbu_nm: f64) -> Value {
     let bbox = mask
         .written
         .iter()

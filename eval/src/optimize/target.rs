@@ -16,7 +16,7 @@ pub const DEFAULT_HALO_NM: f64 = 128.0;
 /// `scope`: what a `violation_id` targets.
 #[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq, Debug)]
 #[serde(rename_all = "snake_case")]
-pub enum Scope {
+pub enum TargetScope {
     /// The record's whole group, resolved to its canonical record.
     #[default]
     Group,
@@ -24,7 +24,7 @@ pub enum Scope {
     RecordOnly,
 }
 
-impl Scope {
+impl TargetScope {
     /// The name reports use.
     #[must_use]
     pub fn name(self) -> &'static str {
@@ -134,7 +134,7 @@ pub struct TargetRequest<'a> {
     /// The `violation_id` as given, and parsed.
     pub violation: Option<(&'a str, &'a ViolationId)>,
     /// Group or record only.
-    pub scope: Scope,
+    pub scope: TargetScope,
     /// A box (µm) instead of a violation.
     pub box_um: Option<[f64; 4]>,
     /// Margin around the marker(s), nm.
@@ -210,21 +210,21 @@ pub fn resolve<'r>(
             .collect();
         let canonical_id = record["dedup_provenance"]["canonical_violation_id"].clone();
         let chosen: &Value = match request.scope {
-            Scope::Group => members
+            TargetScope::Group => members
                 .iter()
                 .copied()
                 .find(|r| r["violation_id"] == canonical_id)
                 .unwrap_or(record),
-            Scope::RecordOnly => record,
+            TargetScope::RecordOnly => record,
         };
         targeted = Some(chosen);
         let marker_box = match request.scope {
-            Scope::Group => members
+            TargetScope::Group => members
                 .iter()
                 .filter_map(|r| bbox_nm(r))
                 .reduce(union)
                 .unwrap_or(clip_nm),
-            Scope::RecordOnly => bbox_nm(record).unwrap_or(clip_nm),
+            TargetScope::RecordOnly => bbox_nm(record).unwrap_or(clip_nm),
         };
         json = json!({
             "mode": "violation",

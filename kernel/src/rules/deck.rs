@@ -162,14 +162,14 @@ pub struct RuleDeckFile {
 
 /// A layer as a rule names it after alias resolution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct LayerRef {
+pub struct DeckLayer {
     /// Layer number.
     pub layer: u32,
     /// Datatype.
     pub datatype: u32,
 }
 
-impl std::fmt::Display for LayerRef {
+impl std::fmt::Display for DeckLayer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", self.layer, self.datatype)
     }
@@ -183,10 +183,10 @@ pub struct Rule {
     /// What is checked.
     pub kind: RuleKind,
     /// Checked layer.
-    pub layer: LayerRef,
+    pub layer: DeckLayer,
     /// Enclosing layer (enclosure only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub other_layer: Option<LayerRef>,
+    pub other_layer: Option<DeckLayer>,
     /// Limit (nm, or nm² for area).
     pub value: f64,
     /// Severity.
@@ -262,7 +262,7 @@ pub enum DeckError {
 
 /// Parses `"11/0"` (also `"11"`, datatype 0).
 #[must_use]
-pub fn parse_layer_spec(s: &str) -> Option<LayerRef> {
+pub fn parse_layer_spec(s: &str) -> Option<DeckLayer> {
     let (l, d) = match s.split_once('/') {
         Some((l, d)) => (l, d),
         None => (s, "0"),
@@ -271,7 +271,7 @@ pub fn parse_layer_spec(s: &str) -> Option<LayerRef> {
     if !digits(l) || !digits(d) {
         return None;
     }
-    Some(LayerRef {
+    Some(DeckLayer {
         layer: l.parse().ok()?,
         datatype: d.parse().ok()?,
     })
@@ -286,7 +286,7 @@ impl RuleDeckFile {
         serde_json::from_str(text).map_err(|e| DeckError::Parse(e.to_string()))
     }
 
-    fn resolve_layer(&self, id: &str, s: &str) -> Result<LayerRef, DeckError> {
+    fn resolve_layer(&self, id: &str, s: &str) -> Result<DeckLayer, DeckError> {
         parse_layer_spec(s)
             .or_else(|| self.layers.get(s).and_then(|t| parse_layer_spec(t)))
             .ok_or_else(|| DeckError::UnknownLayer {
@@ -462,7 +462,7 @@ mod tests {
         let w = deck.rule("M1.W").unwrap();
         assert_eq!(
             w.layer,
-            LayerRef {
+            DeckLayer {
                 layer: 11,
                 datatype: 0
             }
@@ -476,7 +476,7 @@ mod tests {
         let e = deck.rule("V1.EN").unwrap();
         assert_eq!(
             e.other_layer,
-            Some(LayerRef {
+            Some(DeckLayer {
                 layer: 11,
                 datatype: 0
             })

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 pub use checks::{EdgePairHit, enclosure, notch, small_areas, space, width};
 pub use deck::{
-    AppliesTo, DeckError, LayerRef, Metric, Rule, RuleDeck, RuleDeckFile, RuleKind, Severity,
+    AppliesTo, DeckError, DeckLayer, Metric, Rule, RuleDeck, RuleDeckFile, RuleKind, Severity,
 };
 pub use geom::Edge;
 pub use region::{MergedPolygon, Region, RegionEdge};

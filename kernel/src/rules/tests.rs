@@ -21,7 +21,7 @@ fn rule(kind: RuleKind, value: f64) -> Rule {
     Rule {
         id: format!("R.{}", kind.as_str()),
         kind,
-        layer: LayerRef {
+        layer: DeckLayer {
             layer: 1,
             datatype: 0,
         },
@@ -143,7 +143,7 @@ fn enclosure_of_via_by_metal() {
         check_rule(&r, &via, None, 1.0),
         Err(CheckError::MissingOtherLayer("R.enclosure".into()))
     );
-    r.other_layer = Some(LayerRef {
+    r.other_layer = Some(DeckLayer {
         layer: 2,
         datatype: 0,
     });

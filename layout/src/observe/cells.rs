@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::error::ObserveError;
-use super::units::{DbuBox, DbuPoint, LayerRef, MicronBox, MicronPoint, dbu_to_um, round_um};
+use super::units::{DbuBox, DbuPoint, MicronBox, MicronPoint, ObservedLayer, dbu_to_um, round_um};
 use crate::geom::{BBox, Point};
 use crate::model::{Instance, LayerKey, Library, Repetition, Shape};
 use crate::stats::flat_shape_counts;
@@ -292,7 +292,7 @@ pub struct LabelEntry {
     /// The string.
     pub text: String,
     /// Its layer (text type as datatype).
-    pub layer: LayerRef,
+    pub layer: ObservedLayer,
     /// Anchor (µm).
     pub position_um: MicronPoint,
     /// Anchor (dbu).
@@ -410,7 +410,7 @@ pub fn describe_cell(
         .take(MAX_DESCRIBE_LABELS)
         .map(|(k, p, s)| LabelEntry {
             text: s.to_owned(),
-            layer: LayerRef::named(lib, k),
+            layer: ObservedLayer::named(lib, k),
             position_um: MicronPoint::from_dbu(p.x as f64, p.y as f64, dbu),
             position_dbu: p.into(),
         })

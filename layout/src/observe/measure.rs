@@ -11,7 +11,7 @@ use super::geometry::{
     P, dist, intersection_area, point_polygon_distance, polygon_distance, polyline_distance,
 };
 use super::region::{PlacedGeometry, PlacedShape};
-use super::units::{DbuBox, LayerRef, MicronBox, MicronPoint, dbu_to_um, round_um};
+use super::units::{DbuBox, MicronBox, MicronPoint, ObservedLayer, dbu_to_um, round_um};
 use crate::model::{Library, PathEnds, Shape};
 
 /// `measure_geometry` modes.
@@ -331,7 +331,7 @@ pub struct WaveguidePayload {
     /// Cell holding the path.
     pub cell: String,
     /// Layer.
-    pub layer: LayerRef,
+    pub layer: ObservedLayer,
     /// Box of the outline (µm).
     pub bbox_um: MicronBox,
     /// Same (dbu).
@@ -412,7 +412,7 @@ pub fn analyze_waveguide(lib: &Library, s: &PlacedShape) -> Result<WaveguidePayl
         target_id: s.id.clone(),
         kind: "path",
         cell: s.cell.clone(),
-        layer: LayerRef::named(lib, s.key),
+        layer: ObservedLayer::named(lib, s.key),
         bbox_um: MicronBox::from_dbu(&bb, dbu),
         bbox_dbu: bb.into(),
         center_um: MicronPoint::from_dbu(

@@ -25,4 +25,4 @@ pub mod render;
 pub mod units;
 
 pub use error::ObserveError;
-pub use units::{DbuBox, DbuPoint, LayerRef, MicronBox, MicronPoint};
+pub use units::{DbuBox, DbuPoint, MicronBox, MicronPoint, ObservedLayer};

@@ -15,7 +15,7 @@ use tiny_skia::{FillRule, Paint, PathBuilder, Pixmap, Stroke, Transform};
 
 use super::error::ObserveError;
 use super::region::{PlacedGeometry, PlacedShape, ShapeLocator, resolve_ids};
-use super::units::{LayerRef, MicronBox, layer_filter};
+use super::units::{MicronBox, ObservedLayer, layer_filter};
 use crate::flatten::{FlattenOptions, flatten};
 use crate::geom::{BBox, Polygon};
 use crate::limits::Limits;
@@ -47,7 +47,7 @@ pub struct View {
     /// Box shown (µm, on the grid).
     pub box_um: MicronBox,
     /// Layers shown (empty: all), sorted, with names.
-    pub layers: Vec<LayerRef>,
+    pub layers: Vec<ObservedLayer>,
 }
 
 /// `set_view`: validates a view and returns it normalized.
@@ -58,7 +58,7 @@ pub fn set_view(
     lib: &Library,
     cell: &str,
     box_um: &MicronBox,
-    layers: Option<&[LayerRef]>,
+    layers: Option<&[ObservedLayer]>,
 ) -> Result<View, ObserveError> {
     super::cells::cell_by_name(lib, cell)?;
     let b = box_um.to_dbu(lib.dbu_um())?;
@@ -69,7 +69,7 @@ pub fn set_view(
         layers: keys
             .into_iter()
             .flatten()
-            .map(|k| LayerRef::named(lib, k))
+            .map(|k| ObservedLayer::named(lib, k))
             .collect(),
     })
 }
@@ -175,7 +175,7 @@ pub struct RenderSpec {
     /// Box (µm).
     pub box_um: MicronBox,
     /// Layer filter (absent or empty: all).
-    pub layers: Option<Vec<LayerRef>>,
+    pub layers: Option<Vec<ObservedLayer>>,
     /// Image width (pixels).
     pub width: u32,
     /// Image height (pixels).
@@ -547,7 +547,7 @@ mod tests {
         assert_ne!(pixel(&dark, 25, 50), [0, 0, 0, 255]);
         // A layer filter drops the other layer.
         let mut only2 = spec(RenderStyle::Mask);
-        only2.layers = Some(vec![LayerRef {
+        only2.layers = Some(vec![ObservedLayer {
             layer: 2,
             datatype: 0,
             name: None,
@@ -667,7 +667,7 @@ mod tests {
         s.box_um.right = -1.0;
         assert_eq!(code(&s), "INVALID_BOX");
         let mut s = spec(RenderStyle::Light);
-        s.layers = Some(vec![LayerRef {
+        s.layers = Some(vec![ObservedLayer {
             layer: 9,
             datatype: 9,
             name: None,
@@ -703,7 +703,7 @@ mod tests {
                 &l,
                 "TOP",
                 &s.box_um,
-                Some(&[LayerRef {
+                Some(&[ObservedLayer {
                     layer: 5,
                     datatype: 0,
                     name: None

@@ -146,9 +146,9 @@ impl From<Point> for DbuPoint {
     }
 }
 
-/// Seed 003 `LayerRef`: `name` optional on input and output.
+/// Seed 003's `LayerRef` (a layer as the observer names it): `name` optional on input and output.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LayerRef {
+pub struct ObservedLayer {
     /// Layer number.
     pub layer: u32,
     /// Datatype.
@@ -158,7 +158,7 @@ pub struct LayerRef {
     pub name: Option<String>,
 }
 
-impl LayerRef {
+impl ObservedLayer {
     /// The reference for `key`, named from the library's layer names.
     #[must_use]
     pub fn named(lib: &Library, key: LayerKey) -> Self {
@@ -198,7 +198,7 @@ pub fn layer_name(lib: &Library, key: LayerKey) -> Option<String> {
 /// [`ObserveError::InvalidLayer`] for the first reference the layout lacks.
 pub fn layer_filter(
     lib: &Library,
-    layers: Option<&[LayerRef]>,
+    layers: Option<&[ObservedLayer]>,
 ) -> Result<Option<BTreeSet<LayerKey>>, ObserveError> {
     let Some(layers) = layers.filter(|l| !l.is_empty()) else {
         return Ok(None);

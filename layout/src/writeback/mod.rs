@@ -249,7 +249,7 @@ pub fn write_back(
         ..FlattenOptions::default()
     };
     let bboxes = summarize(lib, &order, &opts).bboxes;
-    let mut w = Writer {
+    let mut w = RegionWriter {
         lib,
         base,
         region: r,
@@ -371,7 +371,7 @@ struct Visit {
     depth: u32,
 }
 
-struct Writer<'a> {
+struct RegionWriter<'a> {
     lib: &'a Library,
     base: LayerKey,
     region: BBox,
@@ -386,7 +386,7 @@ struct Writer<'a> {
     near: Vec<Option<Vec<bool>>>,
 }
 
-impl Writer<'_> {
+impl RegionWriter<'_> {
     fn limit(what: &'static str, limit: u64) -> WritebackError {
         WritebackError::LimitExceeded { what, limit }
     }

@@ -13,7 +13,7 @@ use reticle_layout::observe::layers::list_layers;
 use reticle_layout::observe::region::{
     HARD_MAX_ITEMS, HierarchyMode, QueryBudget, RegionRequest, query_region,
 };
-use reticle_layout::observe::{LayerRef, MicronBox};
+use reticle_layout::observe::{MicronBox, ObservedLayer};
 use reticle_layout::{Limits, read_layout};
 use serde_json::Value;
 
@@ -138,7 +138,7 @@ fn observer_queries_match_klayout() {
                         top: bx[3] as f64 * dbu,
                     },
                     cell: Some("TOP".into()),
-                    layers: Some(vec![LayerRef {
+                    layers: Some(vec![ObservedLayer {
                         layer: o.layer,
                         datatype: o.datatype,
                         name: None,

@@ -15,7 +15,7 @@ const MAX_BYTES: u64 = 4 << 30;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Args {
+struct AllocArgs {
     bytes: u64,
 }
 
@@ -28,7 +28,7 @@ impl Op for DebugAlloc {
     }
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<serde_json::Value, ToolError> {
-        let args: Args = parse_args(self.name(), args_json)?;
+        let args: AllocArgs = parse_args(self.name(), args_json)?;
         if args.bytes > MAX_BYTES {
             return Err(ToolError::new(
                 ErrorCode::ToolLimitExceeded,

@@ -11,7 +11,7 @@ use crate::op::{Op, cancelled, parse_args};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Args {
+struct CrashArgs {
     #[serde(default)]
     after_ms: u64,
 }
@@ -25,7 +25,7 @@ impl Op for DebugCrash {
     }
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<serde_json::Value, ToolError> {
-        let args: Args = parse_args(self.name(), args_json)?;
+        let args: CrashArgs = parse_args(self.name(), args_json)?;
         ctx.progress.report(0, 1, "about to crash");
         let deadline = std::time::Instant::now() + Duration::from_millis(args.after_ms);
         while std::time::Instant::now() < deadline {

@@ -15,7 +15,7 @@ const CHECK_EVERY: Duration = Duration::from_millis(10);
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Args {
+struct SleepArgs {
     ms: u64,
     #[serde(default = "default_steps")]
     steps: u64,
@@ -34,7 +34,7 @@ impl Op for DebugSleep {
     }
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<serde_json::Value, ToolError> {
-        let args: Args = parse_args(self.name(), args_json)?;
+        let args: SleepArgs = parse_args(self.name(), args_json)?;
         let steps = args.steps.max(1);
         let started = Instant::now();
         for step in 1..=steps {

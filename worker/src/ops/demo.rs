@@ -21,7 +21,7 @@ use crate::op::{Op, cancelled};
 /// `demo.render`'s own arguments (the shared ones are [`crate::deck_job::DeckArgs`]).
 #[derive(Deserialize, Default)]
 #[serde(default, deny_unknown_fields)]
-struct Own {
+struct DemoOptions {
     box_um: Option<[f64; 4]>,
 }
 
@@ -51,7 +51,7 @@ impl Op for DemoRender {
     }
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-        let (args, own): (_, Own) = parse_deck_args(self.name(), args_json)?;
+        let (args, own): (_, DemoOptions) = parse_deck_args(self.name(), args_json)?;
         let setup = args.setup(
             ctx,
             None,

@@ -10,7 +10,7 @@ use crate::op::{Op, parse_args};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Args {}
+struct EngineInfoArgs {}
 
 /// The `engine.info` op.
 pub struct EngineInfo;
@@ -21,7 +21,7 @@ impl Op for EngineInfo {
     }
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<serde_json::Value, ToolError> {
-        let _: Args = parse_args(
+        let _: EngineInfoArgs = parse_args(
             self.name(),
             if args_json.trim().is_empty() {
                 "{}"

@@ -19,7 +19,7 @@ use reticle_layout::observe::region::{
 use reticle_layout::observe::render::{
     Annotation, RenderSpec, RenderStyle, render_view, resolve_annotations, set_view,
 };
-use reticle_layout::observe::{LayerRef, MicronBox, ObserveError};
+use reticle_layout::observe::{MicronBox, ObserveError, ObservedLayer};
 use reticle_protocol::error::{ErrorCode, ToolError};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -203,13 +203,13 @@ fn op_list_layers(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError>
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RegionArgs {
+struct QueryRegionArgs {
     layout: LayoutRef,
     request: Value,
 }
 
 fn op_query_region(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-    let args: RegionArgs = parse_args("layout.query_region", args_json)?;
+    let args: QueryRegionArgs = parse_args("layout.query_region", args_json)?;
     let request: RegionRequest = serde_json::from_value(args.request).map_err(|e| {
         ToolError::new(
             ErrorCode::InvalidInput,
@@ -265,7 +265,7 @@ struct ViewArgs {
     #[serde(rename = "box")]
     box_um: Option<MicronBox>,
     #[serde(default)]
-    layers: Option<Vec<LayerRef>>,
+    layers: Option<Vec<ObservedLayer>>,
 }
 
 /// The box of a view: the caller's, else the cell's bounding box.
@@ -302,7 +302,7 @@ struct RenderArgs {
     #[serde(rename = "box")]
     box_um: Option<MicronBox>,
     #[serde(default)]
-    layers: Option<Vec<LayerRef>>,
+    layers: Option<Vec<ObservedLayer>>,
     width: u32,
     height: u32,
     #[serde(default)]

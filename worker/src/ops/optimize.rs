@@ -22,7 +22,7 @@
 use reticle_eval::optimize::compare::{compare, records_in_window, records_of};
 use reticle_eval::optimize::mask::{PixelWindow, context_pieces, mask_polygons, pixel_window};
 use reticle_eval::optimize::target::{
-    self, Scope, TargetRequest, check_deck_pin, check_layout_pin,
+    self, TargetRequest, TargetScope, check_deck_pin, check_layout_pin,
 };
 use reticle_eval::optimize::{
     MaskOptions, Outcome, changed_pixels, mask_rule_ids, payload, polygon_summary, reimage, run_ilt,
@@ -50,7 +50,7 @@ struct Own {
     clip_um: Option<[f64; 4]>,
     tile_nm: Option<f64>,
     violation_id: Option<String>,
-    scope: Scope,
+    scope: TargetScope,
     box_um: Option<[f64; 4]>,
     halo_nm: Option<f64>,
     iterations: Option<u32>,

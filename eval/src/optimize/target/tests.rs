@@ -64,7 +64,7 @@ fn a_shadow_with_scope_group_resolves_to_the_canonical_record_and_the_group_box(
     let parsed: ViolationId = shadow_id.parse().unwrap();
     let request = TargetRequest {
         violation: Some((&shadow_id, &parsed)),
-        scope: Scope::Group,
+        scope: TargetScope::Group,
         box_um: None,
         halo_nm: 5.0,
         resolved_from: None,
@@ -78,7 +78,7 @@ fn a_shadow_with_scope_group_resolves_to_the_canonical_record_and_the_group_box(
     assert_eq!(t.json["resolved_from"], "violation_id");
 
     let only = TargetRequest {
-        scope: Scope::RecordOnly,
+        scope: TargetScope::RecordOnly,
         resolved_from: Some("session_cache"),
         ..request
     };
@@ -93,7 +93,7 @@ fn boxes_the_clip_and_misses() {
     let records = records();
     let mut request = TargetRequest {
         violation: None,
-        scope: Scope::Group,
+        scope: TargetScope::Group,
         box_um: None,
         halo_nm: 0.0,
         resolved_from: None,

@@ -27,7 +27,9 @@ use serde::{Deserialize, Serialize};
 
 use super::cells::{ArrayInfo, TransformInfo, instance_name, transform_info};
 use super::error::ObserveError;
-use super::units::{DbuBox, DbuPoint, LayerRef, MicronBox, MicronPoint, dbu_to_um, layer_filter};
+use super::units::{
+    DbuBox, DbuPoint, MicronBox, MicronPoint, ObservedLayer, dbu_to_um, layer_filter,
+};
 use crate::model::{Library, Shape};
 
 mod placed;
@@ -92,7 +94,7 @@ pub struct RegionRequest {
     pub cell: Option<String>,
     /// Layer filter; absent or empty means all layers.
     #[serde(default)]
-    pub layers: Option<Vec<LayerRef>>,
+    pub layers: Option<Vec<ObservedLayer>>,
     /// Hierarchy mode (default `recursive`).
     #[serde(default)]
     pub hierarchy_mode: HierarchyMode,
@@ -145,7 +147,7 @@ pub struct ShapeEntry {
     /// Query cell, then one `CHILD#i[col,row]` per level.
     pub instance_path: Vec<String>,
     /// Layer.
-    pub layer: LayerRef,
+    pub layer: ObservedLayer,
     /// Box in the query cell's coordinates (µm).
     pub bbox_um: MicronBox,
     /// The same box (dbu).
@@ -191,7 +193,7 @@ pub struct TextHit {
     /// As for shapes.
     pub instance_path: Vec<String>,
     /// Layer (text type as datatype).
-    pub layer: LayerRef,
+    pub layer: ObservedLayer,
     /// Anchor (µm).
     pub position_um: MicronPoint,
     /// Anchor (dbu).
@@ -359,7 +361,7 @@ pub fn query_region(
             kind: s.shape.kind(),
             cell,
             instance_path,
-            layer: LayerRef::named(lib, s.key),
+            layer: ObservedLayer::named(lib, s.key),
             bbox_um: MicronBox::from_dbu(&bb, dbu),
             bbox_dbu: bb.into(),
             point_count,
@@ -379,7 +381,7 @@ pub fn query_region(
             text: t.string.clone(),
             cell,
             instance_path,
-            layer: LayerRef::named(lib, s.key),
+            layer: ObservedLayer::named(lib, s.key),
             position_um: MicronPoint::from_dbu(p.x as f64, p.y as f64, dbu),
             position_dbu: (*p).into(),
         });

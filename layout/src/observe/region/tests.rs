@@ -165,7 +165,7 @@ fn truncation_and_filters() {
     assert_eq!(p.truncation.instances_dropped, 1);
     assert_eq!(p.texts.len(), 1, "max_texts defaults to max_shapes");
     let mut r = req(-1.0, -1.0, 1.2, 1.2, HierarchyMode::Recursive);
-    r.layers = Some(vec![LayerRef {
+    r.layers = Some(vec![ObservedLayer {
         layer: 2,
         datatype: 0,
         name: None,
@@ -233,7 +233,7 @@ fn error_codes() {
     let code =
         |r: &RegionRequest, b: &QueryBudget| query_region(&lib, r, b).expect_err("error").code();
     let mut r = req(-1.0, -1.0, 1.2, 1.2, HierarchyMode::Recursive);
-    r.layers = Some(vec![LayerRef {
+    r.layers = Some(vec![ObservedLayer {
         layer: 7,
         datatype: 0,
         name: None,

@@ -17,7 +17,7 @@ use reticle_layout::{BBox, Format, LayerKey, Polygon};
 use reticle_protocol::error::{ErrorCode, ToolError};
 use serde_json::{Value, json};
 
-use super::{Args, open, read_opt_tile};
+use super::{RegionOpArgs, open, read_opt_tile};
 use crate::artifacts;
 use crate::job::JobCtx;
 use crate::layouts::{LayoutRef, load};
@@ -81,15 +81,15 @@ fn picture(
 }
 
 /// The `optimize.merge` op.
-pub struct Merge;
+pub struct OptimizeMerge;
 
-impl Op for Merge {
+impl Op for OptimizeMerge {
     fn name(&self) -> &'static str {
         "optimize.merge"
     }
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-        let args: Args = parse_args(self.name(), args_json)?;
+        let args: RegionOpArgs = parse_args(self.name(), args_json)?;
         let plan = args.plan("optimization")?;
         let dir = artifacts::dir(ctx)?;
         let (setup, mut source) = open(ctx, &args)?;
@@ -303,15 +303,15 @@ fn groups_of(dir: &Path) -> Result<(Vec<GroupBox>, u64), ToolError> {
 }
 
 /// The `optimize.compare` op.
-pub struct Compare;
+pub struct OptimizeCompare;
 
-impl Op for Compare {
+impl Op for OptimizeCompare {
     fn name(&self) -> &'static str {
         "optimize.compare"
     }
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-        let args: Args = parse_args(self.name(), args_json)?;
+        let args: RegionOpArgs = parse_args(self.name(), args_json)?;
         let plan = args.plan("optimization")?;
         let dir = artifacts::dir(ctx)?;
         let [before_dir, after_dir] = match &args.call.evaluations {

@@ -11,7 +11,7 @@
 //!   context) and writes the polygons of its ILT box as `tile_<ix>_<iy>.json`.
 //! - `optimize.merge` ([`merge`]) writes the layout back with the mask layer (input
 //!   format, D160), and before/after pictures of the region.
-//! - `optimize.compare` ([`merge::Compare`]) compares the evaluations of region + halo
+//! - `optimize.compare` ([`merge::OptimizeCompare`]) compares the evaluations of region + halo
 //!   before and after: groups resolved, remaining and new per rule, and new groups near a
 //!   seam.
 
@@ -93,7 +93,7 @@ pub(crate) struct RegionArgs {
 const MASK_RULE_REACH_NM: f64 = 100.0;
 
 /// What the ops parse.
-pub(crate) type Args = TiledArgs<RegionArgs>;
+pub(crate) type RegionOpArgs = TiledArgs<RegionArgs>;
 
 impl RegionArgs {
     fn deck_args(&self) -> Result<DeckArgs, ToolError> {
@@ -110,7 +110,7 @@ impl RegionArgs {
 }
 
 /// The deck setup and the layout's region source (the target and context layers).
-fn open(ctx: &JobCtx<'_>, args: &Args) -> Result<(Setup, RegionSource), ToolError> {
+fn open(ctx: &JobCtx<'_>, args: &RegionOpArgs) -> Result<(Setup, RegionSource), ToolError> {
     let call = &args.call;
     let deck = call.deck_args()?;
     let setup = deck.setup(
@@ -138,15 +138,15 @@ fn open(ctx: &JobCtx<'_>, args: &Args) -> Result<(Setup, RegionSource), ToolErro
 }
 
 /// The `optimize.plan` op.
-pub struct Plan;
+pub struct OptimizePlan;
 
-impl Op for Plan {
+impl Op for OptimizePlan {
     fn name(&self) -> &'static str {
         "optimize.plan"
     }
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-        let args: Args = parse_args(self.name(), args_json)?;
+        let args: RegionOpArgs = parse_args(self.name(), args_json)?;
         if is_glp(&args.call.layout) {
             return Err(invalid(
                 "a region optimize writes the layout back: it needs a GDSII or OASIS layout",
@@ -188,15 +188,15 @@ pub(crate) fn read_opt_tile(dir: &Path, t: TileIndex) -> Result<OptTile, ToolErr
 }
 
 /// The `optimize.tile` op.
-pub struct Tile;
+pub struct OptimizeTile;
 
-impl Op for Tile {
+impl Op for OptimizeTile {
     fn name(&self) -> &'static str {
         "optimize.tile"
     }
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-        let args: Args = parse_args(self.name(), args_json)?;
+        let args: RegionOpArgs = parse_args(self.name(), args_json)?;
         let plan = args.plan("optimization")?;
         let number = args
             .tile_number

@@ -30,10 +30,10 @@ use crate::tiled::{
 pub const HEATMAP_FILE: &str = "heatmap.png";
 
 /// `evaluate`'s arguments plus what the host's fan-out adds.
-type Args = TiledArgs<EvaluateArgs<ModelSpec>>;
+type EvaluateTiledArgs = TiledArgs<EvaluateArgs<ModelSpec>>;
 
 /// The deck setup and the opened layout.
-fn open(ctx: &JobCtx<'_>, args: &Args) -> Result<(Setup, RegionSource), ToolError> {
+fn open(ctx: &JobCtx<'_>, args: &EvaluateTiledArgs) -> Result<(Setup, RegionSource), ToolError> {
     let call = &args.call;
     let deck = DeckArgs::from(call);
     let setup = deck.setup(
@@ -61,15 +61,15 @@ fn open(ctx: &JobCtx<'_>, args: &Args) -> Result<(Setup, RegionSource), ToolErro
 }
 
 /// The `evaluate.plan` op.
-pub struct Plan;
+pub struct EvaluatePlan;
 
-impl Op for Plan {
+impl Op for EvaluatePlan {
     fn name(&self) -> &'static str {
         "evaluate.plan"
     }
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-        let args: Args = parse_args(self.name(), args_json)?;
+        let args: EvaluateTiledArgs = parse_args(self.name(), args_json)?;
         let (setup, source) = open(ctx, &args)?;
         let plan = plan_region(
             ctx,
@@ -87,15 +87,15 @@ impl Op for Plan {
 }
 
 /// The `evaluate.tile` op.
-pub struct Tile;
+pub struct EvaluateTile;
 
-impl Op for Tile {
+impl Op for EvaluateTile {
     fn name(&self) -> &'static str {
         "evaluate.tile"
     }
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-        let args: Args = parse_args(self.name(), args_json)?;
+        let args: EvaluateTiledArgs = parse_args(self.name(), args_json)?;
         let plan = args.plan("evaluation")?;
         let tile = tile_of(plan, args.tile_number)?;
         let dir = artifacts::dir(ctx)?;
@@ -135,15 +135,15 @@ impl Op for Tile {
 }
 
 /// The `evaluate.merge` op.
-pub struct Merge;
+pub struct EvaluateMerge;
 
-impl Op for Merge {
+impl Op for EvaluateMerge {
     fn name(&self) -> &'static str {
         "evaluate.merge"
     }
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-        let args: Args = parse_args(self.name(), args_json)?;
+        let args: EvaluateTiledArgs = parse_args(self.name(), args_json)?;
         let plan = args.plan("evaluation")?;
         let dir = artifacts::dir(ctx)?;
         let (setup, mut source) = open(ctx, &args)?;

@@ -31,9 +31,9 @@ use crate::tiled::{
 };
 
 /// `simulate`'s arguments plus what the host's fan-out adds.
-type Args = TiledArgs<SimulateArgs<ModelSpec>>;
+type SimulateTiledArgs = TiledArgs<SimulateArgs<ModelSpec>>;
 
-fn open(ctx: &JobCtx<'_>, args: &Args) -> Result<RegionSource, ToolError> {
+fn open(ctx: &JobCtx<'_>, args: &SimulateTiledArgs) -> Result<RegionSource, ToolError> {
     let call = &args.call;
     open_region(
         ctx,
@@ -59,15 +59,15 @@ fn region_pixels(plan: &RegionPlan) -> (i64, i64, usize, usize) {
 }
 
 /// The `simulate.plan` op.
-pub struct Plan;
+pub struct SimulatePlan;
 
-impl Op for Plan {
+impl Op for SimulatePlan {
     fn name(&self) -> &'static str {
         "simulate.plan"
     }
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-        let args: Args = parse_args(self.name(), args_json)?;
+        let args: SimulateTiledArgs = parse_args(self.name(), args_json)?;
         let source = open(ctx, &args)?;
         let plan = plan_region(
             ctx,
@@ -156,15 +156,15 @@ fn read_block(dir: &Path, t: TileIndex) -> Result<CoreBlock, ToolError> {
 }
 
 /// The `simulate.tile` op.
-pub struct Tile;
+pub struct SimulateTile;
 
-impl Op for Tile {
+impl Op for SimulateTile {
     fn name(&self) -> &'static str {
         "simulate.tile"
     }
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-        let args: Args = parse_args(self.name(), args_json)?;
+        let args: SimulateTiledArgs = parse_args(self.name(), args_json)?;
         let plan = args.plan("simulation")?;
         let tile = tile_of(plan, args.tile_number)?;
         let dir = artifacts::dir(ctx)?;
@@ -204,16 +204,16 @@ fn stats(min: f64, max: f64, sum: f64, n: u64) -> Option<MinMaxMean> {
 }
 
 /// The `simulate.merge` op.
-pub struct Merge;
+pub struct SimulateMerge;
 
-impl Op for Merge {
+impl Op for SimulateMerge {
     fn name(&self) -> &'static str {
         "simulate.merge"
     }
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
         let started = std::time::Instant::now();
-        let args: Args = parse_args(self.name(), args_json)?;
+        let args: SimulateTiledArgs = parse_args(self.name(), args_json)?;
         let plan = args.plan("simulation")?;
         let dir = artifacts::dir(ctx)?;
         let mut sum = TileMetrics::default();
