@@ -85,7 +85,7 @@ fn run(args: &[String], settings: &Settings) -> Result<(), String> {
             progress: &progress,
         };
         let args_json = serde_json::Value::Object(tile_args).to_string();
-        let outcome = ctx.run(op, &args_json);
+        let outcome = crate::server::run_op(&ctx, op, &args_json);
         write_result(&result_file(&dir, tile), &outcome)?;
     }
     Ok(())

@@ -179,28 +179,6 @@ pub struct JobCtx<'a> {
 }
 
 impl JobCtx<'_> {
-    /// Runs `op` on `args_json` in this context: its value, its tool error, or a panic
-    /// as `INTERNAL_ERROR`. The one way an op runs, in the pool worker and in a batch.
-    pub fn run(
-        &self,
-        op: &dyn crate::ops::Op,
-        args_json: &str,
-    ) -> reticle_protocol::wire::JobOutcome {
-        use reticle_protocol::wire::JobOutcome;
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| op.run(self, args_json))) {
-            Ok(Ok(value)) => JobOutcome::Ok {
-                payload_json: value.to_string(),
-            },
-            Ok(Err(error)) => JobOutcome::Err { error },
-            Err(_) => JobOutcome::Err {
-                error: ToolError::new(
-                    ErrorCode::InternalError,
-                    format!("op {} panicked", op.name()),
-                ),
-            },
-        }
-    }
-
     /// `path`, canonical, if it lies under one of the job's allowed roots.
     ///
     /// The host resolves every path against the client's roots before a job starts;

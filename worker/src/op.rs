@@ -4,6 +4,7 @@
 
 use reticle_eval::EvalError;
 use reticle_protocol::error::{ErrorCode, ToolError};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::job::JobCtx;
@@ -13,9 +14,39 @@ pub trait Op: Sync {
     /// The name the host sends in `RunRequest::op`.
     fn name(&self) -> &'static str;
 
-    /// Runs the op on `args_json` (the validated tool arguments) and returns the
-    /// structured result. Cancellation returns [`ErrorCode::Cancelled`].
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<serde_json::Value, ToolError>;
+    /// Runs the op on `args_json` (the validated tool arguments) and returns its result
+    /// as the Rust type it built ([`Payload`]), which [`crate::server::run_op`] serializes once.
+    /// Cancellation returns [`ErrorCode::Cancelled`].
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult;
+}
+
+/// An op's result: a value of the type the op built (`ViolationReport`,
+/// `SimulationResult`, …), serialized into the frame's JSON text once, at the worker's
+/// edge ([`crate::server::run_op`]), with no `serde_json::Value` in between (issue 27 item 4).
+pub trait Payload: Send {
+    /// The result as JSON text.
+    ///
+    /// # Errors
+    /// What `serde_json` reports for a value it cannot write (a map with non-string keys).
+    fn to_json(&self) -> serde_json::Result<String>;
+}
+
+impl<T: Serialize + Send> Payload for T {
+    fn to_json(&self) -> serde_json::Result<String> {
+        serde_json::to_string(self)
+    }
+}
+
+/// What [`Op::run`] returns: the op's typed result, or its tool error.
+pub type OpResult = Result<Box<dyn Payload>, ToolError>;
+
+/// `value` as an op's result.
+///
+/// # Errors
+/// Never; the `Result` is the op's.
+#[allow(clippy::unnecessary_wraps)]
+pub fn payload<T: Serialize + Send + 'static>(value: T) -> OpResult {
+    Ok(Box::new(value))
 }
 
 /// Parses an op's arguments; a mismatch is the caller's error, never a panic.
@@ -30,15 +61,6 @@ pub fn invalid_arguments(op: &str, e: &serde_json::Error) -> ToolError {
         format!("invalid arguments for {op}: {e}"),
     )
     .with_details(serde_json::json!({ "op": op }))
-}
-
-/// A typed result as the op's JSON.
-///
-/// # Errors
-/// `INTERNAL_ERROR` when it cannot be serialized.
-pub fn to_payload<T: serde::Serialize>(result: &T) -> Result<serde_json::Value, ToolError> {
-    serde_json::to_value(result)
-        .map_err(|e| ToolError::new(ErrorCode::InternalError, format!("serialize: {e}")))
 }
 
 /// The error an op returns when its job was cancelled.

@@ -171,7 +171,7 @@ fn start_job(
                 progress: &progress,
             };
             tracing::debug!(job_id = %request.job_id, op = op.name(), "job started");
-            let outcome = ctx.run(op, &request.args_json);
+            let outcome = run_op(&ctx, op, &request.args_json);
             state.jobs_run.fetch_add(1, Ordering::Relaxed);
             *lock(&current) = None;
             let message = WorkerMessage::Result {
@@ -197,5 +197,28 @@ fn start_job(
             });
             None
         }
+    }
+}
+
+/// Runs `op` on `args_json` in `ctx`: its typed result serialized once into the frame's
+/// JSON text (the one serialization of a result, issue 27 item 4), its tool error, or a
+/// panic as `INTERNAL_ERROR`. The one way an op runs: the pool worker's job thread above
+/// and a batch element (`crate::batch`).
+pub(crate) fn run_op(ctx: &JobCtx<'_>, op: &dyn ops::Op, args_json: &str) -> JobOutcome {
+    let run = || {
+        let result = op.run(ctx, args_json)?;
+        result
+            .to_json()
+            .map_err(|e| ToolError::new(ErrorCode::InternalError, format!("serialize: {e}")))
+    };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        Ok(Ok(payload_json)) => JobOutcome::Ok { payload_json },
+        Ok(Err(error)) => JobOutcome::Err { error },
+        Err(_) => JobOutcome::Err {
+            error: ToolError::new(
+                ErrorCode::InternalError,
+                format!("op {} panicked", op.name()),
+            ),
+        },
     }
 }

@@ -8,7 +8,7 @@ use reticle_protocol::sync::lock;
 use serde::Deserialize;
 
 use crate::job::JobCtx;
-use crate::op::{Op, parse_args};
+use crate::op::{Op, OpResult, parse_args, payload};
 
 /// Most one call may allocate (4 GiB): a typo must not take the machine down.
 const MAX_BYTES: u64 = 4 << 30;
@@ -27,7 +27,7 @@ impl Op for DebugAlloc {
         "debug.alloc"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<serde_json::Value, ToolError> {
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
         let args: AllocArgs = parse_args(self.name(), args_json)?;
         if args.bytes > MAX_BYTES {
             return Err(ToolError::new(
@@ -48,6 +48,6 @@ impl Op for DebugAlloc {
         let mut ballast = lock(&ctx.state.ballast);
         ballast.push(block);
         let held: u64 = ballast.iter().map(|b| b.len() as u64).sum();
-        Ok(serde_json::json!({ "allocated_bytes": args.bytes, "held_bytes": held }))
+        payload(serde_json::json!({ "allocated_bytes": args.bytes, "held_bytes": held }))
     }
 }

@@ -3,11 +3,10 @@
 
 use std::time::Duration;
 
-use reticle_protocol::error::ToolError;
 use serde::Deserialize;
 
 use crate::job::JobCtx;
-use crate::op::{Op, cancelled, parse_args};
+use crate::op::{Op, OpResult, cancelled, parse_args};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -24,7 +23,7 @@ impl Op for DebugCrash {
         "debug.crash"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<serde_json::Value, ToolError> {
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
         let args: CrashArgs = parse_args(self.name(), args_json)?;
         ctx.progress.report(0, 1, "about to crash");
         let deadline = std::time::Instant::now() + Duration::from_millis(args.after_ms);

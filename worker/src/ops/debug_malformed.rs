@@ -2,10 +2,8 @@
 //! (`schema_version` is not a string, `metrics` is not an object), so tests can watch the
 //! host's output check refuse it in every build.
 
-use reticle_protocol::error::ToolError;
-
 use crate::job::JobCtx;
-use crate::op::Op;
+use crate::op::{Op, OpResult, payload};
 
 /// The `debug.malformed` op.
 pub struct DebugMalformed;
@@ -15,8 +13,8 @@ impl Op for DebugMalformed {
         "debug.malformed"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, _args_json: &str) -> Result<serde_json::Value, ToolError> {
+    fn run(&self, ctx: &JobCtx<'_>, _args_json: &str) -> OpResult {
         ctx.progress.report(1, 1, "malformed");
-        Ok(serde_json::json!({ "schema_version": 17, "metrics": "none" }))
+        payload(serde_json::json!({ "schema_version": 17, "metrics": "none" }))
     }
 }

@@ -4,11 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use reticle_protocol::error::ToolError;
 use serde::Deserialize;
 
 use crate::job::JobCtx;
-use crate::op::{Op, cancelled, parse_args};
+use crate::op::{Op, OpResult, cancelled, parse_args, payload};
 
 /// Longest single sleep between two cancellation checks.
 const CHECK_EVERY: Duration = Duration::from_millis(10);
@@ -33,7 +32,7 @@ impl Op for DebugSleep {
         "debug.sleep"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<serde_json::Value, ToolError> {
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
         let args: SleepArgs = parse_args(self.name(), args_json)?;
         let steps = args.steps.max(1);
         let started = Instant::now();
@@ -53,7 +52,7 @@ impl Op for DebugSleep {
             ctx.progress
                 .report(step, steps, format!("step {step}/{steps}"));
         }
-        Ok(serde_json::json!({
+        payload(serde_json::json!({
             "slept_ms": args.ms,
             "steps": steps,
             "pid": std::process::id(),

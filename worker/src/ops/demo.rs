@@ -9,14 +9,13 @@
 use reticle_eval::payload::DedupStrategy;
 use reticle_eval::report::{ReportLevel, ViolationLimits};
 use reticle_kernel::Grid;
-use reticle_protocol::error::ToolError;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::artifacts;
 use crate::deck_job::parse_deck_args;
 use crate::job::JobCtx;
-use crate::op::{Op, cancelled};
+use crate::op::{Op, OpResult, cancelled, payload};
 
 /// `demo.render`'s own arguments (the shared ones are [`crate::deck_job::DeckArgs`]).
 #[derive(Deserialize, Default)]
@@ -50,7 +49,7 @@ impl Op for DemoRender {
         "demo.render"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
         let (args, own): (_, DemoOptions) = parse_deck_args(self.name(), args_json)?;
         let setup = args.setup(
             ctx,
@@ -121,7 +120,7 @@ impl Op for DemoRender {
         let dir = artifacts::dir(ctx)?;
         let file = artifacts::write(&dir, "demo_violations.png", &png)?;
         ctx.progress.report(STEPS, STEPS, "picture written");
-        Ok(json!({"report": report, "png": file, "legend": {
+        payload(json!({"report": report, "png": file, "legend": {
             "grey": "drawn polygons", "cyan": "printed outline (nominal corner)",
             "red": "canonical violation records", "orange": "shadow records"}}))
     }

@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 
 use crate::job::JobCtx;
 use crate::layouts::{LayoutRef, load, observe_error};
-use crate::op::{Op, cancelled, parse_args};
+use crate::op::{Op, OpResult, cancelled, parse_args, payload};
 
 /// Name of the report KLayout writes in the run directory (`$report` in the deck).
 pub const REPORT_FILE: &str = "report.lyrdb";
@@ -246,7 +246,7 @@ impl Op for DrcRun {
         "drc.run"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
         let args: RunArgs = parse_args(self.name(), args_json)?;
         let script = ctx.readable(&args.script_path)?;
         let run_dir = ctx
@@ -350,7 +350,7 @@ impl Op for DrcRun {
             ));
         }
         let markers = read_report(&ctx.artifact_readable(&report)?)?;
-        Ok(json!({
+        payload(json!({
             "return_code": code,
             "marker_count": markers.len(),
             "rule_counts": rule_counts(&markers),
@@ -379,7 +379,7 @@ impl Op for DrcMarkers {
         "drc.markers"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
         let args: MarkersArgs = parse_args(self.name(), args_json)?;
         let markers = read_report(&ctx.artifact_readable(&args.report)?)?;
         let total = markers.len();
@@ -455,7 +455,7 @@ impl Op for DrcMarkers {
             }
             out.push(entry);
         }
-        Ok(json!({
+        payload(json!({
             "markers": out,
             "marker_count": total,
             "truncation": {

@@ -2,11 +2,10 @@
 
 use std::sync::atomic::Ordering;
 
-use reticle_protocol::error::ToolError;
 use serde::Deserialize;
 
 use crate::job::JobCtx;
-use crate::op::{Op, parse_args};
+use crate::op::{Op, OpResult, parse_args, payload};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -20,7 +19,7 @@ impl Op for EngineInfo {
         "engine.info"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<serde_json::Value, ToolError> {
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
         let _: EngineInfoArgs = parse_args(
             self.name(),
             if args_json.trim().is_empty() {
@@ -30,7 +29,7 @@ impl Op for EngineInfo {
             },
         )?;
         let backend = ctx.state.backend.description();
-        Ok(serde_json::json!({
+        payload(serde_json::json!({
             "backend": {
                 "kind": backend.kind,
                 "adapter": backend.adapter,

@@ -9,12 +9,10 @@
 
 use reticle_kernel::model::ModelSpec;
 use reticle_protocol::args::EvaluateArgs;
-use reticle_protocol::error::ToolError;
-use serde_json::Value;
 
 use crate::deck_job::DeckArgs;
 use crate::job::JobCtx;
-use crate::op::{Op, parse_args};
+use crate::op::{Op, OpResult, parse_args, payload};
 
 /// Progress steps of one evaluation.
 const STEPS: u64 = 7;
@@ -27,7 +25,7 @@ impl Op for Evaluate {
         "evaluate"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
         let call: EvaluateArgs<ModelSpec> = parse_args(self.name(), args_json)?;
         let args = DeckArgs::from(&call);
         let setup = args.setup(
@@ -38,6 +36,6 @@ impl Op for Evaluate {
             |_| Ok(()),
         )?;
         let (_, report) = args.evaluate(ctx, &setup, call.box_um, STEPS)?;
-        crate::op::to_payload(&report)
+        payload(report)
     }
 }

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 
 use crate::job::JobCtx;
 use crate::layouts::{LayoutRef, load, observe_error};
-use crate::op::{Op, parse_args};
+use crate::op::{Op, OpResult, parse_args, payload};
 
 fn ok<T: serde::Serialize>(value: &T) -> Result<Value, ToolError> {
     serde_json::to_value(value)
@@ -44,8 +44,8 @@ impl Op for LayoutOp {
         self.name
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-        (self.run)(ctx, args_json)
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
+        (self.run)(ctx, args_json).and_then(payload)
     }
 }
 

@@ -40,7 +40,7 @@ use serde_json::{Value, json};
 use crate::artifacts;
 use crate::deck_job::parse_deck_args;
 use crate::job::JobCtx;
-use crate::op::{Op, cancelled, eval_error};
+use crate::op::{self, Op, OpResult, cancelled, eval_error};
 use crate::resolve_id;
 
 /// `optimize`'s own arguments (the shared ones are [`crate::deck_job::DeckArgs`]).
@@ -141,7 +141,7 @@ impl Op for Optimize {
         "optimize"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
         let (mut args, mut own): (_, Own) = parse_deck_args(self.name(), args_json)?;
         let parsed = target::parse_id(own.violation_id.as_deref(), own.box_um)?;
         if args.deck.is_empty() && parsed.is_some() {
@@ -324,6 +324,6 @@ impl Op for Optimize {
         if let Some(found) = &rederived {
             out["target"]["rederived"] = found.summary();
         }
-        Ok(out)
+        op::payload(out)
     }
 }

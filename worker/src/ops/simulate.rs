@@ -27,7 +27,7 @@ use serde_json::Value;
 use crate::artifacts;
 use crate::imaging::{ImagingRun, Window, image};
 use crate::job::JobCtx;
-use crate::op::{Op, parse_args, to_payload};
+use crate::op::{Op, OpResult, parse_args, payload};
 
 /// The `simulate` op.
 pub struct Simulate;
@@ -120,7 +120,7 @@ impl Op for Simulate {
         "simulate"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
         let started = Instant::now();
         let args: SimulateArgs<ModelSpec> = parse_args(self.name(), args_json)?;
         let window = Window {
@@ -226,6 +226,6 @@ impl Op for Simulate {
             region: None,
             imaging: None,
         };
-        to_payload(&result)
+        payload(result)
     }
 }

@@ -21,7 +21,7 @@ use super::{RegionOpArgs, open, read_opt_tile};
 use crate::artifacts;
 use crate::job::JobCtx;
 use crate::layouts::{LayoutRef, load};
-use crate::op::{Op, parse_args};
+use crate::op::{Op, OpResult, parse_args, payload};
 use crate::tiled::internal;
 
 /// Longest side of the before/after pictures (pixels).
@@ -88,7 +88,7 @@ impl Op for OptimizeMerge {
         "optimize.merge"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
         let args: RegionOpArgs = parse_args(self.name(), args_json)?;
         let plan = args.plan("optimization")?;
         let dir = artifacts::dir(ctx)?;
@@ -202,7 +202,7 @@ impl Op for OptimizeMerge {
         let nm = |v: i64| reticle_eval::r3(v as f64 * plan.grid.dbu_nm);
         let report = &written.report;
         ctx.progress.report(total + 2, total + 2, "merged");
-        Ok(json!({
+        payload(json!({
             "region_nm": [nm(plan.region.left), nm(plan.region.bottom), nm(plan.region.right), nm(plan.region.top)],
             "region_source": plan.region_source,
             "plan": plan,
@@ -310,7 +310,7 @@ impl Op for OptimizeCompare {
         "optimize.compare"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
         let args: RegionOpArgs = parse_args(self.name(), args_json)?;
         let plan = args.plan("optimization")?;
         let dir = artifacts::dir(ctx)?;
@@ -366,7 +366,7 @@ impl Op for OptimizeCompare {
             .collect();
         let printed_before = sum(|r| r.before, Some("printed"));
         let printed_after = sum(|r| r.after, Some("printed"));
-        Ok(json!({
+        payload(json!({
             "same_group_within_nm": SAME_GROUP_NM,
             "seam_distance_nm": SEAM_NM,
             "by_rule": by_rule,

@@ -32,13 +32,13 @@ use reticle_kernel::model::ModelSpec;
 use reticle_kernel::mrc::MaskStyle;
 use reticle_protocol::error::ToolError;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::artifacts;
 use crate::deck_job::DeckArgs;
 use crate::job::JobCtx;
 use crate::layouts::{RegionLayers, open_region};
-use crate::op::{Op, eval_error, parse_args};
+use crate::op::{Op, OpResult, eval_error, parse_args, payload};
 use crate::tiled::{
     PlanRequest, TiledArgs, image_tile, internal, invalid, is_glp, plan_region, tile_file,
     tiles_dir,
@@ -145,7 +145,7 @@ impl Op for OptimizePlan {
         "optimize.plan"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
         let args: RegionOpArgs = parse_args(self.name(), args_json)?;
         if is_glp(&args.call.layout) {
             return Err(invalid(
@@ -174,7 +174,7 @@ impl Op for OptimizePlan {
             )
         })?;
         plan.range = plan.grid.covering(plan.region);
-        Ok(json!({
+        payload(json!({
             "tiles": plan.range.count(),
             "waves": wave_counts(&plan.range),
             "plan": plan,
@@ -195,7 +195,7 @@ impl Op for OptimizeTile {
         "optimize.tile"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
         let args: RegionOpArgs = parse_args(self.name(), args_json)?;
         let plan = args.plan("optimization")?;
         let number = args
@@ -331,7 +331,7 @@ impl Op for OptimizeTile {
         }
         let bytes = serde_json::to_vec(&out).map_err(|e| internal(format!("tile output: {e}")))?;
         artifacts::write_named(&tiles_dir(&dir)?, &tile_file(tile), &bytes)?;
-        Ok(json!({
+        payload(json!({
             "tile": tile.id(),
             "polygons": out.polygons.len(),
             "mask_rule_violations": out.mask_rule_violations,

@@ -19,7 +19,7 @@ use crate::artifacts;
 use crate::deck_job::DeckArgs;
 use crate::job::JobCtx;
 use crate::layouts::{RegionLayers, open_region};
-use crate::op::{Op, eval_error, parse_args};
+use crate::op::{Op, OpResult, eval_error, parse_args, payload};
 use crate::records_file::{DEFAULT_PAGE_RECORDS, Filter, PageRequest, RecordWriter, read_page};
 use crate::tiled::{
     PlanRequest, TiledArgs, image_tile_for_evaluation, is_glp, plan_region, recycle, tile_of,
@@ -68,7 +68,7 @@ impl Op for EvaluatePlan {
         "evaluate.plan"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
         let args: EvaluateTiledArgs = parse_args(self.name(), args_json)?;
         let (setup, source) = open(ctx, &args)?;
         let plan = plan_region(
@@ -82,7 +82,7 @@ impl Op for EvaluatePlan {
                 layer_name: setup.target.to_string(),
             },
         )?;
-        Ok(json!({"tiles": plan.range.count(), "plan": plan}))
+        payload(json!({"tiles": plan.range.count(), "plan": plan}))
     }
 }
 
@@ -94,7 +94,7 @@ impl Op for EvaluateTile {
         "evaluate.tile"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
         let args: EvaluateTiledArgs = parse_args(self.name(), args_json)?;
         let plan = args.plan("evaluation")?;
         let tile = tile_of(plan, args.tile_number)?;
@@ -130,7 +130,7 @@ impl Op for EvaluateTile {
             "phases": timing,
             "write_s": write_s,
         });
-        Ok(summary)
+        payload(summary)
     }
 }
 
@@ -142,7 +142,7 @@ impl Op for EvaluateMerge {
         "evaluate.merge"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
         let args: EvaluateTiledArgs = parse_args(self.name(), args_json)?;
         let plan = args.plan("evaluation")?;
         let dir = artifacts::dir(ctx)?;
@@ -245,6 +245,6 @@ impl Op for EvaluateMerge {
         }
         let total = plan.range.count();
         ctx.progress.report(total, total, "merged");
-        Ok(payload)
+        crate::op::payload(payload)
     }
 }

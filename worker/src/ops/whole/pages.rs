@@ -4,13 +4,12 @@
 
 use std::path::PathBuf;
 
-use reticle_protocol::error::ToolError;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::artifacts;
 use crate::job::JobCtx;
-use crate::op::{Op, parse_args};
+use crate::op::{Op, OpResult, parse_args, payload};
 use crate::records_file::{
     DEFAULT_PAGE_RECORDS, Filter, MAX_PAGE_RECORDS, PageRequest, counts, read_page,
 };
@@ -40,7 +39,7 @@ impl Op for PageOp {
         "evaluate.page"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
         let args: PageArgs = parse_args(self.name(), args_json)?;
         let dir: PathBuf = artifacts::dir(ctx)?;
         if let Some(b) = args.box_um {
@@ -73,6 +72,6 @@ impl Op for PageOp {
             page.next_cursor.map_or(Value::Null, Value::String),
         );
         out.insert("violations".into(), Value::Array(page.records));
-        Ok(Value::Object(out))
+        payload(Value::Object(out))
     }
 }

@@ -24,7 +24,7 @@ use reticle_eval::region_source::RegionSource;
 use crate::artifacts::{self, image_files};
 use crate::job::JobCtx;
 use crate::layouts::{RegionLayers, open_region};
-use crate::op::{Op, cancelled, eval_error, parse_args, to_payload};
+use crate::op::{Op, OpResult, cancelled, eval_error, parse_args, payload};
 use crate::tiled::{
     PlanRequest, TiledArgs, image_tile, internal, plan_region, tile_of, tile_summary, tiles_dir,
     tiles_in_order, write_tile,
@@ -66,7 +66,7 @@ impl Op for SimulatePlan {
         "simulate.plan"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
         let args: SimulateTiledArgs = parse_args(self.name(), args_json)?;
         let source = open(ctx, &args)?;
         let plan = plan_region(
@@ -91,7 +91,7 @@ impl Op for SimulatePlan {
                 .with_details(json!({"pixels": pixels, "limit": ctx.context.limits.max_raster_pixels, "hint": "a smaller box, coarser pixels, or images: false (the metrics cover any region)"})));
             }
         }
-        Ok(json!({"tiles": plan.range.count(), "plan": plan}))
+        payload(json!({"tiles": plan.range.count(), "plan": plan}))
     }
 }
 
@@ -163,7 +163,7 @@ impl Op for SimulateTile {
         "simulate.tile"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
         let args: SimulateTiledArgs = parse_args(self.name(), args_json)?;
         let plan = args.plan("simulation")?;
         let tile = tile_of(plan, args.tile_number)?;
@@ -186,7 +186,7 @@ impl Op for SimulateTile {
             write_block(&dir, tile, &block)?;
         }
         write_tile(&dir, &out)?;
-        Ok(tile_summary(&out))
+        payload(tile_summary(&out))
     }
 }
 
@@ -211,7 +211,7 @@ impl Op for SimulateMerge {
         "simulate.merge"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
         let started = std::time::Instant::now();
         let args: SimulateTiledArgs = parse_args(self.name(), args_json)?;
         let plan = args.plan("simulation")?;
@@ -325,7 +325,7 @@ impl Op for SimulateMerge {
                 tiles,
             }),
         };
-        to_payload(&result)
+        payload(result)
     }
 }
 
