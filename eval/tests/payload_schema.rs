@@ -12,7 +12,11 @@ use reticle_eval::payload::{
     SimulationTiming, Statistics, TiledImaging, ViolationRecord, ViolationReport, WindowEpe,
     WindowNm,
 };
-use reticle_protocol::args::{EvaluateArgs, SimulateArgs};
+use reticle_protocol::args::{EvaluateArgs, OptimizeArgs, SimulateArgs};
+use reticle_protocol::optimize_result::{
+    ArtifactsDir, EvaluationSummary, Evaluations, FileRef, IdResolution, IdStatus, RegionResult,
+    RegionStateAfter, RegionTarget, Seams,
+};
 use reticle_protocol::schemas::{DOCUMENT_SCHEMAS, TOOL_SCHEMAS};
 use serde_json::{Value, json};
 
@@ -276,4 +280,118 @@ fn simulation_results_pass_the_published_schema_and_read_back() {
             "{what}"
         );
     }
+}
+
+#[test]
+fn optimize_arguments_pass_the_input_schema() {
+    let call: OptimizeArgs = serde_json::from_value(json!({
+        "violation_ids": ["rv1:0123456789abcdef:fedcba9876543210:M1.W:1500:-2000:T_1_0:00112233aabbccdd:3"],
+        "layout": "/data/gcd_45nm.gds",
+        "deck": "nangate45_m1_litho",
+        "layer": "11/0",
+        "pixel_nm": 4,
+        "mask_layer": "11/1",
+        "iterations": 20,
+        "mask_style": "manhattan",
+        "scope": "group",
+        "wait": true,
+    }))
+    .unwrap();
+    assert_valid(
+        &tool_schema("optimize", false),
+        &serde_json::to_value(&call).unwrap(),
+        "optimize arguments",
+    );
+}
+
+/// A region result as the host builds it (the worker's parts as they answer them).
+fn region_result() -> RegionResult {
+    let file = |name: &str| json!({"path": format!("/jobs/opt_1/{name}"), "sha256": "ab12", "bytes": 1234});
+    let summary = |dir: &str| EvaluationSummary {
+        dir: dir.into(),
+        counts: json!({"records": 40, "groups": 12}),
+        metrics: json!({"l2_px": 100}),
+        window_nm: json!({"left": 0, "bottom": 0, "right": 6000, "top": 6000}),
+        layout: json!({"path": "/data/gcd_45nm.gds", "sha256": "9e27"}),
+    };
+    RegionResult {
+        schema_version: reticle_protocol::SCHEMA_VERSION.into(),
+        target: RegionTarget {
+            mode: "violation_ids".into(),
+            resolved_from: "session_cache".into(),
+            violation_ids: Some(vec!["rv1:a".into(), "rv1:b".into()]),
+            ids: Some(vec![
+                IdStatus {
+                    violation_id: "rv1:a".into(),
+                    rule_id: "M1.W.1".into(),
+                    status: IdResolution::Resolved,
+                    resolved: Some(true),
+                    group_id_before: Some("00112233aabbccdd".into()),
+                },
+                IdStatus {
+                    violation_id: "rv1:b".into(),
+                    rule_id: "M1.S.1".into(),
+                    status: IdResolution::NotFound,
+                    resolved: None,
+                    group_id_before: None,
+                },
+            ]),
+            box_um: Some([5.0, 5.0, 7.0, 7.0]),
+            ..RegionTarget::default()
+        },
+        region_nm: json!([5000.0, 5000.0, 7000.0, 7000.0]),
+        region_source: json!("box"),
+        tiles: json!({"total": 4, "optimized": 4, "waves": [1, 1, 1, 1]}),
+        ilt: json!({"l2_px": {"before": 10, "after": 5}, "mask_rule_violations_left": 0}),
+        layout_out: json!({"path": "/jobs/opt_1/optimized.gds", "sha256": "ab12", "bytes": 1234,
+                            "format": "gds", "mask_layer": "11/1"}),
+        pictures: json!({"before": file("region_before.png"), "after": file("region_after.png")}),
+        state_after: RegionStateAfter {
+            layout: FileRef {
+                path: json!("/jobs/opt_1/optimized.gds"),
+                sha256: json!("ab12"),
+                bytes: json!(1234),
+            },
+            mask_layer: json!("11/1"),
+            region_before_png: file("region_before.png"),
+            region_after_png: file("region_after.png"),
+        },
+        evaluated_box_um: [4.5, 4.5, 7.5, 7.5],
+        evaluation: Evaluations {
+            before: summary("/jobs/opt_1/before"),
+            after: summary("/jobs/opt_1/after"),
+        },
+        changes: json!({"totals": {"before": 12, "after": 3, "resolved": 9, "remaining": 3,
+                                   "new": 0, "new_near_seams": 0}}),
+        seams: Seams {
+            guarantee: "four waves".into(),
+            new_near_seams: json!(0),
+        },
+        artifacts: ArtifactsDir {
+            dir: "/jobs/opt_1".into(),
+        },
+    }
+}
+
+#[test]
+fn a_region_result_passes_the_published_schema_and_reads_back() {
+    let schema = tool_schema("optimize", true);
+    let value = region_result();
+    let written = serde_json::to_value(&value).unwrap();
+    assert_valid(&def_of(&schema, "region_result"), &written, "region result");
+    assert_valid(&def_of(&schema, "result"), &written, "optimize result");
+    let back: RegionResult = serde_json::from_value(written.clone()).unwrap();
+    assert_eq!(back, value);
+    assert_eq!(
+        serde_json::to_string(&back).unwrap(),
+        serde_json::to_string(&written).unwrap()
+    );
+    // The schema checks the ids' statuses: a status that is not a boolean or null fails.
+    let mut broken = written;
+    broken["target"]["ids"][0]["resolved"] = json!("yes");
+    let validator = jsonschema::validator_for(&def_of(&schema, "region_result")).unwrap();
+    assert!(
+        !validator.is_valid(&broken),
+        "a malformed id status passed the schema"
+    );
 }

@@ -12,7 +12,8 @@
 use std::process::ExitCode;
 
 use reticle_protocol::ToolError;
-use serde_json::{Map, Value, json};
+use reticle_protocol::args::{MaskStyleName, OptimizeArgs as ToolArgs};
+use serde_json::Value;
 
 use reticle_tools::confine::AllowedRoots;
 use reticle_tools::evaluate::deck_is_path;
@@ -25,7 +26,8 @@ pub struct OptimizeArgs {
     /// The layout (.gds, .oas; .glp for one window).
     pub layout: String,
     /// Rule deck: a shipped name or a deck JSON path (default: with --violation-id, the
-    /// shipped deck the id's hash names).
+    /// shipped deck the id's hash names; else the shipped deck whose layers the layout
+    /// has).
     #[arg(long)]
     pub deck: Option<String>,
     /// layer/datatype to optimize (default: the deck's only layer).
@@ -41,6 +43,15 @@ pub struct OptimizeArgs {
     /// A violation_id from `evaluate` (one window around its group).
     #[arg(long)]
     pub violation_id: Option<String>,
+    /// Several violation_ids of one layout and deck (`--violation-ids A B` or `A,B`): the
+    /// region covering their locations, in tiles, written back; the result says for each
+    /// whether its group was resolved, remains, or was not found.
+    #[arg(long, num_args = 1.., value_delimiter = ',')]
+    pub violation_ids: Option<Vec<String>>,
+    /// An evaluation job's groups: refused with the tool's `INVALID_INPUT` (a one-shot
+    /// command has no job table; pass the job's box with --box instead).
+    #[arg(long)]
+    pub job_id: Option<String>,
     /// The evaluate call's box (µm) for a violation id or a window.
     #[arg(long = "clip", num_args = 4, allow_hyphen_values = true)]
     pub clip_um: Option<Vec<f64>>,
@@ -60,6 +71,9 @@ pub struct OptimizeArgs {
     /// ILT iterations.
     #[arg(long)]
     pub iterations: Option<u32>,
+    /// ILT iterations of the refinement stage.
+    #[arg(long)]
+    pub refine_iterations: Option<u32>,
     /// curvilinear or manhattan.
     #[arg(long, value_parser = ["curvilinear", "manhattan"])]
     pub mask_style: Option<String>,
@@ -70,69 +84,69 @@ pub struct OptimizeArgs {
     /// Workers (default: `RETICLE_WORKERS`, else one per core).
     #[arg(long)]
     pub workers: Option<usize>,
+    /// Where a region's tiles run: local (the workers started here) or slurm (a job
+    /// array per wave and per re-evaluation; plan, merge and compare stay local).
+    /// Default: `RETICLE_EXECUTOR`.
+    #[arg(long, value_parser = ["local", "slurm"])]
+    pub executor: Option<String>,
+}
+
+/// A box of four numbers.
+fn four(v: Option<&Vec<f64>>) -> Option<[f64; 4]> {
+    v.and_then(|b| <[f64; 4]>::try_from(b.as_slice()).ok())
 }
 
 impl OptimizeArgs {
-    /// The tool arguments an MCP client would send for the same request.
-    fn tool_arguments(&self) -> Map<String, Value> {
-        let mut args = Map::new();
-        args.insert("layout".into(), json!(self.layout));
-        let text = [
-            ("deck", &self.deck),
-            ("layer", &self.layer),
-            ("violation_id", &self.violation_id),
-            ("mask_layer", &self.mask_layer),
-            ("cell", &self.cell),
-            ("mask_style", &self.mask_style),
-        ];
-        for (key, value) in text {
-            if let Some(v) = value {
-                args.insert(key.into(), json!(v));
-            }
+    /// The tool arguments an MCP client would send for the same request, as the tool's
+    /// type (D210).
+    fn tool_arguments(&self) -> ToolArgs {
+        ToolArgs {
+            layout: Some(self.layout.clone()),
+            deck: self.deck.clone(),
+            layer: self.layer.clone(),
+            violation_id: self.violation_id.clone(),
+            violation_ids: self.violation_ids.clone(),
+            job_id: self.job_id.clone(),
+            mask_layer: self.mask_layer.clone(),
+            cell: self.cell.clone(),
+            mask_style: self.mask_style.as_deref().map(|s| match s {
+                "manhattan" => MaskStyleName::Manhattan,
+                _ => MaskStyleName::Curvilinear,
+            }),
+            box_um: four(self.box_um.as_ref()),
+            clip_um: four(self.clip_um.as_ref()),
+            whole_layer: self.whole_layer.then_some(true),
+            pixel_nm: self.pixel_nm,
+            tile_nm: self.tile_nm,
+            iterations: self.iterations,
+            refine_iterations: self.refine_iterations,
+            ..ToolArgs::default()
         }
-        if let Some(b) = &self.box_um {
-            args.insert("box_um".into(), json!(b));
-        }
-        if let Some(b) = &self.clip_um {
-            args.insert("clip_um".into(), json!(b));
-        }
-        if self.whole_layer {
-            args.insert("whole_layer".into(), json!(true));
-        }
-        if let Some(p) = self.pixel_nm {
-            args.insert("pixel_nm".into(), json!(p));
-        }
-        if let Some(t) = self.tile_nm {
-            args.insert("tile_nm".into(), json!(t));
-        }
-        if let Some(i) = self.iterations {
-            args.insert("iterations".into(), json!(i));
-        }
-        args
     }
 }
 
-/// Validates the arguments and resolves their paths as the tool does.
-fn prepare(
-    mut args: Map<String, Value>,
-    roots: &AllowedRoots,
-) -> Result<Map<String, Value>, ToolError> {
+/// Validates the arguments against the tool's input schema and resolves their paths as
+/// the tool does.
+fn prepare(mut call: ToolArgs, roots: &AllowedRoots) -> Result<ToolArgs, ToolError> {
+    let Ok(Value::Object(args)) = serde_json::to_value(&call) else {
+        unreachable!("OptimizeArgs is a struct: it writes an object")
+    };
     validate("optimize", &args)?;
-    let layout = args["layout"].as_str().unwrap_or_default().to_owned();
-    args.insert("layout".into(), json!(roots.resolve_read(&layout)?));
-    if let Some(deck) = args.get("deck").and_then(Value::as_str).map(str::to_owned)
+    let layout = call.layout.clone().unwrap_or_default();
+    call.layout = Some(roots.resolve_read(&layout)?.display().to_string());
+    if let Some(deck) = call.deck.clone()
         && deck_is_path(&deck)
     {
-        args.insert("deck".into(), json!(roots.resolve_read(&deck)?));
+        call.deck = Some(roots.resolve_read(&deck)?.display().to_string());
     }
-    Ok(args)
+    Ok(call)
 }
 
 /// Runs `reticle optimize`. Exit 0 with a result, 1 on a tool error, 2 when the workers or
 /// `--out` cannot be set up, 130 after Ctrl-C.
 pub fn optimize(opts: &OptimizeArgs, config: &reticle_config::Config) -> ExitCode {
     let roots = AllowedRoots::configured(config);
-    let args = match prepare(opts.tool_arguments(), &roots) {
+    let call = match prepare(opts.tool_arguments(), &roots) {
         Ok(a) => a,
         Err(error) => return emit_json(&Err(error)),
     };
@@ -154,22 +168,29 @@ pub fn optimize(opts: &OptimizeArgs, config: &reticle_config::Config) -> ExitCod
         .collect();
     // The written layout lies in --out: its re-evaluation reads it there.
     allowed.push(dir.display().to_string());
-    let workers = opts
-        .workers
-        .or_else(|| config.workers_explicit())
-        .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
-        .unwrap_or(1);
-    let pool = Pool {
-        workers,
-        slurm: false,
+    let executor = match opts.executor.as_deref() {
+        Some(raw) => {
+            reticle_config::ExecutorKind::parse(raw).unwrap_or(reticle_config::ExecutorKind::Local)
+        }
+        None => config.executor.kind,
     };
+    // A region's tile fan-outs go to the cluster; one window runs here.
+    let slurm = call.target().is_region() && executor == reticle_config::ExecutorKind::Slurm;
+    let workers = if slurm || !call.target().is_region() {
+        Some(1)
+    } else {
+        opts.workers.or_else(|| config.workers_explicit())
+    }
+    .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
+    .unwrap_or(1);
+    let pool = Pool { workers, slurm };
     let result = run_on_pool(
         "optimize",
         pool,
         config,
         allowed,
         |dispatcher, scope| async move {
-            reticle_tools::optimize_run::run_in(&dispatcher, &scope, args, &dir).await
+            reticle_tools::optimize_run::run_in(&dispatcher, &scope, call, &dir).await
         },
     );
     match result {

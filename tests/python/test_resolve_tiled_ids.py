@@ -174,6 +174,18 @@ async def test_a_list_of_ids_and_a_job_are_optimized_as_regions(release_bin, tmp
         assert box[0] < min(xs) and box[2] > max(xs) and box[1] < min(ys) and box[3] > max(ys)
         assert out["layout_out"]["path"], out["layout_out"]
         assert out["changes"]["totals"]["before"] > 0, out["changes"]
+        # Each listed id says what became of its group (D211): all three were evaluated
+        # on this layout with these arguments, so each is found in the re-evaluation
+        # before, and its status agrees with the per-rule counts.
+        statuses = out["target"]["ids"]
+        assert [s["violation_id"] for s in statuses] == ids, statuses
+        for s, r in zip(statuses, chosen):
+            assert s["rule_id"] == r["rule_id"], s
+            assert s["status"] in ("resolved", "remaining"), s
+            assert s["resolved"] == (s["status"] == "resolved"), s
+            assert s["group_id_before"], s
+            rule = out["changes"]["by_rule"][s["rule_id"]]
+            assert rule[s["status"]] >= 1, (s, rule)
 
         rule = chosen[0]["rule_id"]
         sub = [6.0, 6.0, 8.0, 8.0]

@@ -15,29 +15,16 @@
 //! artifact root.
 
 use libmcp::ReplayContract;
+use reticle_protocol::args::{EvaluateArgs, OptimizeArgs, OptimizeTarget};
 use reticle_protocol::{ErrorCode, ToolError, ViolationId};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::evaluate::deck_is_path;
-use super::worker_job::{JobExtras, run_op_with, take_wait};
+use super::worker_job::{JobExtras, object_of, parse_call, run_op_with};
 use super::{Detail, TaskSupport, Tool, ToolContext, ToolDef, ToolResult};
 
 /// The worker op.
 pub const OP: &str = "optimize";
-
-/// Arguments of `evaluate` that describe the clip, copied from the cache on a hit
-/// (`box_um` there is `clip_um` here).
-const EVALUATE_ARGS: [(&str, &str); 9] = [
-    ("mask_layer", "mask_layer"),
-    ("layout", "layout"),
-    ("deck", "deck"),
-    ("layer", "layer"),
-    ("cell", "cell"),
-    ("box_um", "clip_um"),
-    ("pixel_nm", "pixel_nm"),
-    ("model", "model"),
-    ("tile_nm", "tile_nm"),
-];
 
 pub(super) fn tool() -> Tool {
     Tool::new(ToolDef {
@@ -63,10 +50,6 @@ pub(super) fn tool() -> Tool {
         porcelain: Some(porcelain),
     })
     .with_task_support(TaskSupport::Optional)
-}
-
-fn str_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
-    args.get(key).and_then(Value::as_str)
 }
 
 /// The parts of an id the errors show (`rv1:<layout16>:<deck16>:<rule>:<x>:<y>:<tile>:<group>:<i>`).
@@ -97,144 +80,130 @@ fn resolve_pinned(ctx: &ToolContext, raw: &str, id: &str) -> Result<String, Tool
     }
 }
 
-/// Which of `layout` and `deck` (what an optimize without a cached id needs) are absent.
-fn missing_targets(args: &Map<String, Value>) -> Vec<&'static str> {
-    ["layout", "deck"]
-        .into_iter()
-        .filter(|k| !args.contains_key(*k))
-        .collect()
+/// Fills `call` with what this connection remembers of the evaluate call that made `id`
+/// and says where its arguments come from (`session_cache`, or `violation_id`: the id
+/// itself, re-derived by the worker), or the error a caller can act on (D181).
+fn resolve_id_arguments(
+    ctx: &ToolContext,
+    call: &mut OptimizeArgs,
+    id: &str,
+) -> Result<&'static str, ToolError> {
+    let parts = id_parts(id).ok_or_else(|| {
+        ToolError::new(
+            ErrorCode::InvalidInput,
+            "not a reticle violation_id (rv1:…, from evaluate at report_level=detailed)",
+        )
+        .with_details(json!({"violation_id": id}))
+    })?;
+    let layout16 = parts["layout_sha256_prefix"].as_str().unwrap_or_default();
+    let deck16 = parts["deck_hash_prefix"].as_str().unwrap_or_default();
+    if let Some(pin) = call.layout_artifact_id.as_deref() {
+        let pin = pin.trim_start_matches("sha256:");
+        if !(pin.starts_with(layout16) || layout16.starts_with(pin)) {
+            return Err(ToolError::new(
+                ErrorCode::LayoutNotPinned,
+                "layout_artifact_id names another layout than the violation_id",
+            )
+            .with_details(json!({"violation_id": id, "layout_artifact_id": pin, "violation_id_layout_sha256": layout16, "reason": "pin_mismatch"}))
+            .recoverable(false)
+            .with_hint("pass the layout_artifact_id of the evaluate call that returned this id, or evaluate again"));
+        }
+    }
+    // A record this connection returned (a window's), else one of a tiled evaluation of
+    // this connection, on any page (D181).
+    let evaluation = ctx
+        .scope
+        .violations
+        .get(id)
+        .map(|(evaluation, _record)| evaluation)
+        .or_else(|| ctx.scope.violations.region_for(layout16, deck16));
+    if let Some(evaluation) = evaluation {
+        // Fast path: the evaluate call's arguments (its box as the clip), unless the call
+        // overrides them.
+        let evaluate: EvaluateArgs = serde_json::from_value(Value::Object(evaluation.args.clone()))
+            .map_err(|e| {
+                ToolError::new(
+                    ErrorCode::InternalError,
+                    format!("a remembered evaluate call's arguments: {e}"),
+                )
+            })?;
+        call.fill_from_evaluate(&evaluate, true);
+        return Ok("session_cache");
+    }
+    if call.layout.is_some() {
+        return Ok("violation_id");
+    }
+    if !ctx.scope.violations.was_evicted(layout16) {
+        // Never cached here (another connection, a restarted host): re-derived from the
+        // id once the caller names the layout; the deck, when not named, is the shipped
+        // deck the id's hash names (D181).
+        return Err(ToolError::new(
+            ErrorCode::NotFound,
+            format!("{id} was not evaluated on this connection; pass layout to re-derive it from the id"),
+        )
+        .with_details(json!({
+            "violation_id": id,
+            "missing_arguments": ["layout"],
+            "also_pass_if_evaluate_had_them": ["deck (unless shipped)", "clip_um (evaluate's box_um)", "layer", "cell", "pixel_nm", "model", "tile_nm", "mask_layer"],
+            "violation": parts,
+        }))
+        .recoverable(true)
+        .with_hint(format!(
+            "call optimize again with layout (the file whose SHA-256 starts with {layout16}), plus the deck if it is not a shipped one, and the pixel_nm/model/tile_nm of the evaluate call"
+        )));
+    }
+    Err(ToolError::new(
+        ErrorCode::CacheEvicted,
+        format!("{id} is not in this connection's violation cache; pass layout to re-resolve it from the id"),
+    )
+    .with_details(json!({
+        "violation_id": id,
+        "missing_arguments": ["layout"],
+        "also_pass_if_evaluate_had_them": ["clip_um (evaluate's box_um)", "layer", "cell", "pixel_nm", "model", "tile_nm"],
+        "violation": parts,
+    }))
+    .recoverable(true)
+    .with_hint(format!(
+        "call optimize again with layout (the file whose SHA-256 starts with {layout16}) and deck, plus the clip_um/pixel_nm/model/tile_nm of the evaluate call"
+    )))
 }
 
-async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
-    let wait = take_wait(&mut args);
+async fn run(ctx: ToolContext, args: serde_json::Map<String, Value>) -> ToolResult {
+    // Parsed once at the edge (D210): what the call repairs is decided by the type.
+    let mut call: OptimizeArgs = parse_call(args)?;
+    let wait = call.wait.take().unwrap_or(false);
     // A list of ids or an evaluation job's groups: a region (D182).
-    if super::optimize_targets::wants_targets(&args) {
-        return super::optimize_targets::run_targets(&ctx, args, wait).await;
+    if matches!(call.target(), OptimizeTarget::Ids | OptimizeTarget::Job) {
+        return super::optimize_targets::run_targets(&ctx, call, wait).await;
     }
-    let resolved_from = match str_arg(&args, "violation_id").map(str::to_owned) {
-        Some(id) => {
-            let parts = id_parts(&id).ok_or_else(|| {
-                ToolError::new(
-                    ErrorCode::InvalidInput,
-                    "not a reticle violation_id (rv1:…, from evaluate at report_level=detailed)",
-                )
-                .with_details(json!({"violation_id": id}))
-            })?;
-            if let Some(pin) = str_arg(&args, "layout_artifact_id") {
-                let pin = pin.trim_start_matches("sha256:");
-                let prefix = parts["layout_sha256_prefix"].as_str().unwrap_or_default();
-                if !(pin.starts_with(prefix) || prefix.starts_with(pin)) {
-                    return Err(ToolError::new(
-                        ErrorCode::LayoutNotPinned,
-                        "layout_artifact_id names another layout than the violation_id",
-                    )
-                    .with_details(json!({"violation_id": id, "layout_artifact_id": pin, "violation_id_layout_sha256": prefix, "reason": "pin_mismatch"}))
-                    .recoverable(false)
-                    .with_hint("pass the layout_artifact_id of the evaluate call that returned this id, or evaluate again"));
-                }
-            }
-            let layout16 = parts["layout_sha256_prefix"].as_str().unwrap_or_default();
-            let deck16 = parts["deck_hash_prefix"].as_str().unwrap_or_default();
-            // A record this connection returned (a window's), else one of a tiled
-            // evaluation of this connection, on any page (D181).
-            let evaluation = ctx
-                .scope
-                .violations
-                .get(&id)
-                .map(|(evaluation, _record)| evaluation)
-                .or_else(|| ctx.scope.violations.region_for(layout16, deck16));
-            if let Some(evaluation) = evaluation {
-                // Fast path: the evaluate call's arguments, unless the call overrides them.
-                for (from, to) in EVALUATE_ARGS {
-                    if let (Some(v), false) = (evaluation.args.get(from), args.contains_key(to)) {
-                        args.insert(to.into(), v.clone());
-                    }
-                }
-                "session_cache"
-            } else if !args.contains_key("layout") && !ctx.scope.violations.was_evicted(layout16) {
-                // Never cached here (another connection, a restarted host): re-derived from
-                // the id once the caller names the layout; the deck, when not named, is the
-                // shipped deck the id's hash names (D181).
-                return Err(ToolError::new(
-                    ErrorCode::NotFound,
-                    format!("{id} was not evaluated on this connection; pass layout to re-derive it from the id"),
-                )
-                .with_details(json!({
-                    "violation_id": id,
-                    "missing_arguments": ["layout"],
-                    "also_pass_if_evaluate_had_them": ["deck (unless shipped)", "clip_um (evaluate's box_um)", "layer", "cell", "pixel_nm", "model", "tile_nm", "mask_layer"],
-                    "violation": parts,
-                }))
-                .recoverable(true)
-                .with_hint(format!(
-                    "call optimize again with layout (the file whose SHA-256 starts with {layout16}), plus the deck if it is not a shipped one, and the pixel_nm/model/tile_nm of the evaluate call"
-                )));
-            } else {
-                let missing: Vec<&str> = missing_targets(&args)
-                    .into_iter()
-                    .filter(|k| *k == "layout")
-                    .collect();
-                if !missing.is_empty() {
-                    return Err(ToolError::new(
-                        ErrorCode::CacheEvicted,
-                        format!(
-                            "{id} is not in this connection's violation cache; pass {} to re-resolve it from the id",
-                            missing.join(" and ")
-                        ),
-                    )
-                    .with_details(json!({
-                        "violation_id": id,
-                        "missing_arguments": missing,
-                        "also_pass_if_evaluate_had_them": ["clip_um (evaluate's box_um)", "layer", "cell", "pixel_nm", "model", "tile_nm"],
-                        "violation": parts,
-                    }))
-                    .recoverable(true)
-                    .with_hint(format!(
-                        "call optimize again with layout (the file whose SHA-256 starts with {}) and deck, plus the clip_um/pixel_nm/model/tile_nm of the evaluate call",
-                        parts["layout_sha256_prefix"].as_str().unwrap_or("?")
-                    )));
-                }
-                "violation_id"
-            }
+    let id = call.violation_id.clone();
+    let resolved_from = match &id {
+        Some(id) => resolve_id_arguments(&ctx, &mut call, id)?,
+        // The deck defaults to the shipped deck whose layers the layout has (D185).
+        None if call.layout.is_none() => {
+            return Err(ToolError::new(
+                ErrorCode::InvalidInput,
+                "optimize without a violation_id needs layout",
+            )
+            .with_details(json!({"missing_arguments": ["layout"]})));
         }
-        None => {
-            // The deck defaults to the shipped deck whose layers the layout has (D185).
-            let missing: Vec<&str> = missing_targets(&args)
-                .into_iter()
-                .filter(|k| *k == "layout")
-                .collect();
-            if !missing.is_empty() {
-                return Err(ToolError::new(
-                    ErrorCode::InvalidInput,
-                    format!(
-                        "optimize without a violation_id needs {}",
-                        missing.join(" and ")
-                    ),
-                )
-                .with_details(json!({"missing_arguments": missing})));
-            }
-            "none"
-        }
+        None => "none",
     };
-    let id = str_arg(&args, "violation_id").unwrap_or("").to_owned();
-    let raw = str_arg(&args, "layout").unwrap_or_default().to_owned();
-    let layout = if id.is_empty() {
-        ctx.scope.roots.resolve_read(&raw)?.display().to_string()
-    } else {
-        resolve_pinned(&ctx, &raw, &id)?
-    };
-    args.insert("layout".into(), json!(layout));
-    let deck = str_arg(&args, "deck").unwrap_or_default().to_owned();
-    if deck_is_path(&deck) {
-        let path = ctx.scope.roots.resolve_read(&deck)?;
-        args.insert("deck".into(), json!(path));
+    let raw = call.layout.clone().unwrap_or_default();
+    call.layout = Some(match &id {
+        None => ctx.scope.roots.resolve_read(&raw)?.display().to_string(),
+        Some(id) => resolve_pinned(&ctx, &raw, id)?,
+    });
+    if let Some(deck) = call.deck.clone()
+        && deck_is_path(&deck)
+    {
+        call.deck = Some(ctx.scope.roots.resolve_read(&deck)?.display().to_string());
     }
     // A region of any size or the whole layer: tiled, written back (D170).
-    if resolved_from == "none" && super::optimize_region::wants_region(&args) {
-        return super::optimize_region::run_region(&ctx, args, wait).await;
+    if call.target().is_region() {
+        return super::optimize_region::run_region(&ctx, call, wait).await;
     }
-    args.remove("tiling");
-    args.remove("whole_layer");
+    let mut args = window_op_args(call);
     if resolved_from != "none" {
         args.insert("resolved_from".into(), json!(resolved_from));
     }
@@ -244,6 +213,14 @@ async fn run(ctx: ToolContext, mut args: Map<String, Value>) -> ToolResult {
         on_result: None,
     };
     run_op_with(&ctx, OP, &args, wait, extras).await
+}
+
+/// The `optimize` op's arguments for one window: the call less what only the host reads
+/// (`tiling`, `whole_layer`).
+pub(crate) fn window_op_args(mut call: OptimizeArgs) -> serde_json::Map<String, Value> {
+    call.tiling = None;
+    call.whole_layer = None;
+    object_of(&call)
 }
 
 fn porcelain(payload: &Value, _detail: Detail) -> String {

@@ -21,9 +21,15 @@
 use std::sync::Arc;
 
 use reticle_dispatch::{Dispatcher, FanOut, Scope, Unit};
+use reticle_protocol::args::OptimizeArgs;
+use reticle_protocol::optimize_result::{
+    ArtifactsDir, EvaluationSummary, Evaluations, FileRef, IdStatus, RegionResult,
+    RegionStateAfter, RegionTarget, Seams,
+};
 use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::{Map, Value, json};
 
+use super::worker_job::object_of;
 use super::{ToolContext, ToolResult};
 
 /// Unit numbers of the job's parts (each fan-out numbers its units from its base, so
@@ -32,41 +38,26 @@ const BEFORE_BASE: u32 = 1 << 28;
 const AFTER_BASE: u32 = 2 << 28;
 const COMPARE_UNIT: u32 = 3 << 28;
 
-/// The arguments of `optimize` a region optimize takes (the rest is a single window's).
-const REGION_ARGS: [&str; 14] = [
-    "layout",
-    "deck",
-    "layer",
-    "cell",
-    "box_um",
-    "pixel_nm",
-    "model",
-    "tile_nm",
-    "iterations",
-    "refine_iterations",
-    "mask_style",
-    "assist_features",
-    "mask_layer",
-    "halo_nm",
-];
-
-/// Whether an `optimize` call is a region optimize (D170): no `violation_id` and no
-/// `clip_um`, on a GDSII/OASIS layout, with a `box_um` (of any size) or `whole_layer:
-/// true`, and `tiling` not `"window"`. Everything else is the single-window path, as
-/// before (a `.glp` clip, a `clip_um`, a violation id).
-#[must_use]
-pub(super) fn wants_region(args: &Map<String, Value>) -> bool {
-    if args.contains_key("violation_id") || args.contains_key("clip_um") {
-        return false;
+/// The arguments of `optimize` a region optimize takes (the rest is a single window's or
+/// a target's, resolved before).
+fn region_call(call: &OptimizeArgs) -> OptimizeArgs {
+    OptimizeArgs {
+        layout: call.layout.clone(),
+        deck: call.deck.clone(),
+        layer: call.layer.clone(),
+        cell: call.cell.clone(),
+        box_um: call.box_um,
+        pixel_nm: call.pixel_nm,
+        model: call.model.clone(),
+        tile_nm: call.tile_nm,
+        iterations: call.iterations,
+        refine_iterations: call.refine_iterations,
+        mask_style: call.mask_style,
+        assist_features: call.assist_features,
+        mask_layer: call.mask_layer.clone(),
+        halo_nm: call.halo_nm,
+        ..OptimizeArgs::default()
     }
-    let glp = args
-        .get("layout")
-        .and_then(Value::as_str)
-        .is_some_and(|l| l.to_ascii_lowercase().ends_with(".glp"));
-    if glp || args.get("tiling").and_then(Value::as_str) == Some("window") {
-        return false;
-    }
-    args.get("whole_layer").and_then(Value::as_bool) == Some(true) || args.contains_key("box_um")
 }
 
 /// The evaluate arguments of one re-evaluation: the call's layout window arguments on
@@ -105,56 +96,44 @@ fn sub_dir(dir: &std::path::Path, name: &str) -> Result<String, ToolError> {
     Ok(path.display().to_string())
 }
 
-/// The part of an evaluation's summary the result keeps.
-fn evaluation_summary(report: &Value, dir: &str) -> Value {
-    json!({
-        "dir": dir,
-        "counts": report["counts"],
-        "metrics": report["metrics"],
-        "window_nm": report["window_nm"],
-        "layout": report["layout"],
-    })
+/// Runs the region optimize of `call` (paths resolved, `wait` taken) as a job: a box or
+/// the whole layer.
+pub(super) async fn run_region(ctx: &ToolContext, call: OptimizeArgs, wait: bool) -> ToolResult {
+    let mode = if call.box_um.is_some() {
+        "region"
+    } else {
+        "layer"
+    };
+    let target = RegionTarget {
+        mode: mode.into(),
+        resolved_from: "none".into(),
+        ..RegionTarget::default()
+    };
+    run_region_for(ctx, call, wait, target).await
 }
 
-/// Runs the region optimize of `args` (paths resolved, `wait` taken) as a job.
-pub(super) async fn run_region(
-    ctx: &ToolContext,
-    args: Map<String, Value>,
-    wait: bool,
-) -> ToolResult {
-    run_region_for(ctx, args, wait, Map::new()).await
-}
-
-/// [`run_region`] for a target that is not a box (a list of violation ids, an evaluation
-/// job's groups): `target` (its `mode` and what it named) goes into the result's `target`.
+/// [`run_region`] for any target: `target` (its `mode` and what it named) is the
+/// result's `target`; the ids it lists get their group's status (D211).
 pub(super) async fn run_region_for(
     ctx: &ToolContext,
-    args: Map<String, Value>,
+    call: OptimizeArgs,
     wait: bool,
-    target: Map<String, Value>,
+    target: RegionTarget,
 ) -> ToolResult {
-    let call: Map<String, Value> = args
-        .into_iter()
-        .filter(|(k, _)| REGION_ARGS.contains(&k.as_str()))
-        .collect();
     let job_dir = ctx.scope.sessions.new_job_dir("opt")?;
     let dispatcher = Arc::clone(&ctx.dispatcher);
     ctx.run_as_job(wait, move |scope| async move {
         let dir = job_dir.path().to_path_buf();
-        let payload = region_job(&dispatcher, &scope, &dir, call).await;
+        let payload = region_result(&dispatcher, &scope, &dir, &call, target).await;
         drop(job_dir);
-        let mut payload = payload?;
-        if let Some(t) = payload["target"].as_object_mut() {
-            t.extend(target);
-        }
-        Ok(payload)
+        payload
     })
     .await
 }
 
-/// The region optimize of `args` (paths resolved) run on `dispatcher` in `scope` with its
-/// files in `dir`, outside any job: what `reticle optimize` runs (the tool runs the same in
-/// its job).
+/// The region optimize of `call` (paths resolved) for `target` run on `dispatcher` in
+/// `scope` with its files in `dir`: what the tool's job runs, and `reticle optimize` and
+/// `reticle bench repair` outside any job.
 ///
 /// # Errors
 /// The units' errors.
@@ -162,31 +141,31 @@ pub(crate) async fn region_result(
     dispatcher: &Arc<Dispatcher>,
     scope: &Scope,
     dir: &std::path::Path,
-    args: Map<String, Value>,
+    call: &OptimizeArgs,
+    target: RegionTarget,
 ) -> Result<Value, ToolError> {
-    let call: Map<String, Value> = args
-        .into_iter()
-        .filter(|(k, _)| REGION_ARGS.contains(&k.as_str()))
-        .collect();
-    region_job(dispatcher, scope, dir, call).await
+    let result = region_job(dispatcher, scope, dir, call, target).await?;
+    serde_json::to_value(&result)
+        .map_err(|e| ToolError::new(ErrorCode::InternalError, format!("region result: {e}")))
 }
 
 async fn region_job(
     dispatcher: &Arc<Dispatcher>,
     scope: &Scope,
     dir: &std::path::Path,
-    call: Map<String, Value>,
-) -> Result<Value, ToolError> {
+    call: &OptimizeArgs,
+    mut target: RegionTarget,
+) -> Result<RegionResult, ToolError> {
     let dir_text = dir.display().to_string();
+    let call = object_of(&region_call(call));
     let mut opt_args = call.clone();
     opt_args.insert("tiles_dir".into(), json!(dir_text));
-    let whole = !call.contains_key("box_um");
     // 1. The tiles, in waves, and the layout written back.
     let optimize = FanOut {
         prefix: "optimize",
         artifact_dir: &dir_text,
     };
-    let merged = optimize
+    let mut merged = optimize
         .run_at(dispatcher, scope, opt_args.clone(), 0)
         .await?;
 
@@ -230,11 +209,14 @@ async fn region_job(
         ),
     )?;
 
-    // 3. Group by group.
+    // 3. Group by group, and each listed id's group (D211).
     let mut compare_args = opt_args;
     compare_args.insert("plan".into(), merged["plan"].clone());
     compare_args.insert("evaluations".into(), json!(["before", "after"]));
-    let compared = dispatcher
+    if let Some(ids) = &target.violation_ids {
+        compare_args.insert("targets".into(), json!(ids));
+    }
+    let mut compared = dispatcher
         .run(
             scope,
             Unit::new("optimize.compare", &Value::Object(compare_args))
@@ -243,44 +225,51 @@ async fn region_job(
                 .on_progress(|_| {}),
         )
         .await?;
-    let mut merged = merged;
+    let ids = compared.as_object_mut().and_then(|c| c.remove("targets"));
+    if let Some(ids) = ids.filter(|v| !v.is_null()) {
+        let ids: Vec<IdStatus> = serde_json::from_value(ids).map_err(|e| {
+            ToolError::new(
+                ErrorCode::InternalError,
+                format!("optimize.compare's targets: {e}"),
+            )
+        })?;
+        target.ids = Some(ids);
+    }
     if let Some(m) = merged.as_object_mut() {
         m.remove("plan");
     }
-    Ok(json!({
-        "schema_version": reticle_protocol::SCHEMA_VERSION,
-        "target": {
-            "mode": if whole { "layer" } else { "region" },
-            "resolved_from": "none",
-        },
-        "region_nm": merged["region_nm"],
-        "region_source": merged["region_source"],
-        "tiles": merged["tiles"],
-        "ilt": merged["ilt"],
-        "layout_out": merged["layout_out"],
-        "pictures": merged["pictures"],
-        "state_after": {
-            "layout": {
-                "path": merged["layout_out"]["path"],
-                "sha256": merged["layout_out"]["sha256"],
-                "bytes": merged["layout_out"]["bytes"],
+    let layout_file = &merged["layout_out"];
+    Ok(RegionResult {
+        schema_version: reticle_protocol::SCHEMA_VERSION.to_owned(),
+        target,
+        region_nm: merged["region_nm"].clone(),
+        region_source: merged["region_source"].clone(),
+        tiles: merged["tiles"].clone(),
+        ilt: merged["ilt"].clone(),
+        layout_out: layout_file.clone(),
+        pictures: merged["pictures"].clone(),
+        state_after: RegionStateAfter {
+            layout: FileRef {
+                path: layout_file["path"].clone(),
+                sha256: layout_file["sha256"].clone(),
+                bytes: layout_file["bytes"].clone(),
             },
-            "mask_layer": merged["layout_out"]["mask_layer"],
-            "region_before_png": merged["pictures"]["before"],
-            "region_after_png": merged["pictures"]["after"],
+            mask_layer: layout_file["mask_layer"].clone(),
+            region_before_png: merged["pictures"]["before"].clone(),
+            region_after_png: merged["pictures"]["after"].clone(),
         },
-        "evaluated_box_um": checked,
-        "evaluation": {
-            "before": evaluation_summary(&before, &before_dir),
-            "after": evaluation_summary(&after, &after_dir),
+        evaluated_box_um: checked,
+        evaluation: Evaluations {
+            before: EvaluationSummary::of(&before, &before_dir),
+            after: EvaluationSummary::of(&after, &after_dir),
         },
-        "changes": compared,
-        "seams": {
-            "guarantee": "tiles run in four waves (2x2 colouring); each tile's ILT and mask-rule legalizer see the finished neighbours' mask as frozen context, so every seam is legalized by the later tile against the earlier tile's final mask (D170); measured by the re-evaluation: changes.totals.new_near_seams",
-            "new_near_seams": compared["totals"]["new_near_seams"],
+        seams: Seams {
+            guarantee: "tiles run in four waves (2x2 colouring); each tile's ILT and mask-rule legalizer see the finished neighbours' mask as frozen context, so every seam is legalized by the later tile against the earlier tile's final mask (D170); measured by the re-evaluation: changes.totals.new_near_seams".to_owned(),
+            new_near_seams: compared["totals"]["new_near_seams"].clone(),
         },
-        "artifacts": {"dir": dir_text},
-    }))
+        changes: compared,
+        artifacts: ArtifactsDir { dir: dir_text },
+    })
 }
 
 /// The text of a region optimize's result.
@@ -312,43 +301,23 @@ pub(super) fn porcelain(payload: &Value) -> String {
             .as_str()
             .unwrap_or("?"),
         payload["pictures"]["after"]["path"].as_str().unwrap_or("?"),
-    )
+    ) + &ids_lines(&payload["target"]["ids"])
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn args(v: Value) -> Map<String, Value> {
-        v.as_object().cloned().unwrap()
+/// One line per listed id: its group resolved, remaining or not found (D211); at most
+/// ten, then a count.
+fn ids_lines(ids: &Value) -> String {
+    let ids = ids.as_array().map_or(&[][..], Vec::as_slice);
+    let mut text = String::new();
+    for s in ids.iter().take(10) {
+        text.push_str(&format!(
+            "\n  {} {}",
+            s["status"].as_str().unwrap_or("?"),
+            s["violation_id"].as_str().unwrap_or("?")
+        ));
     }
-
-    #[test]
-    fn a_region_is_a_box_or_the_whole_layer_on_a_layout_file() {
-        assert!(wants_region(&args(
-            json!({"layout": "a.gds", "box_um": [5, 5, 11, 11]})
-        )));
-        assert!(wants_region(&args(
-            json!({"layout": "a.gds", "box_um": [0, 0, 1, 1]})
-        )));
-        assert!(!wants_region(&args(
-            json!({"layout": "a.gds", "box_um": [0, 0, 1, 1], "tiling": "window"})
-        )));
-        assert!(!wants_region(&args(json!({"layout": "a.gds"}))));
-        assert!(wants_region(&args(
-            json!({"layout": "a.gds", "box_um": [0, 0, 1, 1], "tiling": "tiles"})
-        )));
-        assert!(wants_region(&args(
-            json!({"layout": "a.oas", "whole_layer": true})
-        )));
-        assert!(!wants_region(&args(
-            json!({"layout": "a.glp", "box_um": [5, 5, 11, 11]})
-        )));
-        assert!(!wants_region(&args(
-            json!({"layout": "a.gds", "box_um": [5, 5, 11, 11], "clip_um": [0, 0, 20, 20]})
-        )));
-        assert!(!wants_region(&args(
-            json!({"layout": "a.gds", "violation_id": "rv1:x"})
-        )));
+    if ids.len() > 10 {
+        text.push_str(&format!("\n  … and {} more ids", ids.len() - 10));
     }
+    text
 }

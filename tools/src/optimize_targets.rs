@@ -12,9 +12,12 @@
 use std::str::FromStr;
 
 use reticle_dispatch::Unit;
+use reticle_protocol::args::{EvaluateArgs, OptimizeArgs};
+use reticle_protocol::optimize_result::RegionTarget;
 use reticle_protocol::{ErrorCode, ToolError, ViolationId};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
+use super::violation_cache::{Evaluation, ViolationCache};
 use super::{ToolContext, ToolResult};
 
 /// Margin (µm) around what a target names: a marker reaches this far from its location
@@ -23,25 +26,6 @@ pub const MARGIN_UM: f64 = 0.5;
 
 /// Most ids one call may list.
 pub const MAX_IDS: usize = 10_000;
-
-/// The evaluate arguments a target copies into the region optimize (unless the call
-/// gives them).
-const EVALUATE_KEYS: [&str; 8] = [
-    "layout",
-    "deck",
-    "layer",
-    "cell",
-    "pixel_nm",
-    "model",
-    "tile_nm",
-    "mask_layer",
-];
-
-/// Whether the call names a list or a job target.
-#[must_use]
-pub(super) fn wants_targets(args: &Map<String, Value>) -> bool {
-    args.contains_key("violation_ids") || args.contains_key("job_id")
-}
 
 fn invalid(message: impl Into<String>, details: Value) -> ToolError {
     ToolError::new(ErrorCode::InvalidInput, message).with_details(details)
@@ -78,85 +62,108 @@ fn box_of(v: &Value) -> Option<[f64; 4]> {
     serde_json::from_value(v.clone()).ok()
 }
 
-/// Copies the evaluate call's arguments the call does not give.
-fn fill(args: &mut Map<String, Value>, from: &Map<String, Value>) {
-    for key in EVALUATE_KEYS {
-        if let (Some(v), false) = (from.get(key), args.contains_key(key)) {
-            args.insert(key.into(), v.clone());
-        }
-    }
+/// Copies the arguments of a remembered evaluate call the call does not give (its box is
+/// not carried: it is not the region).
+fn fill(call: &mut OptimizeArgs, evaluation: &Evaluation) -> Result<(), ToolError> {
+    let evaluate: EvaluateArgs = serde_json::from_value(Value::Object(evaluation.args.clone()))
+        .map_err(|e| {
+            ToolError::new(
+                ErrorCode::InternalError,
+                format!("a remembered evaluate call's arguments: {e}"),
+            )
+        })?;
+    call.fill_from_evaluate(&evaluate, false);
+    Ok(())
 }
 
-/// Runs a `violation_ids` or `job_id` target (paths not yet resolved, `wait` taken).
-pub(super) async fn run_targets(
-    ctx: &ToolContext,
-    mut args: Map<String, Value>,
-    wait: bool,
-) -> ToolResult {
-    if args.contains_key("violation_ids") && args.contains_key("job_id") {
+/// Refuses what cannot be combined with a list or a job target.
+fn check_combination(call: &OptimizeArgs) -> Result<(), ToolError> {
+    if call.violation_ids.is_some() && call.job_id.is_some() {
         return Err(invalid(
             "violation_ids and job_id are two targets: give one",
             json!({}),
         ));
     }
-    for other in ["violation_id", "whole_layer", "clip_um"] {
-        if args.contains_key(other) {
-            return Err(invalid(
-                format!("{other} cannot be combined with violation_ids or job_id"),
-                json!({"argument": other}),
-            ));
-        }
-    }
-    let (box_um, target) = match args.remove("violation_ids") {
-        Some(ids) => ids_target(ctx, &mut args, &ids)?,
-        None => job_target(ctx, &mut args).await?,
-    };
-    args.insert("box_um".into(), json!(box_um));
-    for key in ["job_id", "rule_ids", "tiling"] {
-        args.remove(key);
-    }
-    let missing: Vec<&str> = ["layout", "deck"]
-        .into_iter()
-        .filter(|k| !args.contains_key(*k))
-        .collect();
-    if !missing.is_empty() {
-        return Err(ToolError::new(
-            ErrorCode::NotFound,
-            format!(
-                "the target was not evaluated on this connection; pass {}",
-                missing.join(" and ")
-            ),
-        )
-        .with_details(json!({"missing_arguments": missing}))
-        .recoverable(true)
-        .with_hint(
-            "pass the layout and deck (and pixel_nm, model, tile_nm, layer) of the evaluate call",
+    let others = [
+        ("violation_id", call.violation_id.is_some()),
+        ("whole_layer", call.whole_layer.is_some()),
+        ("clip_um", call.clip_um.is_some()),
+    ];
+    if let Some((other, _)) = others.into_iter().find(|(_, given)| *given) {
+        return Err(invalid(
+            format!("{other} cannot be combined with violation_ids or job_id"),
+            json!({"argument": other}),
         ));
     }
-    let layout = args["layout"].as_str().unwrap_or_default().to_owned();
-    let path = ctx.scope.roots.resolve_read(&layout)?;
-    args.insert("layout".into(), json!(path.display().to_string()));
-    let deck = args["deck"].as_str().unwrap_or_default().to_owned();
-    if super::evaluate::deck_is_path(&deck) {
-        let path = ctx.scope.roots.resolve_read(&deck)?;
-        args.insert("deck".into(), json!(path.display().to_string()));
+    Ok(())
+}
+
+/// `NOT_FOUND` (recoverable) when the call, filled from this connection's memory, still
+/// has no layout. The deck may stay absent: the worker takes the shipped deck whose layers
+/// the layout has (D185).
+fn require_layout(call: &OptimizeArgs) -> Result<(), ToolError> {
+    if call.layout.is_some() {
+        return Ok(());
     }
-    super::optimize_region::run_region_for(ctx, args, wait, target).await
+    Err(ToolError::new(
+        ErrorCode::NotFound,
+        "the target was not evaluated on this connection; pass layout",
+    )
+    .with_details(json!({"missing_arguments": ["layout"]}))
+    .recoverable(true)
+    .with_hint(
+        "pass the layout (and the deck unless shipped, pixel_nm, model, tile_nm, layer) of the evaluate call",
+    ))
+}
+
+/// Runs a `violation_ids` or `job_id` target (paths not yet resolved, `wait` taken).
+pub(super) async fn run_targets(
+    ctx: &ToolContext,
+    mut call: OptimizeArgs,
+    wait: bool,
+) -> ToolResult {
+    check_combination(&call)?;
+    let target = match call.violation_ids.take() {
+        Some(ids) => ids_target(Some(&ctx.scope.violations), &mut call, ids)?,
+        None => job_target(ctx, &mut call).await?,
+    };
+    call.box_um = target.box_um;
+    call.job_id = None;
+    call.rule_ids = None;
+    call.tiling = None;
+    require_layout(&call)?;
+    let layout = call.layout.clone().unwrap_or_default();
+    call.layout = Some(ctx.scope.roots.resolve_read(&layout)?.display().to_string());
+    if let Some(deck) = call.deck.clone()
+        && super::evaluate::deck_is_path(&deck)
+    {
+        call.deck = Some(ctx.scope.roots.resolve_read(&deck)?.display().to_string());
+    }
+    super::optimize_region::run_region_for(ctx, call, wait, target).await
+}
+
+/// The region of a list of ids for a caller without a connection's memory (`reticle
+/// optimize --violation-ids`): the call's own arguments, `layout` required.
+///
+/// # Errors
+/// As the tool: malformed ids, ids of several layouts or decks, no layout.
+pub(crate) fn ids_region(call: &mut OptimizeArgs) -> Result<RegionTarget, ToolError> {
+    check_combination(call)?;
+    let ids = call.violation_ids.take().unwrap_or_default();
+    let target = ids_target(None, call, ids)?;
+    call.box_um = target.box_um;
+    call.tiling = None;
+    require_layout(call)?;
+    Ok(target)
 }
 
 /// The box of a list of ids (their locations, grown by [`MARGIN_UM`]) and the target
-/// description; the evaluate arguments of the first cached id fill the call's.
+/// description; the evaluate arguments of the first id `cache` knows fill the call's.
 fn ids_target(
-    ctx: &ToolContext,
-    args: &mut Map<String, Value>,
-    ids: &Value,
-) -> Result<([f64; 4], Map<String, Value>), ToolError> {
-    let texts: Vec<String> = ids
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect();
+    cache: Option<&ViolationCache>,
+    call: &mut OptimizeArgs,
+    texts: Vec<String>,
+) -> Result<RegionTarget, ToolError> {
     if texts.is_empty() || texts.len() > MAX_IDS {
         return Err(invalid(
             format!("violation_ids must list 1 to {MAX_IDS} ids"),
@@ -182,17 +189,15 @@ fn ids_target(
             json!({"first": texts[0], "other": other.to_string()}),
         ));
     }
-    let cache = &ctx.scope.violations;
-    let evaluation = texts
-        .iter()
-        .find_map(|t| cache.get(t).map(|(e, _)| e))
-        .or_else(|| cache.region_for(&first.layout_sha16, &first.deck16));
+    let evaluation = cache.and_then(|cache| {
+        texts
+            .iter()
+            .find_map(|t| cache.get(t).map(|(e, _)| e))
+            .or_else(|| cache.region_for(&first.layout_sha16, &first.deck16))
+    });
     let resolved_from = match &evaluation {
         Some(e) => {
-            // A window's arguments name its clip `box_um`: not the region here.
-            let mut from = e.args.clone();
-            from.remove("box_um");
-            fill(args, &from);
+            fill(call, e)?;
             "session_cache"
         }
         None => "violation_ids",
@@ -203,26 +208,20 @@ fn ids_target(
         b = union(b, [x, y, x, y].map(|v| v / 1000.0));
     }
     let b = grown(b.unwrap_or_default(), MARGIN_UM);
-    let mut target = Map::new();
-    target.insert("mode".into(), json!("violation_ids"));
-    target.insert("violation_ids".into(), json!(texts));
-    target.insert("box_um".into(), json!(b));
-    target.insert("resolved_from".into(), json!(resolved_from));
-    Ok((b, target))
+    Ok(RegionTarget {
+        mode: "violation_ids".into(),
+        resolved_from: resolved_from.into(),
+        violation_ids: Some(texts),
+        box_um: Some(b),
+        ..RegionTarget::default()
+    })
 }
 
 /// The box of a finished tiled evaluate job's groups (its region; with `rule_ids`, the box
 /// of those rules' records; inside the call's `box_um` when given) and the target
 /// description; the job's evaluate arguments fill the call's.
-async fn job_target(
-    ctx: &ToolContext,
-    args: &mut Map<String, Value>,
-) -> Result<([f64; 4], Map<String, Value>), ToolError> {
-    let job_id = args
-        .get("job_id")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
+async fn job_target(ctx: &ToolContext, call: &mut OptimizeArgs) -> Result<RegionTarget, ToolError> {
+    let job_id = call.job_id.clone().unwrap_or_default();
     let view = ctx.jobs.poll(&job_id)?;
     let report = view.result.clone().unwrap_or(Value::Null);
     let dir = report["artifacts"]["dir"].as_str().map(str::to_owned);
@@ -242,9 +241,7 @@ async fn job_target(
             json!({"job_id": job_id}),
         )
     })?;
-    let mut from = evaluation.args.clone();
-    from.remove("box_um");
-    fill(args, &from);
+    fill(call, &evaluation)?;
     let region = box_of(&report["region"]["box_nm"])
         .map(|b| b.map(|v| v / 1000.0))
         .ok_or_else(|| {
@@ -253,10 +250,7 @@ async fn job_target(
                 format!("job {job_id}'s report has no region"),
             )
         })?;
-    let sub = match args.remove("box_um") {
-        Some(v) => Some(box_of(&v).ok_or_else(|| invalid("box_um must be 4 numbers", json!({})))?),
-        None => None,
-    };
+    let sub = call.box_um.take();
     let mut b = match sub {
         Some(s) => meet(region, s).ok_or_else(|| {
             invalid(
@@ -266,13 +260,7 @@ async fn job_target(
         })?,
         None => region,
     };
-    let rules: Vec<String> = args
-        .get("rule_ids")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect();
+    let rules: Vec<String> = call.rule_ids.clone().unwrap_or_default();
     if !rules.is_empty() {
         let mut covered = None;
         for rule in &rules {
@@ -287,18 +275,15 @@ async fn job_target(
         })?;
         b = meet(grown(found, MARGIN_UM), b).unwrap_or(found);
     }
-    let mut target = Map::new();
-    target.insert("mode".into(), json!("job"));
-    target.insert("job_id".into(), json!(job_id));
-    if !rules.is_empty() {
-        target.insert("rule_ids".into(), json!(rules));
-    }
-    if let Some(s) = sub {
-        target.insert("sub_region_um".into(), json!(s));
-    }
-    target.insert("box_um".into(), json!(b));
-    target.insert("resolved_from".into(), json!("session_cache"));
-    Ok((b, target))
+    Ok(RegionTarget {
+        mode: "job".into(),
+        resolved_from: "session_cache".into(),
+        job_id: Some(job_id),
+        rule_ids: (!rules.is_empty()).then_some(rules),
+        sub_region_um: sub,
+        box_um: Some(b),
+        ..RegionTarget::default()
+    })
 }
 
 /// `covered` grown by the markers of every record of `rule` in `b` of the job whose

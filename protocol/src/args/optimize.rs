@@ -132,7 +132,10 @@ impl OptimizeTarget {
     /// Whether this target runs the tiled region path (and writes the layout back).
     #[must_use]
     pub fn is_region(self) -> bool {
-        matches!(self, Self::Ids | Self::Job | Self::Region | Self::WholeLayer)
+        matches!(
+            self,
+            Self::Ids | Self::Job | Self::Region | Self::WholeLayer
+        )
     }
 }
 
@@ -210,7 +213,10 @@ mod tests {
     fn the_target_is_decided_once() {
         use OptimizeTarget as T;
         let cases = [
-            (r#"{"layout": "a.gds", "box_um": [5, 5, 11, 11]}"#, T::Region),
+            (
+                r#"{"layout": "a.gds", "box_um": [5, 5, 11, 11]}"#,
+                T::Region,
+            ),
             (
                 r#"{"layout": "a.gds", "box_um": [0, 0, 1, 1], "tiling": "tiles"}"#,
                 T::Region,
@@ -221,12 +227,18 @@ mod tests {
             ),
             (r#"{"layout": "a.gds"}"#, T::Window),
             (r#"{"layout": "a.oas", "whole_layer": true}"#, T::WholeLayer),
-            (r#"{"layout": "a.glp", "box_um": [5, 5, 11, 11]}"#, T::Window),
+            (
+                r#"{"layout": "a.glp", "box_um": [5, 5, 11, 11]}"#,
+                T::Window,
+            ),
             (
                 r#"{"layout": "a.gds", "box_um": [5, 5, 11, 11], "clip_um": [0, 0, 20, 20]}"#,
                 T::Window,
             ),
-            (r#"{"layout": "a.gds", "violation_id": "rv1:x"}"#, T::Violation),
+            (
+                r#"{"layout": "a.gds", "violation_id": "rv1:x"}"#,
+                T::Violation,
+            ),
             (r#"{"violation_ids": ["rv1:x"]}"#, T::Ids),
             (r#"{"job_id": "job_1", "box_um": [0, 0, 2, 2]}"#, T::Job),
         ];
@@ -257,7 +269,10 @@ mod tests {
         call.fill_from_evaluate(&evaluate, false);
         assert_eq!(call.layout.as_deref(), Some("/e.gds"));
         assert_eq!(call.pixel_nm, Some(8.0), "the call's own value wins");
-        assert_eq!(call.clip_um, None, "a region does not carry the evaluate box");
+        assert_eq!(
+            call.clip_um, None,
+            "a region does not carry the evaluate box"
+        );
         call.fill_from_evaluate(&evaluate, true);
         assert_eq!(call.clip_um, Some([0.0, 0.0, 6.0, 6.0]));
     }

@@ -364,6 +364,17 @@ impl Op for OptimizeCompare {
                 })
             })
             .collect();
+        // Each id an `optimize(violation_ids)` listed: its group's status (D211).
+        let targets = match &args.call.targets {
+            Some(ids) => json!(super::targets::id_statuses(
+                ids,
+                &before_dir,
+                &before,
+                &after,
+                SAME_GROUP_NM
+            )?),
+            None => Value::Null,
+        };
         let printed_before = sum(|r| r.before, Some("printed"));
         let printed_after = sum(|r| r.after, Some("printed"));
         payload(json!({
@@ -388,6 +399,7 @@ impl Op for OptimizeCompare {
             "new_mask_rule_groups": sum(|r| r.new, Some("mask")),
             "mask_rule_records_after": mask_records_after,
             "new_near_seams": near,
+            "targets": targets,
         }))
     }
 }

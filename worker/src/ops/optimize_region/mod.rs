@@ -16,6 +16,7 @@
 //!   seam.
 
 pub mod merge;
+mod targets;
 
 use std::path::{Path, PathBuf};
 
@@ -86,6 +87,10 @@ pub(crate) struct RegionArgs {
     /// folders in the job's artifact directory holding their `violations.jsonl`).
     #[serde(default)]
     evaluations: Option<[String; 2]>,
+    /// The host's, for `optimize.compare`: the ids an `optimize(violation_ids)` listed,
+    /// each answered with its group's status (D211).
+    #[serde(default)]
+    targets: Option<Vec<String>>,
 }
 
 /// How far (nm) from its ILT box a mask-rule violation belongs to a tile's mask: more
