@@ -14,8 +14,8 @@ use reticle_kernel::model::{ModelSpec, default_model};
 use reticle_kernel::raster::PixelFrame;
 use reticle_kernel::resist::iccad_corners;
 use reticle_kernel::{
-    BackendInfo, CancelToken, FramePart, Grid, ImagingBackend, KeepImages, LithoJob, LithoOutput,
-    Resist, raster,
+    BackendInfo, CancelToken, FramePart, ImagingBackend, KeepImages, LithoJob, LithoOutput, Resist,
+    raster,
 };
 use reticle_layout::BBox;
 use reticle_protocol::error::{ErrorCode, ToolError};
@@ -118,9 +118,31 @@ pub fn image_window(
 pub struct Reads {
     /// The pixels read: those whose centres lie in this box (dbu).
     pub pixels: BBox,
-    /// An earlier window's output whose image buffers the engine may reuse (D194);
-    /// `LithoOutput::default()` for none.
-    pub reuse: LithoOutput,
+    /// An earlier window's buffers the new images may go into (D194, D195);
+    /// `Buffers::default()` for none.
+    pub reuse: Buffers,
+}
+
+/// The buffers of an imaged window that the next window of a worker reuses: its corner
+/// images (D194), its mask raster and its target (D195).
+#[derive(Debug, Default)]
+pub struct Buffers {
+    /// The corner images.
+    pub output: LithoOutput,
+    /// The mask raster's pixels.
+    pub mask: Vec<f32>,
+    /// The target's pixels.
+    pub target: Vec<u8>,
+}
+
+impl From<ImagedWindow> for Buffers {
+    fn from(w: ImagedWindow) -> Self {
+        Self {
+            output: w.output,
+            mask: w.mask.data,
+            target: w.target.data,
+        }
+    }
 }
 
 /// [`image_window`] for a caller that reads the corner images only at pixels whose
@@ -147,20 +169,23 @@ pub fn image_window_reading(
         .map_err(|e| invalid(format!("model: {e}"), json!({})))?;
     step(2);
     let pixel_dbu = pixel_nm / layout.dbu_nm;
-    let (mask, frame) = raster::rasterize(layout.mask_polygons(), layout.window, pixel_dbu)
+    let frame = raster::PixelFrame::for_window(layout.window, pixel_dbu)
         .map_err(|e| invalid(e.to_string(), json!({})))?;
+    let (reads, reuse) = match reads {
+        Some(Reads { pixels, reuse }) => (Some(pixels), reuse),
+        None => (None, Buffers::default()),
+    };
     // The target: the drawn layer's pixels at least half covered. With a mask layer
     // (post-OPC verification) the drawn layer is rasterized on the same frame; without,
-    // the mask is the drawn layer.
-    let drawn = layout
-        .mask
-        .as_ref()
-        .map(|_| raster::rasterize_in(&layout.polygons, &frame));
-    let coverage = drawn.as_ref().unwrap_or(&mask);
-    let target = Grid {
-        width: coverage.width,
-        height: coverage.height,
-        data: coverage.data.iter().map(|&v| u8::from(v >= 0.5)).collect(),
+    // the mask is the drawn layer (one pass gives both, D195).
+    let (mask, target) = match layout.mask.as_ref() {
+        None => raster::rasterize_with_target(&layout.polygons, &frame, reuse.mask, reuse.target),
+        Some(mask) => {
+            let mask = raster::rasterize_into(mask, &frame, reuse.mask);
+            let (_, target) =
+                raster::rasterize_with_target(&layout.polygons, &frame, Vec::new(), reuse.target);
+            (mask, target)
+        }
     };
     let defocus = kernels
         .defocus
@@ -184,9 +209,9 @@ pub fn image_window_reading(
     let report = |_p: reticle_kernel::Progress| {};
     let output = match reads {
         None => engine.litho(&job, cancel, &report)?,
-        Some(r) => {
-            let part = frame_part(&frame, &r.pixels);
-            engine.litho_part(&job, part, r.reuse, cancel, &report)?
+        Some(pixels) => {
+            let part = frame_part(&frame, &pixels);
+            engine.litho_part(&job, part, reuse.output, cancel, &report)?
         }
     };
     let imaging_ms = imaging_started.elapsed().as_secs_f64() * 1e3;

@@ -17,7 +17,7 @@ use num_complex::Complex64;
 use rayon::prelude::*;
 
 use crate::fft::{self, Direction};
-use crate::{CancelToken, Cancelled, Grid, KernelSet};
+use crate::{CancelToken, Cancelled, Grid, KernelSet, scratch};
 
 /// The centred `(2·half+1)²` band of a mask spectrum, `[v][u]`, `u, v ∈ [-half, half]`.
 #[derive(Debug, Clone)]
@@ -70,7 +70,8 @@ pub fn real_band<T: Copy + Into<f64> + Sync>(
     let side = 2 * half + 1;
     let row_fft = fft::plan(n, Direction::Forward);
     // Row pass: rowspec[y][j] = Σ_x m[y][x] e^{-2πi u x/n}, u = j - half.
-    let mut rowspec = vec![Complex64::default(); n * side];
+    // Every element of both buffers is written before it is read (D195).
+    let mut rowspec = scratch::take::<Complex64>(n * side);
     let pairs_per_task = 8usize;
     rowspec
         .par_chunks_mut(2 * side * pairs_per_task)
@@ -112,12 +113,13 @@ pub fn real_band<T: Copy + Into<f64> + Sync>(
         })?;
     // Column pass on the band columns only.
     let col_fft = fft::plan(n, Direction::Forward);
-    let mut cols = vec![Complex64::default(); side * n];
+    let mut cols = scratch::take::<Complex64>(side * n);
     for y in 0..n {
         for j in 0..side {
             cols[j * n + y] = rowspec[y * side + j];
         }
     }
+    scratch::give(rowspec);
     cols.par_chunks_mut(n).for_each(|col| {
         let mut scratch = vec![Complex64::default(); col_fft.get_inplace_scratch_len()];
         col_fft.process_with_scratch(col, &mut scratch);
@@ -129,6 +131,7 @@ pub fn real_band<T: Copy + Into<f64> + Sync>(
             data[jv * side + ju] = cols[ju * n + fft::wrap(v, n)];
         }
     }
+    scratch::give(cols);
     Ok(data)
 }
 
@@ -143,6 +146,10 @@ pub fn coarse_side(n: usize, s: usize) -> usize {
 
 /// `Σ_k w_k |field_k|²` sampled on the `m × m` coarse grid, normalized so that it
 /// equals the true intensity at those sample points (dose 1).
+///
+/// Each field's spectrum has `s` non-zero rows of `m`: only those rows are transformed
+/// (a zero row transforms to zeros), and the column transforms go straight into the sum
+/// (D195); the same sums as transforming the whole `m × m` field.
 pub fn coarse_intensity(
     band: &MaskBand,
     kernels: &KernelSet,
@@ -154,37 +161,75 @@ pub fn coarse_intensity(
     let c = (s / 2) as isize;
     let inv_n2 = 1.0 / (n * n) as f64;
     let plan = fft::plan(m, Direction::Inverse);
+    // The rows of the field's spectrum that hold the band, by band row.
+    let band_rows: Vec<usize> = (0..s).map(|r| fft::wrap(r as isize - c, m)).collect();
+    let distinct_rows = {
+        let mut r = band_rows.clone();
+        r.sort_unstable();
+        r.dedup();
+        r.len() == s
+    };
     // Kernels are independent: one task per kernel, partial sums reduced at the end.
     let zero = || vec![0.0f64; m * m];
-    (0..kernels.count())
+    let start = || (zero(), vec![Complex64::default(); s * m]);
+    let (acc, _) = (0..kernels.count())
         .into_par_iter()
-        .try_fold(zero, |mut acc, k| {
+        .try_fold(start, |(mut acc, mut rows), k| {
             cancel.check()?;
             let ker = kernels.kernel(k);
-            let mut field = vec![Complex64::default(); m * m];
+            let w = f64::from(kernels.scales[k]) * inv_n2 * inv_n2;
+            if !distinct_rows {
+                // A band wider than the grid folds onto itself: the whole transform.
+                let mut field = vec![Complex64::default(); m * m];
+                for r in 0..s {
+                    let v = r as isize - c;
+                    let row = fft::wrap(v, m) * m;
+                    for col in 0..s {
+                        let u = col as isize - c;
+                        let kv = ker[r * s + col];
+                        field[row + fft::wrap(u, m)] +=
+                            band.at(u, v) * Complex64::new(f64::from(kv.re), f64::from(kv.im));
+                    }
+                }
+                small_2d(&mut field, m, &plan);
+                for (a, f) in acc.iter_mut().zip(&field) {
+                    *a += w * f.norm_sqr();
+                }
+                return Ok((acc, rows));
+            }
+            rows.fill(Complex64::default());
+            let mut scratch = vec![Complex64::default(); plan.get_inplace_scratch_len()];
             for r in 0..s {
                 let v = r as isize - c;
-                let row = fft::wrap(v, m) * m;
+                let row = &mut rows[r * m..(r + 1) * m];
                 for col in 0..s {
                     let u = col as isize - c;
                     let kv = ker[r * s + col];
-                    field[row + fft::wrap(u, m)] +=
+                    row[fft::wrap(u, m)] +=
                         band.at(u, v) * Complex64::new(f64::from(kv.re), f64::from(kv.im));
                 }
+                plan.process_with_scratch(row, &mut scratch);
             }
-            small_2d(&mut field, m, &plan);
-            let w = f64::from(kernels.scales[k]) * inv_n2 * inv_n2;
-            for (a, f) in acc.iter_mut().zip(&field) {
-                *a += w * f.norm_sqr();
+            let mut col = vec![Complex64::default(); m];
+            for x in 0..m {
+                col.fill(Complex64::default());
+                for (r, &y) in band_rows.iter().enumerate() {
+                    col[y] = rows[r * m + x];
+                }
+                plan.process_with_scratch(&mut col, &mut scratch);
+                for (y, f) in col.iter().enumerate() {
+                    acc[y * m + x] += w * f.norm_sqr();
+                }
             }
-            Ok(acc)
+            Ok((acc, rows))
         })
-        .try_reduce(zero, |mut a, b| {
+        .try_reduce(start, |(mut a, rows), (b, _)| {
             for (x, y) in a.iter_mut().zip(&b) {
                 *x += y;
             }
-            Ok(a)
-        })
+            Ok((a, rows))
+        })?;
+    Ok(acc)
 }
 
 /// Sequential 2D transform of a small square buffer (rows, then columns).
@@ -233,24 +278,46 @@ pub fn upsample_rows(
     rows: std::ops::Range<usize>,
     cancel: &CancelToken,
 ) -> Result<Grid<f32>, Cancelled> {
+    upsample_rows_into(coarse, m, half, n, scale, rows, vec![0.0; n * n], cancel)
+}
+
+/// [`upsample_rows`] writing into `out` (resized to `n²`): the rows computed are
+/// [`upsample_rows`]'s bits, the others keep `out`'s old values (D195).
+#[allow(clippy::too_many_arguments)]
+pub fn upsample_rows_into(
+    coarse: &[f64],
+    m: usize,
+    half: usize,
+    n: usize,
+    scale: f64,
+    rows: std::ops::Range<usize>,
+    mut out: Vec<f32>,
+    cancel: &CancelToken,
+) -> Result<Grid<f32>, Cancelled> {
     if m == n {
+        out.clear();
+        out.extend(coarse.iter().map(|&v| (v * scale) as f32));
         return Ok(Grid {
             width: n,
             height: n,
-            data: coarse.iter().map(|&v| (v * scale) as f32).collect(),
+            data: out,
         });
     }
     let half = half.min((m - 1) / 2);
     let side = 2 * half + 1;
     // Exact coefficients of the band: a[v][u] = FFT_m(coarse)[v][u] / m².
-    let mut spec: Vec<Complex64> = coarse.iter().map(|&v| Complex64::new(v, 0.0)).collect();
+    let mut spec = scratch::take::<Complex64>(m * m);
+    for (z, &v) in spec.iter_mut().zip(coarse) {
+        *z = Complex64::new(v, 0.0);
+    }
     let fwd = fft::plan(m, Direction::Forward);
     small_2d(&mut spec, m, &fwd);
     let k = scale / (m * m) as f64;
     // Column pass: cols[j][y] = Σ_v a[v][u_j] e^{2πi v y/n}.
     let inv = fft::plan(n, Direction::Inverse);
-    let mut cols = vec![Complex64::default(); side * n];
+    let mut cols = scratch::take::<Complex64>(side * n);
     cols.par_chunks_mut(n).enumerate().for_each(|(j, col)| {
+        col.fill(Complex64::default());
         let u = j as isize - half as isize;
         for vi in 0..side {
             let v = vi as isize - half as isize;
@@ -259,13 +326,15 @@ pub fn upsample_rows(
         let mut scratch = vec![Complex64::default(); inv.get_inplace_scratch_len()];
         inv.process_with_scratch(col, &mut scratch);
     });
+    scratch::give(spec);
     cancel.check()?;
     // Row pass, two real rows per complex FFT: Z = G_a + i·G_b → I_a + i·I_b.
     // The pairs (2p, 2p+1) meeting `rows`: the same pairing as the whole frame's.
     let first_pair = rows.start.min(n) / 2;
     let last_pair = rows.end.min(n).div_ceil(2);
-    let mut out = vec![0.0f32; n * n];
-    out.par_chunks_mut(2 * n)
+    out.resize(n * n, 0.0);
+    let done = out
+        .par_chunks_mut(2 * n)
         .enumerate()
         .skip(first_pair)
         .take(last_pair.saturating_sub(first_pair))
@@ -295,7 +364,9 @@ pub fn upsample_rows(
                 *v = buf[x].im as f32;
             }
             Ok(())
-        })?;
+        });
+    scratch::give(cols);
+    done?;
     Ok(Grid {
         width: n,
         height: n,
@@ -335,6 +406,20 @@ pub fn aerial_rows_from_band(
     rows: std::ops::Range<usize>,
     cancel: &CancelToken,
 ) -> Result<Grid<f32>, crate::ImagingError> {
+    aerial_rows_into(band, kernels, dose2, n, rows, vec![0.0; n * n], cancel)
+}
+
+/// [`aerial_rows_from_band`] writing into `out` (the rows outside `rows` keep its old
+/// values; see [`upsample_rows_into`]).
+pub fn aerial_rows_into(
+    band: &MaskBand,
+    kernels: &KernelSet,
+    dose2: f64,
+    n: usize,
+    rows: std::ops::Range<usize>,
+    out: Vec<f32>,
+    cancel: &CancelToken,
+) -> Result<Grid<f32>, crate::ImagingError> {
     if band.half < kernels.size / 2 {
         return Err(crate::ImagingError::Invalid(
             "mask band narrower than the kernels".into(),
@@ -342,13 +427,14 @@ pub fn aerial_rows_from_band(
     }
     let m = coarse_side(n, kernels.size);
     let coarse = coarse_intensity(band, kernels, m, cancel)?;
-    Ok(upsample_rows(
+    Ok(upsample_rows_into(
         &coarse,
         m,
         2 * (kernels.size / 2),
         n,
         dose2,
         rows,
+        out,
         cancel,
     )?)
 }

@@ -9,7 +9,7 @@ use crate::imaging::{
     BackendInfo, CornerOutput, FramePart, ImagingBackend, ImagingError, LithoJob, LithoOutput,
 };
 use crate::resist::sigmoid;
-use crate::{CancelToken, Grid, KernelSet, Progress, ProgressFn};
+use crate::{CancelToken, Grid, KernelSet, Progress, ProgressFn, scratch};
 
 /// Band-limited imaging on the CPU, threaded with rayon.
 #[derive(Debug, Clone, Default)]
@@ -177,12 +177,14 @@ fn litho(
     for (done, &i) in distinct.iter().enumerate() {
         cancel.check()?;
         let rows = part.map_or(0..n, |p| p.y0..p.y1);
-        images[i] = Some(bandlimited::aerial_rows_from_band(
+        // Into a pooled buffer (D195): only `rows` are written and read.
+        images[i] = Some(bandlimited::aerial_rows_into(
             &band,
             &job.corners[i].kernels,
             1.0,
             n,
             rows,
+            scratch::take(n * n),
             cancel,
         )?);
         progress(Progress {
@@ -262,6 +264,9 @@ fn litho(
             total,
             stage: "corner",
         });
+    }
+    for image in images.into_iter().flatten() {
+        scratch::give(image.data);
     }
     Ok(LithoOutput { corners, l2, pvb })
 }

@@ -12,7 +12,8 @@
 //! - after imaging: [`resist`], [`metrics`] (L2, PVB, EPE), [`contour`];
 //! - mask optimisation: [`ilt`] (pixel ILT with the analytic adjoint), [`mrc`] (mask-rule
 //!   legalization of its output);
-//! - layout to pixels: [`raster`]; benchmarks: [`bench`].
+//! - layout to pixels: [`raster`]; the per-window buffers a worker reuses: [`scratch`];
+//!   benchmarks: [`bench`].
 
 pub mod bandlimited;
 pub mod bench;
@@ -37,6 +38,7 @@ pub mod optics;
 pub mod raster;
 pub mod resist;
 pub mod rules;
+pub mod scratch;
 pub mod socs;
 pub mod socs_store;
 pub mod tiling;

@@ -96,10 +96,61 @@ pub fn rasterize(
 /// Rasterizes into an existing frame.
 #[must_use]
 pub fn rasterize_in(polygons: &[Polygon], frame: &PixelFrame) -> Grid<f32> {
+    rasterize_into(polygons, frame, Vec::new())
+}
+
+/// [`rasterize_in`] writing into `reuse`'s buffer (resized to the frame; every pixel
+/// is written, so its old content does not matter): a whole-layout worker rasterizes
+/// each tile's window into the last tile's buffer instead of fresh pages (D195).
+#[must_use]
+pub fn rasterize_into(polygons: &[Polygon], frame: &PixelFrame, reuse: Vec<f32>) -> Grid<f32> {
+    scan(polygons, frame, reuse, None).0
+}
+
+/// [`rasterize_into`], and the pixels at least half covered (`coverage >= 0.5`, 0/1) in
+/// `target`'s buffer: the target image of a window, in the same pass.
+#[must_use]
+pub fn rasterize_with_target(
+    polygons: &[Polygon],
+    frame: &PixelFrame,
+    reuse: Vec<f32>,
+    target: Vec<u8>,
+) -> (Grid<f32>, Grid<u8>) {
+    let (coverage, target) = scan(polygons, frame, reuse, Some(target));
+    let target = target.unwrap_or_else(|| Grid::filled(coverage.width, coverage.height, 0));
+    (coverage, target)
+}
+
+/// One clipped edge piece as the scanline visits it: the state `accumulate` keeps for
+/// it from row to row.
+#[derive(Debug, Clone, Copy)]
+struct Piece {
+    /// Signed area direction (`±1`).
+    dir: f64,
+    /// x (pixels) where the piece enters its current row.
+    x: f64,
+    /// dx per unit of y.
+    dxdy: f64,
+    /// First and last y (pixels) of the piece inside the frame.
+    y_start: f64,
+    y_end: f64,
+    /// First row it touches.
+    first_row: usize,
+}
+
+/// The scanline rasterizer: every clipped edge piece of every polygon, in polygon and
+/// edge order, becomes a [`Piece`]; rows are then filled one at a time in one row
+/// buffer, each row receiving the pieces that cross it in that same order, so every
+/// pixel's sum is the same sequence of additions as accumulating edge after edge into a
+/// whole-frame buffer would make (bit for bit), without that buffer.
+fn scan(
+    polygons: &[Polygon],
+    frame: &PixelFrame,
+    mut out: Vec<f32>,
+    target: Option<Vec<u8>>,
+) -> (Grid<f32>, Option<Grid<u8>>) {
     let (w, h) = (frame.width, frame.height);
-    // One spare column so a segment on the right border has somewhere to write.
-    let stride = w + 2;
-    let mut acc = vec![0.0f64; stride * h];
+    let mut pieces = Vec::new();
     for poly in polygons {
         let n = poly.points.len();
         if n < 3 {
@@ -114,31 +165,91 @@ pub fn rasterize_in(polygons: &[Polygon], frame: &PixelFrame) -> Grid<f32> {
             )
         };
         for i in 0..n {
-            let (a, b) = (to_px(i), to_px(i + 1));
-            clipped_edge(&mut acc, stride, w, h, a, b, sign);
+            clipped_edge(&mut pieces, w, h, to_px(i), to_px(i + 1), sign);
         }
     }
-    let mut data = vec![0.0f32; w * h];
+    // Pieces by first row, then by their order (a stable sort keeps the order).
+    let mut order: Vec<u32> = (0..pieces.len() as u32).collect();
+    order.sort_by_key(|&i| pieces[i as usize].first_row);
+    out.clear();
+    out.resize(w * h, 0.0);
+    let mut target = target.map(|mut t| {
+        t.clear();
+        t.resize(w * h, 0);
+        t
+    });
+    // One spare column so a segment on the right border has somewhere to write.
+    let stride = w + 2;
+    let mut row = vec![0.0f64; stride];
+    let mut active: Vec<u32> = Vec::new();
+    let mut starting: Vec<u32> = Vec::new();
+    let mut next = 0;
     for y in 0..h {
+        starting.clear();
+        while next < order.len() && pieces[order[next] as usize].first_row == y {
+            starting.push(order[next]);
+            next += 1;
+        }
+        if !starting.is_empty() {
+            starting.sort_unstable();
+            active = merge_sorted(&active, &starting);
+        }
+        active.retain(|&i| {
+            let p = &mut pieces[i as usize];
+            accumulate_row(&mut row, y, p);
+            ((y + 1) as f64) < p.y_end
+        });
         let mut run = 0.0f64;
-        for x in 0..w {
-            run += acc[y * stride + x];
-            data[y * w + x] = run.abs().min(1.0) as f32;
+        let dst = &mut out[y * w..(y + 1) * w];
+        for (o, a) in dst.iter_mut().zip(row.iter_mut()) {
+            run += *a;
+            *a = 0.0;
+            *o = run.abs().min(1.0) as f32;
+        }
+        row[w] = 0.0;
+        row[w + 1] = 0.0;
+        if let Some(t) = target.as_mut() {
+            for (t, &v) in t[y * w..(y + 1) * w].iter_mut().zip(dst.iter()) {
+                *t = u8::from(v >= 0.5);
+            }
         }
     }
-    Grid {
+    let grid = Grid {
+        width: w,
+        height: h,
+        data: out,
+    };
+    let target = target.map(|data| Grid {
         width: w,
         height: h,
         data,
+    });
+    (grid, target)
+}
+
+/// The union of two sorted lists of distinct indices, sorted.
+fn merge_sorted(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i] < b[j] {
+            out.push(a[i]);
+            i += 1;
+        } else {
+            out.push(b[j]);
+            j += 1;
+        }
     }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
 }
 
 /// Splits an edge where it crosses `x = 0` and `x = w`, clamps the pieces into
 /// `[0, w]` (exact: left of the window an edge covers every pixel to its right, right
-/// of it none) and accumulates each piece.
+/// of it none) and adds each piece that crosses a row of the frame to `pieces`.
 fn clipped_edge(
-    acc: &mut [f64],
-    stride: usize,
+    pieces: &mut Vec<Piece>,
     w: usize,
     h: usize,
     a: (f64, f64),
@@ -146,27 +257,32 @@ fn clipped_edge(
     sign: f64,
 ) {
     let wf = w as f64;
-    let mut ts = vec![0.0, 1.0];
+    let mut ts = [0.0, 1.0, 0.0, 0.0];
+    let mut count = 2;
     for xb in [0.0, wf] {
         if (a.0 - xb) * (b.0 - xb) < 0.0 {
-            ts.push((xb - a.0) / (b.0 - a.0));
+            ts[count] = (xb - a.0) / (b.0 - a.0);
+            count += 1;
         }
     }
+    let ts = &mut ts[..count];
     ts.sort_by(f64::total_cmp);
     let at = |t: f64| (a.0 + (b.0 - a.0) * t, a.1 + (b.1 - a.1) * t);
     for pair in ts.windows(2) {
         let (p, q) = (at(pair[0]), at(pair[1]));
         let p = (p.0.clamp(0.0, wf), p.1);
         let q = (q.0.clamp(0.0, wf), q.1);
-        accumulate(acc, stride, h, p, q, sign);
+        if let Some(piece) = piece(h, p, q, sign) {
+            pieces.push(piece);
+        }
     }
 }
 
-/// Adds the signed area to the right of segment `p → q` within each pixel (font-rs
-/// accumulation); the running row sum then yields the coverage.
-fn accumulate(acc: &mut [f64], stride: usize, h: usize, p: (f64, f64), q: (f64, f64), sign: f64) {
+/// The piece of segment `p → q` inside the rows `0..h`, oriented upwards; `None` when it
+/// is horizontal or misses the rows.
+fn piece(h: usize, p: (f64, f64), q: (f64, f64), sign: f64) -> Option<Piece> {
     if p.1 == q.1 {
-        return;
+        return None;
     }
     // Upward edges of a counter-clockwise polygon are on its right side.
     let (dir, p0, p1) = if p.1 < q.1 {
@@ -178,50 +294,66 @@ fn accumulate(acc: &mut [f64], stride: usize, h: usize, p: (f64, f64), q: (f64, 
     let y_start = p0.1.max(0.0);
     let y_end = p1.1.min(h as f64);
     if y_start >= y_end {
-        return;
+        return None;
     }
-    let mut x = p0.0 + (y_start - p0.1) * dxdy;
-    let mut y = y_start.floor() as usize;
-    while (y as f64) < y_end {
-        let row = &mut acc[y * stride..(y + 1) * stride];
-        let ya = (y as f64).max(y_start);
-        let yb = ((y + 1) as f64).min(y_end);
-        let dy = yb - ya;
-        let xnext = x + dxdy * dy;
-        let d = dy * dir;
-        let (x0, x1) = if x < xnext { (x, xnext) } else { (xnext, x) };
-        let x0f = x0.floor();
-        let x0i = x0f as usize;
-        let x1c = x1.ceil();
-        let x1i = (x1c as usize).max(x0i + 1);
-        if x1i <= x0i + 1 {
-            // The segment stays within one column.
-            let xm = 0.5 * (x + xnext) - x0f;
-            row[x0i] += d - d * xm;
-            row[x0i + 1] += d * xm;
+    Some(Piece {
+        dir,
+        x: p0.0 + (y_start - p0.1) * dxdy,
+        dxdy,
+        y_start,
+        y_end,
+        first_row: y_start.floor() as usize,
+    })
+}
+
+/// Adds the signed area to the right of the piece within each pixel of row `y` (font-rs
+/// accumulation; the running row sum then yields the coverage) and moves the piece to the
+/// next row.
+fn accumulate_row(row: &mut [f64], y: usize, piece: &mut Piece) {
+    let Piece {
+        dir,
+        x,
+        dxdy,
+        y_start,
+        y_end,
+        ..
+    } = *piece;
+    let ya = (y as f64).max(y_start);
+    let yb = ((y + 1) as f64).min(y_end);
+    let dy = yb - ya;
+    let xnext = x + dxdy * dy;
+    let d = dy * dir;
+    let (x0, x1) = if x < xnext { (x, xnext) } else { (xnext, x) };
+    let x0f = x0.floor();
+    let x0i = x0f as usize;
+    let x1c = x1.ceil();
+    let x1i = (x1c as usize).max(x0i + 1);
+    if x1i <= x0i + 1 {
+        // The segment stays within one column.
+        let xm = 0.5 * (x + xnext) - x0f;
+        row[x0i] += d - d * xm;
+        row[x0i + 1] += d * xm;
+    } else {
+        let s = 1.0 / (x1 - x0);
+        let x0r = x0 - x0f;
+        let a0 = 0.5 * s * (1.0 - x0r) * (1.0 - x0r);
+        let x1r = x1 - x1c + 1.0;
+        let am = 0.5 * s * x1r * x1r;
+        row[x0i] += d * a0;
+        if x1i == x0i + 2 {
+            row[x0i + 1] += d * (1.0 - a0 - am);
         } else {
-            let s = 1.0 / (x1 - x0);
-            let x0r = x0 - x0f;
-            let a0 = 0.5 * s * (1.0 - x0r) * (1.0 - x0r);
-            let x1r = x1 - x1c + 1.0;
-            let am = 0.5 * s * x1r * x1r;
-            row[x0i] += d * a0;
-            if x1i == x0i + 2 {
-                row[x0i + 1] += d * (1.0 - a0 - am);
-            } else {
-                let a1 = s * (1.5 - x0r);
-                row[x0i + 1] += d * (a1 - a0);
-                for cell in &mut row[x0i + 2..x1i - 1] {
-                    *cell += d * s;
-                }
-                let a2 = a1 + (x1i - x0i - 3) as f64 * s;
-                row[x1i - 1] += d * (1.0 - a2 - am);
+            let a1 = s * (1.5 - x0r);
+            row[x0i + 1] += d * (a1 - a0);
+            for cell in &mut row[x0i + 2..x1i - 1] {
+                *cell += d * s;
             }
-            row[x1i] += d * am;
+            let a2 = a1 + (x1i - x0i - 3) as f64 * s;
+            row[x1i - 1] += d * (1.0 - a2 - am);
         }
-        x = xnext;
-        y += 1;
+        row[x1i] += d * am;
     }
+    piece.x = xnext;
 }
 
 #[cfg(test)]
@@ -231,6 +363,188 @@ mod tests {
 
     fn sum(g: &Grid<f32>) -> f64 {
         g.data.iter().map(|&v| f64::from(v)).sum()
+    }
+
+    // The rasterizer before the scanline (D195): every edge accumulated into a whole-frame
+    // buffer, then the running sums. The scanline must give the same bits.
+    fn whole_frame(polygons: &[Polygon], frame: &PixelFrame) -> Grid<f32> {
+        let (w, h) = (frame.width, frame.height);
+        // One spare column so a segment on the right border has somewhere to write.
+        let stride = w + 2;
+        let mut acc = vec![0.0f64; stride * h];
+        for poly in polygons {
+            let n = poly.points.len();
+            if n < 3 {
+                continue;
+            }
+            let sign = if poly.signed_area2() < 0 { -1.0 } else { 1.0 };
+            let to_px = |i: usize| {
+                let p = poly.points[i % n];
+                (
+                    (p.x as f64 - frame.left_nm) / frame.pixel_nm,
+                    (p.y as f64 - frame.bottom_nm) / frame.pixel_nm,
+                )
+            };
+            for i in 0..n {
+                let (a, b) = (to_px(i), to_px(i + 1));
+                clipped_edge(&mut acc, stride, w, h, a, b, sign);
+            }
+        }
+        let mut data = vec![0.0f32; w * h];
+        for y in 0..h {
+            let mut run = 0.0f64;
+            for x in 0..w {
+                run += acc[y * stride + x];
+                data[y * w + x] = run.abs().min(1.0) as f32;
+            }
+        }
+        Grid {
+            width: w,
+            height: h,
+            data,
+        }
+    }
+
+    /// Splits an edge where it crosses `x = 0` and `x = w`, clamps the pieces into
+    /// `[0, w]` (exact: left of the window an edge covers every pixel to its right, right
+    /// of it none) and accumulates each piece.
+    fn clipped_edge(
+        acc: &mut [f64],
+        stride: usize,
+        w: usize,
+        h: usize,
+        a: (f64, f64),
+        b: (f64, f64),
+        sign: f64,
+    ) {
+        let wf = w as f64;
+        let mut ts = vec![0.0, 1.0];
+        for xb in [0.0, wf] {
+            if (a.0 - xb) * (b.0 - xb) < 0.0 {
+                ts.push((xb - a.0) / (b.0 - a.0));
+            }
+        }
+        ts.sort_by(f64::total_cmp);
+        let at = |t: f64| (a.0 + (b.0 - a.0) * t, a.1 + (b.1 - a.1) * t);
+        for pair in ts.windows(2) {
+            let (p, q) = (at(pair[0]), at(pair[1]));
+            let p = (p.0.clamp(0.0, wf), p.1);
+            let q = (q.0.clamp(0.0, wf), q.1);
+            accumulate(acc, stride, h, p, q, sign);
+        }
+    }
+
+    /// Adds the signed area to the right of segment `p → q` within each pixel (font-rs
+    /// accumulation); the running row sum then yields the coverage.
+    fn accumulate(
+        acc: &mut [f64],
+        stride: usize,
+        h: usize,
+        p: (f64, f64),
+        q: (f64, f64),
+        sign: f64,
+    ) {
+        if p.1 == q.1 {
+            return;
+        }
+        // Upward edges of a counter-clockwise polygon are on its right side.
+        let (dir, p0, p1) = if p.1 < q.1 {
+            (-sign, p, q)
+        } else {
+            (sign, q, p)
+        };
+        let dxdy = (p1.0 - p0.0) / (p1.1 - p0.1);
+        let y_start = p0.1.max(0.0);
+        let y_end = p1.1.min(h as f64);
+        if y_start >= y_end {
+            return;
+        }
+        let mut x = p0.0 + (y_start - p0.1) * dxdy;
+        let mut y = y_start.floor() as usize;
+        while (y as f64) < y_end {
+            let row = &mut acc[y * stride..(y + 1) * stride];
+            let ya = (y as f64).max(y_start);
+            let yb = ((y + 1) as f64).min(y_end);
+            let dy = yb - ya;
+            let xnext = x + dxdy * dy;
+            let d = dy * dir;
+            let (x0, x1) = if x < xnext { (x, xnext) } else { (xnext, x) };
+            let x0f = x0.floor();
+            let x0i = x0f as usize;
+            let x1c = x1.ceil();
+            let x1i = (x1c as usize).max(x0i + 1);
+            if x1i <= x0i + 1 {
+                // The segment stays within one column.
+                let xm = 0.5 * (x + xnext) - x0f;
+                row[x0i] += d - d * xm;
+                row[x0i + 1] += d * xm;
+            } else {
+                let s = 1.0 / (x1 - x0);
+                let x0r = x0 - x0f;
+                let a0 = 0.5 * s * (1.0 - x0r) * (1.0 - x0r);
+                let x1r = x1 - x1c + 1.0;
+                let am = 0.5 * s * x1r * x1r;
+                row[x0i] += d * a0;
+                if x1i == x0i + 2 {
+                    row[x0i + 1] += d * (1.0 - a0 - am);
+                } else {
+                    let a1 = s * (1.5 - x0r);
+                    row[x0i + 1] += d * (a1 - a0);
+                    for cell in &mut row[x0i + 2..x1i - 1] {
+                        *cell += d * s;
+                    }
+                    let a2 = a1 + (x1i - x0i - 3) as f64 * s;
+                    row[x1i - 1] += d * (1.0 - a2 - am);
+                }
+                row[x1i] += d * am;
+            }
+            x = xnext;
+            y += 1;
+        }
+    }
+
+    #[test]
+    fn the_scanline_equals_whole_frame_accumulation_bit_for_bit() {
+        let mut seed = 11u64;
+        let mut rnd = |m: i64| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((seed >> 33) % m as u64) as i64
+        };
+        let mut polygons = Vec::new();
+        for i in 0..120 {
+            let (x, y) = (rnd(260) - 30, rnd(260) - 30);
+            let (a, b) = (7 + rnd(60), 5 + rnd(90));
+            let mut p = if i % 3 == 0 {
+                Polygon::new(vec![
+                    Point::new(x, y),
+                    Point::new(x + a, y + rnd(9)),
+                    Point::new(x + rnd(a), y + b),
+                ])
+            } else {
+                Polygon::rect(BBox::from_corners(
+                    Point::new(x, y),
+                    Point::new(x + a, y + b),
+                ))
+            };
+            if i % 5 == 0 {
+                p.points.reverse();
+            }
+            polygons.push(p);
+        }
+        let window = BBox::from_corners(Point::new(3, -2), Point::new(203, 198));
+        for pixel in [0.7, 1.0, 2.5, 4.0] {
+            let frame = PixelFrame::for_window(window, pixel).unwrap();
+            let old = whole_frame(&polygons, &frame);
+            let stale = vec![7.0f32; 5];
+            let (new, target) = rasterize_with_target(&polygons, &frame, stale, vec![9; 3]);
+            assert_eq!((new.width, new.height), (old.width, old.height));
+            for (k, (a, b)) in old.data.iter().zip(&new.data).enumerate() {
+                assert_eq!(a.to_bits(), b.to_bits(), "pixel {k} at {pixel} nm");
+                assert_eq!(target.data[k], u8::from(*a >= 0.5));
+            }
+        }
     }
 
     #[test]

@@ -15,7 +15,9 @@ use reticle_layout::{BBox, Point};
 use reticle_protocol::error::{ErrorCode, ToolError};
 use serde_json::{Value, json};
 
-use reticle_eval::imaging::{DEFAULT_SIDE_NM, Imaged, Reads, check_pixel, image_window_reading};
+use reticle_eval::imaging::{
+    Buffers, DEFAULT_SIDE_NM, Imaged, Reads, check_pixel, image_window_reading,
+};
 use reticle_eval::region_source::RegionSource;
 
 use crate::artifacts;
@@ -191,16 +193,15 @@ pub(crate) fn image_tile(
     image_tile_reading(ctx, plan, tile, source, model, None)
 }
 
-/// The images of the last tile evaluated in this process, handed back by [`recycle`]: the
-/// next tile's images are written into their buffers (D194).
-static RECYCLED: std::sync::Mutex<Option<reticle_kernel::LithoOutput>> =
-    std::sync::Mutex::new(None);
+/// The images, mask raster and target of the last tile evaluated in this process, handed
+/// back by [`recycle`]: the next tile's are written into their buffers (D194, D195).
+static RECYCLED: std::sync::Mutex<Option<Buffers>> = std::sync::Mutex::new(None);
 
 /// Hands a tile's images back once it is evaluated, for [`image_tile_for_evaluation`] to
 /// reuse their buffers.
 pub(crate) fn recycle(imaged: Option<ImagedWindow>) {
     if let (Some(w), Ok(mut slot)) = (imaged, RECYCLED.lock()) {
-        *slot = Some(w.output);
+        *slot = Some(Buffers::from(w));
     }
 }
 
