@@ -29,7 +29,6 @@ mod executor;
 mod fanout;
 pub mod handover;
 pub mod jobs;
-mod local;
 mod replay;
 mod scope;
 mod slurm;
@@ -50,10 +49,10 @@ pub use executor::{
     ExecutorError, ExecutorHealth, TileBatch,
 };
 pub use fanout::FanOut;
-pub use local::LocalPool;
 pub use replay::{Probe, ProbeOutcome};
 pub use scope::{Scope, ScopeKind};
 pub use slurm::{SlurmExecutor, SlurmSettings};
+pub use supervisor::LocalPool;
 
 use replay::AfterLoss;
 

@@ -16,22 +16,18 @@ use std::time::Duration;
 
 use reticle_protocol::sync::lock;
 use serde_json::{Map, Value, json};
-use tokio::signal::unix::{SignalKind, signal};
-use tokio::sync::mpsc;
-use tokio::task::JoinSet;
 
 use super::requests::InFlight;
-use crate::reexec::{PendingRequest, ServerSnapshot};
+use crate::reexec::ServerSnapshot;
 use reticle_dispatch::jobs::Jobs;
 use reticle_dispatch::workers::WorkerPool;
 use reticle_dispatch::{Dispatcher, Executor, LocalPool, SlurmExecutor, SlurmSettings};
 use reticle_journal::Journal;
 use reticle_tools::scope::ClientScope;
-use reticle_tools::state::{FrameCounters, HostState};
+use reticle_tools::state::HostState;
 use reticle_tools::{ToolRegistry, ToolShared};
 use reticle_transport::era::{self, LogLevel, RequestMeta};
-use reticle_transport::frame::{Frame, MAX_FRAME_BYTES};
-use reticle_transport::jsonrpc::{self, Incoming, PARSE_ERROR};
+use reticle_transport::frame::Frame;
 use reticle_transport::writer::Outbound;
 
 /// Why the loop ended.
@@ -226,204 +222,8 @@ impl Server {
         &self.journal
     }
 
-    /// Serves frames until stdin ends, a signal arrives or an operator asks for a
-    /// reexec, then drains per `policy` (or hands the session over, for a reexec).
-    /// `pending` are requests a previous process image left unanswered.
-    pub async fn run(
-        self,
-        mut frames: mpsc::Receiver<Frame>,
-        policy: ShutdownPolicy,
-        mut commands: mpsc::Receiver<LoopCommand>,
-        pump: Option<reticle_transport::stdin::StdinPump>,
-        pending: Vec<PendingRequest>,
-    ) -> std::io::Result<RunEnd> {
-        let mut sigterm = signal(SignalKind::terminate())?;
-        let mut sigint = signal(SignalKind::interrupt())?;
-        let mut tasks = JoinSet::new();
-        for request in pending {
-            self.resume_request(request, &mut tasks).await;
-        }
-        let mut reexec_bin = None;
-        let reason = loop {
-            tokio::select! {
-                frame = frames.recv() => match frame {
-                    None => break StopReason::Eof,
-                    Some(frame) => self.on_frame(frame, &mut tasks).await,
-                },
-                _ = sigterm.recv() => break StopReason::Signal("SIGTERM"),
-                _ = sigint.recv() => break StopReason::Signal("SIGINT"),
-                Some(LoopCommand::Reexec { bin }) = commands.recv() => {
-                    reexec_bin = Some(bin);
-                    break StopReason::Reexec;
-                }
-                Some(joined) = tasks.join_next(), if !tasks.is_empty() => log_join(joined),
-            }
-        };
-        if reason == StopReason::Reexec {
-            let mut end = self.hand_over(frames, pump, tasks).await;
-            end.reexec_bin = reexec_bin;
-            return Ok(end);
-        }
-        let grace = match reason {
-            StopReason::Eof => policy.eof_grace,
-            StopReason::Signal(_) | StopReason::Reexec => policy.drain,
-        };
-        // What ends the jobs still unfinished after the grace or drain (D70). G2: after
-        // EOF the client is gone, so nobody can poll or wait for a job any more; after a
-        // signal the host is going. Either way a job is cancelled (its task aborted, its
-        // worker killed), not left to die with the process, so its terminal state is
-        // `cancelled` in the job table, the event log and the telemetry.
-        let why = match reason {
-            StopReason::Signal(signal) => format!("the host is stopping ({signal})"),
-            StopReason::Eof | StopReason::Reexec => {
-                "the client disconnected (stdin closed)".to_owned()
-            }
-        };
-        tracing::info!(
-            ?reason,
-            in_flight = tasks.len(),
-            "stopping; draining in-flight requests"
-        );
-        self.finish(&mut tasks, grace, &why).await;
-        // Stop the workers and reap them before the process exits: a SIGKILL sent only
-        // from the supervisor's drop can leave a worker still dying after the host is
-        // gone (seen under load). Bounded, so a stuck worker cannot hold the exit.
-        if tokio::time::timeout(WORKER_STOP_BOUND, self.shared.workers.shutdown())
-            .await
-            .is_err()
-        {
-            tracing::warn!("workers not reaped within the exit bound; killed on drop");
-        }
-        Ok(RunEnd {
-            reason,
-            snapshot: None,
-            input: None,
-            reexec_bin: None,
-        })
-    }
-
-    /// Ends this client's work: in-flight requests get `grace` to finish, then they and
-    /// every unfinished job are cancelled with `why`, and `session.end` is recorded.
-    async fn finish(&self, tasks: &mut JoinSet<()>, grace: Duration, why: &str) {
-        let drained = tokio::time::timeout(grace, async {
-            while let Some(joined) = tasks.join_next().await {
-                log_join(joined);
-            }
-        })
-        .await;
-        let mut cancelled = Vec::new();
-        if drained.is_err() {
-            tracing::warn!(
-                remaining = tasks.len(),
-                "in-flight requests cancelled at shutdown"
-            );
-            // Jobs first, with the reason: a waiting request then answers `cancelled`.
-            cancelled = self.shared.jobs.cancel_all(why);
-            tasks.shutdown().await;
-        }
-        // Polled jobs (no request waits on them) are still running.
-        cancelled.extend(self.shared.jobs.cancel_all(why));
-        cancelled.sort();
-        if !cancelled.is_empty() {
-            tracing::info!(jobs = cancelled.len(), reason = %why, "cancelled unfinished jobs");
-        }
-        self.shared.state.events.record(
-            "session.end",
-            json!({"reason": why, "cancelled_jobs": cancelled, "jobs": self.shared.jobs.stats()}),
-        );
-    }
-
-    /// Serves one client of a host that has many (Streamable HTTP): the messages in
-    /// `frames` until `end` says why the client is gone (or `frames` closes), then
-    /// [`Self::finish`]es its work. The workers are the host's and keep running.
-    pub async fn serve_client(
-        self,
-        mut frames: mpsc::Receiver<Frame>,
-        end: tokio::sync::oneshot::Receiver<ClientEnd>,
-    ) {
-        let mut tasks = JoinSet::new();
-        let mut end = std::pin::pin!(end);
-        let why = loop {
-            tokio::select! {
-                frame = frames.recv() => match frame {
-                    Some(frame) => self.on_frame(frame, &mut tasks).await,
-                    None => break ClientEnd { why: "the client's session ended".into(), grace: Duration::ZERO },
-                },
-                ended = &mut end => break ended.unwrap_or(ClientEnd {
-                    why: "the client's session ended".into(),
-                    grace: Duration::ZERO,
-                }),
-                Some(joined) = tasks.join_next(), if !tasks.is_empty() => log_join(joined),
-            }
-        };
-        self.finish(&mut tasks, why.grace, &why.why).await;
-        // Nobody can reach this client's layout sessions any more: their artifacts go now,
-        // not at a TTL sweep that no call of theirs will trigger.
-        let closed = self.shared.scope.sessions.close_all();
-        if closed > 0 {
-            tracing::info!(
-                sessions = closed,
-                "closed the layout sessions of an ended client"
-            );
-        }
-    }
-
-    async fn on_frame(&self, frame: Frame, tasks: &mut JoinSet<()>) {
-        let counters = &self.shared.state.frames;
-        FrameCounters::bump(&counters.lines_read);
-        let line = match frame {
-            Frame::TooLarge { bytes } => {
-                FrameCounters::bump(&counters.oversize_rejected);
-                tracing::warn!(bytes, "rejected a line over the size limit");
-                self.shared.state.events.record(
-                    "frame.rejected",
-                    json!({"reason": "payload_too_large", "bytes": bytes}),
-                );
-                self.shared
-                    .out
-                    .send(&jsonrpc::payload_too_large(bytes, MAX_FRAME_BYTES))
-                    .await;
-                return;
-            }
-            Frame::Line(line) => line,
-        };
-        match jsonrpc::classify(&line) {
-            Incoming::Invalid { id, code, message } => {
-                let counter = if code == PARSE_ERROR {
-                    &counters.parse_errors
-                } else {
-                    &counters.invalid_requests
-                };
-                FrameCounters::bump(counter);
-                tracing::warn!(code, %message, "invalid message");
-                self.shared.state.events.record(
-                    "frame.rejected",
-                    json!({"reason": if code == PARSE_ERROR { "parse_error" } else { "invalid_request" },
-                           "code": code, "id": id}),
-                );
-                self.shared
-                    .out
-                    .send(&jsonrpc::error(&id, code, &message, None))
-                    .await;
-            }
-            Incoming::Response { id, result } => self.on_response(&id, result),
-            Incoming::Notification { method, params } => {
-                self.on_notification(&method, &params);
-                if matches!(
-                    method.as_str(),
-                    "notifications/initialized" | "notifications/roots/list_changed"
-                ) {
-                    self.request_roots().await;
-                }
-            }
-            Incoming::Request { id, method, params } => {
-                self.spawn_request(id, method, params, tasks).await;
-            }
-        }
-    }
-
     /// Asks a legacy client that declared `roots` for its roots (MCP `roots/list`).
-    async fn request_roots(&self) {
+    pub(super) async fn request_roots(&self) {
         let id = {
             let mut session = lock(&self.session);
             if !session.client_roots {
@@ -438,7 +238,7 @@ impl Server {
             .await;
     }
 
-    fn on_response(&self, id: &Value, result: Option<Value>) {
+    pub(super) fn on_response(&self, id: &Value, result: Option<Value>) {
         let ours = id
             .as_str()
             .is_some_and(|id| id.starts_with(ROOTS_REQUEST_PREFIX));
@@ -461,7 +261,7 @@ impl Server {
         self.shared.scope.roots.set_client_roots(&uris);
     }
 
-    fn on_notification(&self, method: &str, params: &Map<String, Value>) {
+    pub(super) fn on_notification(&self, method: &str, params: &Map<String, Value>) {
         match method {
             "notifications/initialized" => lock(&self.session).initialized = true,
             "notifications/cancelled" => {

@@ -1,5 +1,6 @@
 //! [`ToolContext`]: what a handler may use, built in one place ([`ToolShared::context`]),
-//! and [`ToolContext::run_as_job`], the way a job tool starts its job.
+//! and [`ToolContext::run_as_job`], the way a job tool starts its job ([`run_op_with`]:
+//! a job of one worker op).
 
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
@@ -311,4 +312,50 @@ pub(crate) fn final_payload(view: JobView) -> PayloadResult {
             ToolError::new(ErrorCode::InternalError, "job ended without a result")
         })),
     }
+}
+
+/// A payload hook: runs in the job when the worker's payload arrives, before it is
+/// checked and stored (`evaluate` fills the session's violation cache, D45).
+pub(crate) type OnResult = Box<dyn FnOnce(Value) -> PayloadResult + Send>;
+
+/// What a job may have besides its arguments.
+#[derive(Default)]
+pub(crate) struct JobExtras {
+    /// A host-created directory under the artifact root the job may write to (D44),
+    /// held by the job to its end so the retention sweep leaves it alone (D49).
+    pub artifact_dir: Option<crate::job_dirs::JobDir>,
+    /// Applied to the worker's payload.
+    pub on_result: Option<OnResult>,
+}
+
+/// Runs worker op `op` on `args` (paths already resolved) as a job of the calling tool,
+/// with an optional artifact directory and payload hook.
+pub(crate) async fn run_op_with<A: serde::Serialize>(
+    ctx: &ToolContext,
+    op: &'static str,
+    args: &A,
+    wait: bool,
+    extras: JobExtras,
+) -> ToolResult {
+    let unit = ctx
+        .unit(op, &Value::Object(crate::worker_job::object_of(args)))
+        .with_artifact_dir(
+            extras
+                .artifact_dir
+                .as_ref()
+                .map(|d| d.path().display().to_string()),
+        );
+    let dispatcher = std::sync::Arc::clone(&ctx.dispatcher);
+    let on_result = extras.on_result;
+    let job_dir = extras.artifact_dir;
+    ctx.run_as_job(wait, move |scope| async move {
+        // In use until the job ends, however it ends (a cancel drops this future).
+        let _job_dir = job_dir;
+        let payload = dispatcher.run(&scope, unit).await?;
+        match on_result {
+            Some(hook) => hook(payload),
+            None => Ok(payload),
+        }
+    })
+    .await
 }

@@ -1,13 +1,14 @@
 //! Running one worker op as a job: the part `simulate`, `evaluate` and `optimize` share.
 //!
-//! The tool resolves path arguments (through `confine`) before calling [`run_op_with`];
-//! the job then runs the op as its one unit through the dispatcher (queue, progress into
-//! the job, Convergent replay after a lost worker), applies the tool's payload hook, and
-//! the job table stores the payload once it passed the output schema.
+//! The tool resolves path arguments (through `confine`) before calling [`run_op_with`]
+//! (in `context`): the job then runs the op as its one unit through the dispatcher
+//! (queue, progress into the job, Convergent replay after a lost worker), applies the
+//! tool's payload hook, and the job table stores the payload once it passed the output
+//! schema. [`run_tiled`] runs a region in tiles as a job.
 
 use serde_json::{Map, Value};
 
-use super::{PayloadResult, ToolContext, ToolResult};
+use super::{ToolContext, ToolResult};
 use reticle_dispatch::FanOut;
 
 /// Removes `wait` (the host's, never the worker's) and returns whether the call waits
@@ -36,7 +37,7 @@ pub(super) fn parse_call<T: serde::de::DeserializeOwned>(
 
 /// The JSON object of typed arguments (what a unit carries to the worker, and what the
 /// violation cache keeps of an evaluate call).
-pub(super) fn object_of<T: serde::Serialize>(args: &T) -> Map<String, Value> {
+pub fn object_of<T: serde::Serialize>(args: &T) -> Map<String, Value> {
     match serde_json::to_value(args) {
         Ok(Value::Object(map)) => map,
         _ => Map::new(),
@@ -54,51 +55,10 @@ pub(super) fn resolve_path(
     Ok(ctx.scope.roots.resolve_read(raw)?.display().to_string())
 }
 
-/// A payload hook: runs in the job when the worker's payload arrives, before it is
-/// checked and stored (`evaluate` fills the session's violation cache, D45).
-pub(super) type OnResult = Box<dyn FnOnce(Value) -> PayloadResult + Send>;
-
-/// What a job may have besides its arguments.
-#[derive(Default)]
-pub(super) struct JobExtras {
-    /// A host-created directory under the artifact root the job may write to (D44),
-    /// held by the job to its end so the retention sweep leaves it alone (D49).
-    pub artifact_dir: Option<crate::job_dirs::JobDir>,
-    /// Applied to the worker's payload.
-    pub on_result: Option<OnResult>,
-}
-
-/// Runs worker op `op` on `args` (paths already resolved) as a job of the calling tool,
-/// with an optional artifact directory and payload hook.
-pub(super) async fn run_op_with<A: serde::Serialize>(
-    ctx: &ToolContext,
-    op: &'static str,
-    args: &A,
-    wait: bool,
-    extras: JobExtras,
-) -> ToolResult {
-    let unit = ctx
-        .unit(op, &Value::Object(object_of(args)))
-        .with_artifact_dir(
-            extras
-                .artifact_dir
-                .as_ref()
-                .map(|d| d.path().display().to_string()),
-        );
-    let dispatcher = std::sync::Arc::clone(&ctx.dispatcher);
-    let on_result = extras.on_result;
-    let job_dir = extras.artifact_dir;
-    ctx.run_as_job(wait, move |scope| async move {
-        // In use until the job ends, however it ends (a cancel drops this future).
-        let _job_dir = job_dir;
-        let payload = dispatcher.run(&scope, unit).await?;
-        match on_result {
-            Some(hook) => hook(payload),
-            None => Ok(payload),
-        }
-    })
-    .await
-}
+// A job of one op (`run_op_with`, its `JobExtras` and payload hook `OnResult`) is
+// started in `context`, beside `ToolContext::run_as_job`, the one function it calls: the
+// call enters one file, not two (issue 27 item 6).
+pub(super) use crate::context::{JobExtras, OnResult, run_op_with};
 
 /// Runs a tool's work on a region in tiles as a job (docs/DECISIONS.md D57): ops
 /// `<prefix>.plan`, `<prefix>.tile` (one unit per tile, spread over the executor) and
