@@ -25,6 +25,12 @@ def params(reticle_bin, env):
     return StdioServerParameters(command=reticle_bin, args=["serve"], env=env)
 
 
+def pytest_configure(config):
+    """`timed`: a test that asserts its own wall time. `run-tests` runs these alone, after
+    everything else, so that no other test shares the two cores with them (D221)."""
+    config.addinivalue_line("markers", "timed: asserts a wall-time bound; run alone")
+
+
 @pytest.fixture()
 def anyio_backend():
     """The SDK tests run on asyncio."""
