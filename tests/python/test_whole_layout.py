@@ -94,6 +94,7 @@ def test_whole_layout_equals_klayout(release_bin, tmp_path, name):  # noqa: F811
     assert json.loads((out / "report.json").read_text()) == report
 
 
+@pytest.mark.timed
 def test_acceptance_run_timed(release_bin, tmp_path):  # noqa: F811
     """The issue's acceptance command, exactly: no box, default (1 nm) pixels, default
     workers (one per core), default output folder, default allowed roots (the working
