@@ -90,11 +90,18 @@ pub fn real_band<T: Copy + Into<f64> + Sync>(
                     }
                 };
                 let (a, b) = (row(y0), row(y0 + 1));
-                for (x, z) in buf.iter_mut().enumerate() {
-                    *z = Complex64::new(
-                        a.get(x).map_or(0.0, |&v| v.into()),
-                        b.get(x).map_or(0.0, |&v| v.into()),
-                    );
+                if a.len() == n && b.len() == n {
+                    // Both rows exist: one plain loop (D196).
+                    for ((z, &x), &y) in buf.iter_mut().zip(a).zip(b) {
+                        *z = Complex64::new(x.into(), y.into());
+                    }
+                } else {
+                    for (x, z) in buf.iter_mut().enumerate() {
+                        *z = Complex64::new(
+                            a.get(x).map_or(0.0, |&v| v.into()),
+                            b.get(x).map_or(0.0, |&v| v.into()),
+                        );
+                    }
                 }
                 row_fft.process_with_scratch(&mut buf, &mut scratch);
                 for j in 0..side {

@@ -94,13 +94,15 @@ impl ImagingBackend for CpuBackend {
 
 /// `f` of each pixel of `img` (`n` wide): all of them, or with a `part` only those in
 /// it, written into `reuse` when it has the image's size (the other pixels keep what it
-/// held; D194), else into a new buffer (the others `T::default()`).
+/// held; D194), else into a new buffer (the others `T::default()`). `f` is taken by value
+/// and copied into each row's loop, so the loop holds its constants in registers and
+/// vectorizes (D196).
 fn per_pixel<T: Copy + Default + Send>(
     img: &[f32],
     n: usize,
     part: Option<FramePart>,
     reuse: Option<Vec<T>>,
-    f: impl Fn(f32) -> T + Sync,
+    f: impl Fn(f32) -> T + Sync + Send + Copy,
 ) -> Vec<T> {
     let Some(p) = part else {
         return img.par_iter().map(|&i| f(i)).collect();
@@ -109,13 +111,16 @@ fn per_pixel<T: Copy + Default + Send>(
         Some(v) if v.len() == img.len() => v,
         _ => vec![T::default(); img.len()],
     };
+    let (x0, x1) = (p.x0.min(n), p.x1.min(n));
+    let x1 = x1.max(x0);
     out.par_chunks_mut(n)
         .enumerate()
         .skip(p.y0)
         .take(p.y1.saturating_sub(p.y0))
-        .for_each(|(y, row)| {
-            let (x0, x1) = (p.x0.min(n), p.x1.min(n));
-            for (o, &i) in row[x0..x1.max(x0)].iter_mut().zip(&img[y * n + x0..]) {
+        .for_each(move |(y, row)| {
+            let f = f;
+            let src = &img[y * n + x0..y * n + x1];
+            for (o, &i) in row[x0..x1].iter_mut().zip(src) {
                 *o = f(i);
             }
         });
@@ -201,6 +206,7 @@ fn litho(
     };
 
     let th = job.resist.threshold;
+    let steepness = job.resist.steepness;
     let d2: Vec<f32> = job.corners.iter().map(|c| c.dose * c.dose).collect();
     // Printed ⇔ sigmoid(s·(d²I − t)) > 0.5 ⇔ d²I > t: no exp needed for counting.
     let counts = part.is_none();
@@ -241,19 +247,27 @@ fn litho(
         };
         corners.push(CornerOutput {
             aerial: job.keep.aerial.then(|| {
-                grid(per_pixel(img, n, part, old.aerial.map(|g| g.data), |i| {
-                    d * i
-                }))
+                grid(per_pixel(
+                    img,
+                    n,
+                    part,
+                    old.aerial.map(|g| g.data),
+                    move |i| d * i,
+                ))
             }),
             resist: job.keep.resist.then(|| {
-                grid(per_pixel(img, n, part, old.resist.map(|g| g.data), |i| {
-                    sigmoid(job.resist.steepness * (d * i - th))
-                }))
+                grid(per_pixel(
+                    img,
+                    n,
+                    part,
+                    old.resist.map(|g| g.data),
+                    move |i| sigmoid(steepness * (d * i - th)),
+                ))
             }),
             printed: job.keep.printed.then(|| Grid {
                 width: n,
                 height: n,
-                data: per_pixel(img, n, part, old.printed.map(|g| g.data), |i| {
+                data: per_pixel(img, n, part, old.printed.map(|g| g.data), move |i| {
                     u8::from(d * i > th)
                 }),
             }),

@@ -171,10 +171,9 @@ fn scan(
     // Pieces by first row, then by their order (a stable sort keeps the order).
     let mut order: Vec<u32> = (0..pieces.len() as u32).collect();
     order.sort_by_key(|&i| pieces[i as usize].first_row);
-    out.clear();
+    // Every pixel is written below: no clearing (D195).
     out.resize(w * h, 0.0);
     let mut target = target.map(|mut t| {
-        t.clear();
         t.resize(w * h, 0);
         t
     });
@@ -183,6 +182,7 @@ fn scan(
     let mut row = vec![0.0f64; stride];
     let mut active: Vec<u32> = Vec::new();
     let mut starting: Vec<u32> = Vec::new();
+    let mut touched: Vec<(usize, usize)> = Vec::new();
     let mut next = 0;
     for y in 0..h {
         starting.clear();
@@ -194,20 +194,14 @@ fn scan(
             starting.sort_unstable();
             active = merge_sorted(&active, &starting);
         }
+        touched.clear();
         active.retain(|&i| {
             let p = &mut pieces[i as usize];
-            accumulate_row(&mut row, y, p);
+            touched.push(accumulate_row(&mut row, y, p));
             ((y + 1) as f64) < p.y_end
         });
-        let mut run = 0.0f64;
         let dst = &mut out[y * w..(y + 1) * w];
-        for (o, a) in dst.iter_mut().zip(row.iter_mut()) {
-            run += *a;
-            *a = 0.0;
-            *o = run.abs().min(1.0) as f32;
-        }
-        row[w] = 0.0;
-        row[w + 1] = 0.0;
+        running_sums(&mut row, &mut touched, dst);
         if let Some(t) = target.as_mut() {
             for (t, &v) in t[y * w..(y + 1) * w].iter_mut().zip(dst.iter()) {
                 *t = u8::from(v >= 0.5);
@@ -225,6 +219,35 @@ fn scan(
         data,
     });
     (grid, target)
+}
+
+/// The coverage of one row: the running sum of `row`'s cells, `|sum|` clamped to 1, into
+/// `dst`; `row` is left all zeros. Only the cells in `touched` (inclusive column ranges,
+/// any order) are non-zero: between them the sum is constant and written as a run, the
+/// same values adding each zero cell would give (D195).
+fn running_sums(row: &mut [f64], touched: &mut [(usize, usize)], dst: &mut [f32]) {
+    let w = dst.len();
+    touched.sort_unstable();
+    let mut run = 0.0f64;
+    let mut x = 0;
+    for &(lo, hi) in touched.iter() {
+        let lo = lo.min(w);
+        if lo > x {
+            dst[x..lo].fill(run.abs().min(1.0) as f32);
+            x = lo;
+        }
+        let end = (hi + 1).min(w);
+        while x < end {
+            run += row[x];
+            row[x] = 0.0;
+            dst[x] = run.abs().min(1.0) as f32;
+            x += 1;
+        }
+    }
+    dst[x..].fill(run.abs().min(1.0) as f32);
+    for &(lo, hi) in touched.iter() {
+        row[lo..=hi].fill(0.0);
+    }
 }
 
 /// The union of two sorted lists of distinct indices, sorted.
@@ -308,8 +331,8 @@ fn piece(h: usize, p: (f64, f64), q: (f64, f64), sign: f64) -> Option<Piece> {
 
 /// Adds the signed area to the right of the piece within each pixel of row `y` (font-rs
 /// accumulation; the running row sum then yields the coverage) and moves the piece to the
-/// next row.
-fn accumulate_row(row: &mut [f64], y: usize, piece: &mut Piece) {
+/// next row. Returns the columns it wrote (inclusive).
+fn accumulate_row(row: &mut [f64], y: usize, piece: &mut Piece) -> (usize, usize) {
     let Piece {
         dir,
         x,
@@ -354,6 +377,7 @@ fn accumulate_row(row: &mut [f64], y: usize, piece: &mut Piece) {
         row[x1i] += d * am;
     }
     piece.x = xnext;
+    (x0i, x1i.max(x0i + 1))
 }
 
 #[cfg(test)]
