@@ -19,9 +19,11 @@ use reticle_dispatch::supervisor::{Supervisor, SupervisorConfig, WorkerStderr};
 use reticle_dispatch::{FanOut, Unit};
 
 use crate::cli_run::{Pool, run_on_pool};
+use reticle_protocol::args::EvaluateArgs;
 use reticle_tools::confine::AllowedRoots;
-use reticle_tools::evaluate::{OP, deck_is_path, table};
-use reticle_tools::imaging::{Imaging, take_imaging};
+use reticle_tools::evaluate::{OP, prepare, table};
+use reticle_tools::imaging::Imaging;
+use reticle_tools::worker_job::object_of;
 
 /// Output format of `reticle eval`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -159,20 +161,15 @@ pub fn spread_box_args(
     out
 }
 
-/// Validates and resolves the arguments as the MCP tool does.
-fn prepare(args: Map<String, Value>, roots: &AllowedRoots) -> Result<Value, ToolError> {
+/// Validates the arguments against the tool's input schema, then parses and resolves
+/// them with the tool's own [`prepare`]: the same `EvaluateArgs` and imaging decision the
+/// MCP tool makes (D156).
+fn parse(
+    args: Map<String, Value>,
+    roots: &AllowedRoots,
+) -> Result<(EvaluateArgs, Imaging), ToolError> {
     crate::cli_run::validate("evaluate", &args)?;
-    let value = Value::Object(args);
-    let Value::Object(mut args) = value else {
-        unreachable!("built as an object")
-    };
-    let layout = args["layout"].as_str().unwrap_or_default().to_owned();
-    args.insert("layout".into(), json!(roots.resolve_read(&layout)?));
-    let deck = args["deck"].as_str().unwrap_or_default().to_owned();
-    if deck_is_path(&deck) {
-        args.insert("deck".into(), json!(roots.resolve_read(&deck)?));
-    }
-    Ok(Value::Object(args))
+    prepare(args, roots)
 }
 
 fn emit(format: EvalFormat, result: &Result<Value, ToolError>) -> ExitCode {
@@ -194,8 +191,8 @@ fn emit(format: EvalFormat, result: &Result<Value, ToolError>) -> ExitCode {
 /// cannot start, 130 after Ctrl-C.
 pub fn eval(opts: &EvalArgs, config: &reticle_config::Config) -> ExitCode {
     let roots = AllowedRoots::configured(config);
-    let args = match prepare(opts.tool_arguments(), &roots) {
-        Ok(a) => a,
+    let (call, imaging) = match parse(opts.tool_arguments(), &roots) {
+        Ok(parsed) => parsed,
         Err(error) => return emit(opts.format, &Err(error)),
     };
     let allowed: Vec<String> = roots
@@ -205,10 +202,9 @@ pub fn eval(opts: &EvalArgs, config: &reticle_config::Config) -> ExitCode {
         .map(|p| p.display().to_string())
         .collect();
     let format = opts.format;
-    let mut args = args;
-    let tiled = args
-        .as_object_mut()
-        .is_some_and(|m| take_imaging(m) == Imaging::Tiles);
+    let tiled = imaging == Imaging::Tiles;
+    // The unit's arguments: the typed arguments serialized once, as the tool's unit.
+    let args = object_of(&call);
     let job_dir = if tiled {
         match prepare_out(&opts.out) {
             Ok(dir) => Some(dir),
@@ -246,15 +242,18 @@ pub fn eval(opts: &EvalArgs, config: &reticle_config::Config) -> ExitCode {
         config,
         allowed,
         |dispatcher, scope| async move {
-            match (out_dir, args) {
-                (Some(dir), Value::Object(args)) => {
+            match out_dir {
+                Some(dir) => {
                     let fan_out = FanOut {
                         prefix: OP,
                         artifact_dir: &dir,
                     };
                     fan_out.run(&dispatcher, &scope, args).await
                 }
-                (_, args) => dispatcher.run(&scope, Unit::new(OP, &args)).await,
+                None => {
+                    let unit = Unit::new(OP, &Value::Object(args));
+                    dispatcher.run(&scope, unit).await
+                }
             }
         },
     );

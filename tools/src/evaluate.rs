@@ -12,10 +12,10 @@ use reticle_protocol::capabilities::{DetailSupport, ENGINE_PATHS};
 use serde_json::{Map, Value, json};
 
 use super::imaging::Imaging;
-use super::worker_job::{
-    JobExtras, object_of, parse_call, resolve_path, run_op_with, run_tiled_with,
-};
+use super::worker_job::{JobExtras, parse_call, run_op_with, run_tiled_with};
 use super::{Detail, TaskSupport, Tool, ToolContext, ToolDef, ToolResult};
+use crate::confine::AllowedRoots;
+use reticle_protocol::ToolError;
 
 /// The worker op behind `evaluate` and `reticle eval`.
 pub const OP: &str = "evaluate";
@@ -108,12 +108,20 @@ pub fn deck_is_path(deck: &str) -> bool {
     deck.contains('/') || deck.ends_with(".json")
 }
 
-async fn run(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+/// An `evaluate` call's arguments (checked against the input schema) parsed once into
+/// [`EvaluateArgs`], `layout` and a deck path resolved through `roots`, `tiling` taken out
+/// and decided ([`Imaging::of`]): the tool's edge, and `reticle eval`'s (D150, D156).
+///
+/// # Errors
+/// `INVALID_INPUT` when they do not fit the type; the roots' refusal of a path.
+pub fn prepare(
+    args: Map<String, Value>,
+    roots: &AllowedRoots,
+) -> Result<(EvaluateArgs, Imaging), ToolError> {
     let mut call: EvaluateArgs = parse_call(args)?;
-    let wait = call.wait.take().unwrap_or(false);
-    call.layout = resolve_path(&ctx, &call.layout)?;
+    call.layout = roots.resolve_read(&call.layout)?.display().to_string();
     if deck_is_path(&call.deck) {
-        call.deck = resolve_path(&ctx, &call.deck)?;
+        call.deck = roots.resolve_read(&call.deck)?.display().to_string();
     }
     let imaging = Imaging::of(
         call.tiling.take(),
@@ -121,6 +129,12 @@ async fn run(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
         call.model.as_ref(),
         call.box_um,
     );
+    Ok((call, imaging))
+}
+
+async fn run(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+    let (mut call, imaging) = prepare(args, &ctx.scope.roots)?;
+    let wait = call.wait.take().unwrap_or(false);
     if imaging == Imaging::Tiles {
         // The job's artifact directory holds the tiles' outputs, every record
         // (`violations.jsonl`, paged by the `violations` tool) and the heat map. The
@@ -132,7 +146,9 @@ async fn run(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
             ..call.clone()
         };
         let on_result: super::worker_job::OnResult = Box::new(move |payload: Value| {
-            scope.violations.insert_region(object_of(&cached), &payload);
+            // Its layout version stays repairable while the job lives (D214).
+            super::optimize_pins::pin(&cached.layout, &payload);
+            scope.violations.insert_region(cached, &payload);
             Ok(payload)
         });
         return run_tiled_with(&ctx, OP, "eval", &call, wait, Some(on_result)).await;
@@ -148,7 +164,7 @@ async fn run(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
                 ..call.clone()
             };
             Box::new(move |payload: Value| {
-                let n = scope.violations.insert(object_of(&cached), &payload);
+                let n = scope.violations.insert(cached, &payload);
                 tracing::debug!(records = n, "violation cache filled");
                 Ok(payload)
             }) as super::worker_job::OnResult

@@ -1,10 +1,9 @@
 //! How a call images its region (docs/DECISIONS.md D57): one periodic window or tiles.
-//! `evaluate` and `simulate` decide it from their typed arguments ([`Imaging::of`]),
-//! `reticle eval` from its JSON arguments ([`take_imaging`]); both over
-//! [`reticle_protocol::args::is_one_window`].
+//! `evaluate`, `simulate` and `reticle eval` decide it from their typed arguments
+//! ([`Imaging::of`], over [`reticle_protocol::args::is_one_window`]).
 
 use reticle_protocol::args::{Tiling, is_one_window, model_period_nm};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// How a call images its region (docs/DECISIONS.md D57).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,34 +32,23 @@ impl Imaging {
     }
 }
 
-/// Takes `tiling` out of a call's arguments as JSON (`reticle eval`'s, built from its
-/// flags; the host's, never an op's) and resolves it with [`Imaging::of`]. A `box_um`
-/// that is not four numbers is tiled.
-pub fn take_imaging(args: &mut Map<String, Value>) -> Imaging {
-    let tiling = args
-        .remove("tiling")
-        .and_then(|v| serde_json::from_value::<Tiling>(v).ok());
-    let layout = args.get("layout").and_then(Value::as_str).unwrap_or("");
-    let box_um = match args.get("box_um") {
-        None => None,
-        Some(b) => match serde_json::from_value::<[f64; 4]>(b.clone()) {
-            Ok(b) => Some(b),
-            Err(_) if tiling != Some(Tiling::Window) => return Imaging::Tiles,
-            Err(_) => None,
-        },
-    };
-    Imaging::of(tiling, layout, args.get("model"), box_um)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The decision for a call's arguments as JSON, parsed as the tool parses them, and
+    /// whether `tiling` is still in the arguments the worker gets.
     fn decide(args: Value) -> (Imaging, bool) {
-        let mut args = args.as_object().unwrap().clone();
-        let imaging = take_imaging(&mut args);
-        (imaging, args.contains_key("tiling"))
+        let mut call: reticle_protocol::args::EvaluateArgs = serde_json::from_value(args).unwrap();
+        let imaging = Imaging::of(
+            call.tiling.take(),
+            &call.layout,
+            call.model.as_ref(),
+            call.box_um,
+        );
+        let sent = serde_json::to_value(&call).unwrap();
+        (imaging, sent.get("tiling").is_some())
     }
 
     #[test]

@@ -15,7 +15,7 @@
 //! artifact root.
 
 use libmcp::ReplayContract;
-use reticle_protocol::args::{EvaluateArgs, OptimizeArgs, OptimizeTarget};
+use reticle_protocol::args::{OptimizeArgs, OptimizeTarget};
 use reticle_protocol::{ErrorCode, ToolError, ViolationId};
 use serde_json::{Value, json};
 
@@ -120,14 +120,8 @@ fn resolve_id_arguments(
     if let Some(evaluation) = evaluation {
         // Fast path: the evaluate call's arguments (its box as the clip), unless the call
         // overrides them.
-        let evaluate: EvaluateArgs = serde_json::from_value(Value::Object(evaluation.args.clone()))
-            .map_err(|e| {
-                ToolError::new(
-                    ErrorCode::InternalError,
-                    format!("a remembered evaluate call's arguments: {e}"),
-                )
-            })?;
-        call.fill_from_evaluate(&evaluate, true);
+        let evaluate = &evaluation.args;
+        call.fill_from_evaluate(evaluate, true);
         return Ok("session_cache");
     }
     if call.layout.is_some() {

@@ -12,7 +12,7 @@
 use std::str::FromStr;
 
 use reticle_dispatch::Unit;
-use reticle_protocol::args::{EvaluateArgs, OptimizeArgs};
+use reticle_protocol::args::OptimizeArgs;
 use reticle_protocol::optimize_result::RegionTarget;
 use reticle_protocol::{ErrorCode, ToolError, ViolationId};
 use serde_json::{Value, json};
@@ -65,14 +65,8 @@ fn box_of(v: &Value) -> Option<[f64; 4]> {
 /// Copies the arguments of a remembered evaluate call the call does not give (its box is
 /// not carried: it is not the region).
 fn fill(call: &mut OptimizeArgs, evaluation: &Evaluation) -> Result<(), ToolError> {
-    let evaluate: EvaluateArgs = serde_json::from_value(Value::Object(evaluation.args.clone()))
-        .map_err(|e| {
-            ToolError::new(
-                ErrorCode::InternalError,
-                format!("a remembered evaluate call's arguments: {e}"),
-            )
-        })?;
-    call.fill_from_evaluate(&evaluate, false);
+    let evaluate = &evaluation.args;
+    call.fill_from_evaluate(evaluate, false);
     Ok(())
 }
 

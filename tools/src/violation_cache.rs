@@ -12,8 +12,10 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
+use reticle_protocol::args::EvaluateArgs;
 use reticle_protocol::sync::lock;
-use serde_json::{Map, Value};
+use serde::Deserialize;
+use serde_json::Value;
 
 /// Most records remembered per session (about 300 bytes each).
 pub const MAX_RECORDS: usize = 200_000;
@@ -22,8 +24,8 @@ pub const MAX_RECORDS: usize = 200_000;
 #[derive(Debug)]
 pub struct Evaluation {
     /// Its arguments after host resolution (canonical paths), without `report_level`,
-    /// `limits` and the host-only arguments.
-    pub args: Map<String, Value>,
+    /// `limits` and the host-only arguments: the type the tool parsed them into (D156).
+    pub args: EvaluateArgs,
     /// The layout's SHA-256, as the report gave it.
     pub layout_sha256: String,
 }
@@ -74,7 +76,7 @@ impl ViolationCache {
 
     /// Records the violations of an `evaluate` payload produced from `args`; returns how
     /// many were cached. Payloads without `violations` (aggregate) cache nothing.
-    pub fn insert(&self, args: Map<String, Value>, payload: &Value) -> usize {
+    pub fn insert(&self, args: EvaluateArgs, payload: &Value) -> usize {
         let Some(records) = payload["violations"].as_array() else {
             return 0;
         };
@@ -125,7 +127,7 @@ impl ViolationCache {
     /// Remembers a tiled evaluation (its arguments and report) so that every record of
     /// it, on any page of `violations`, resolves for `optimize` without other arguments:
     /// the id's layout and deck hashes name it (D181).
-    pub fn insert_region(&self, args: Map<String, Value>, payload: &Value) {
+    pub fn insert_region(&self, args: EvaluateArgs, payload: &Value) {
         let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
         let evaluation = Arc::new(Evaluation {
             args,
@@ -226,11 +228,17 @@ impl ViolationCache {
         Value::Array(evaluations)
     }
 
-    /// Refills the cache from [`Self::export`]'s JSON, oldest evaluation first.
+    /// Refills the cache from [`Self::export`]'s JSON, oldest evaluation first (an
+    /// evaluation whose arguments do not parse is left out, with a warning).
     pub fn import(&self, exported: &Value) {
         for evaluation in exported.as_array().into_iter().flatten() {
-            if let Some(args) = evaluation["args"].as_object() {
-                self.insert(args.clone(), &evaluation["payload"]);
+            match EvaluateArgs::deserialize(&evaluation["args"]) {
+                Ok(args) => {
+                    self.insert(args, &evaluation["payload"]);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "a carried evaluation's arguments do not parse")
+                }
             }
         }
     }
@@ -252,6 +260,10 @@ mod tests {
 
     use super::*;
 
+    fn evaluate_args(layout: &str) -> EvaluateArgs {
+        serde_json::from_value(json!({ "layout": layout })).unwrap()
+    }
+
     fn payload(ids: &[&str]) -> Value {
         json!({
             "layout": {"sha256": "ab"},
@@ -265,12 +277,11 @@ mod tests {
     #[test]
     fn hits_misses_and_aggregate_payloads() {
         let c = ViolationCache::default();
-        let mut args = Map::new();
-        args.insert("layout".into(), json!("/x.gds"));
+        let args = evaluate_args("/x.gds");
         assert_eq!(c.insert(args.clone(), &json!({"layout": {}})), 0);
         assert_eq!(c.insert(args, &payload(&["a", "b"])), 2);
         let (e, r) = c.get("b").unwrap();
-        assert_eq!(e.args["layout"], "/x.gds");
+        assert_eq!(e.args.layout, "/x.gds");
         assert_eq!(e.layout_sha256, "ab");
         assert_eq!(r.canonical_violation_id, "c");
         assert!(c.get("z").is_none());
@@ -279,8 +290,7 @@ mod tests {
     #[test]
     fn a_tiled_evaluation_answers_for_its_layout_and_deck_and_eviction_is_remembered() {
         let c = ViolationCache::default();
-        let mut args = Map::new();
-        args.insert("layout".into(), json!("/x.gds"));
+        let args = evaluate_args("/x.gds");
         let report = |layout: &str| {
             json!({"layout": {"sha256": layout}, "deck": {"hash": "sha256:dddddddddddddddd99"},
                    "artifacts": {"dir": format!("/jobs/{layout}")}})
@@ -291,7 +301,7 @@ mod tests {
         let e = c
             .region_for("0123456789abcdef", "dddddddddddddddd")
             .unwrap();
-        assert_eq!(e.args["layout"], "/x.gds");
+        assert_eq!(e.args.layout, "/x.gds");
         assert!(
             c.region_for("0123456789abcdee", "dddddddddddddddd")
                 .is_none()
@@ -302,7 +312,7 @@ mod tests {
         );
         assert!(!c.was_evicted("0123456789abcdef"));
         for i in 0..MAX_REGIONS {
-            c.insert_region(Map::new(), &report(&format!("{i:016x}")));
+            c.insert_region(evaluate_args(""), &report(&format!("{i:016x}")));
         }
         assert!(
             c.region_for("0123456789abcdef", "dddddddddddddddd")
@@ -315,16 +325,15 @@ mod tests {
     #[test]
     fn export_and_import_keep_every_record() {
         let c = ViolationCache::default();
-        let mut args = Map::new();
-        args.insert("layout".into(), json!("/x.gds"));
+        let args = evaluate_args("/x.gds");
         c.insert(args, &payload(&["a", "b"]));
         let again = ViolationCache::default();
         again.import(&c.export());
         assert_eq!(again.len(), 2);
         let (e, r) = again.get("a").unwrap();
         assert_eq!(
-            (e.args["layout"].as_str(), e.layout_sha256.as_str()),
-            (Some("/x.gds"), "ab")
+            (e.args.layout.as_str(), e.layout_sha256.as_str()),
+            ("/x.gds", "ab")
         );
         assert_eq!(r, c.get("a").unwrap().1);
     }
@@ -334,8 +343,8 @@ mod tests {
         let c = ViolationCache::default();
         let big: Vec<String> = (0..MAX_RECORDS).map(|i| format!("v{i}")).collect();
         let refs: Vec<&str> = big.iter().map(String::as_str).collect();
-        c.insert(Map::new(), &payload(&["old"]));
-        c.insert(Map::new(), &payload(&refs));
+        c.insert(evaluate_args(""), &payload(&["old"]));
+        c.insert(evaluate_args(""), &payload(&refs));
         assert!(c.get("old").is_none(), "evicted");
         assert!(c.get("v0").is_some());
         assert_eq!(c.len(), MAX_RECORDS);
