@@ -23,8 +23,8 @@ use crate::op::{cancelled, eval_error, invalid_arguments, parse_args};
 /// Largest rule-deck file read.
 const MAX_DECK_BYTES: u64 = 4 << 20;
 
-/// The arguments every deck op takes (`evaluate`'s from its typed arguments; `optimize`
-/// and `demo.render` still split their JSON with [`parse_deck_args`]): a layout window (file, cell, layer) imaged with a
+/// The arguments every deck op takes (`evaluate`'s and `demo.render`'s from their typed arguments; `optimize`
+/// still splits its JSON with [`parse_deck_args`]): a layout window (file, cell, layer) imaged with a
 /// model at a pixel size, checked against a deck. The window box is each op's own
 /// (`box_um` for evaluate and demo.render, `clip_um` for optimize, whose `box_um` is the
 /// box to optimize).

@@ -6,23 +6,45 @@
 //! printed image's outline cyan, each violation's marker box red (canonical records) or
 //! orange (shadows), grown to at least 9 pixels so checkpoints are visible.
 
-use reticle_eval::payload::DedupStrategy;
+use reticle_eval::payload::{DedupStrategy, ViolationReport};
 use reticle_eval::report::{ReportLevel, ViolationLimits};
 use reticle_kernel::Grid;
-use serde::Deserialize;
-use serde_json::json;
+use reticle_kernel::model::ModelSpec;
+use reticle_protocol::args::EvaluateArgs;
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::artifacts;
-use crate::deck_job::parse_deck_args;
+use crate::deck_job::DeckArgs;
 use crate::job::JobCtx;
-use crate::op::{Op, OpResult, cancelled, payload};
+use crate::op::{Op, OpResult, cancelled, parse_args, payload};
 
-/// `demo.render`'s own arguments (the shared ones are [`crate::deck_job::DeckArgs`]).
-#[derive(Deserialize, Default)]
-#[serde(default, deny_unknown_fields)]
-struct DemoOptions {
-    box_um: Option<[f64; 4]>,
+/// `demo.render`'s result: the detailed report, the picture and what its colours mean.
+#[derive(Serialize)]
+struct DemoResult {
+    /// The `evaluate` report at `report_level: detailed`.
+    report: ViolationReport,
+    /// The picture (`artifacts::write`'s file entry: path, bytes, sha256).
+    png: Value,
+    /// What each colour of the picture shows.
+    legend: Legend,
 }
+
+/// The picture's colours.
+#[derive(Serialize)]
+struct Legend {
+    grey: &'static str,
+    cyan: &'static str,
+    red: &'static str,
+    orange: &'static str,
+}
+
+const LEGEND: Legend = Legend {
+    grey: "drawn polygons",
+    cyan: "printed outline (nominal corner)",
+    red: "canonical violation records",
+    orange: "shadow records",
+};
 
 /// The `demo.render` op.
 pub struct DemoRender;
@@ -50,7 +72,10 @@ impl Op for DemoRender {
     }
 
     fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
-        let (args, own): (_, DemoOptions) = parse_deck_args(self.name(), args_json)?;
+        // `evaluate`'s arguments (the command sends `layout`, `deck`, `pixel_nm`): one
+        // parse into the type the `evaluate` op reads.
+        let call: EvaluateArgs<ModelSpec> = parse_args(self.name(), args_json)?;
+        let args = DeckArgs::from(&call);
         let setup = args.setup(
             ctx,
             None,
@@ -58,7 +83,7 @@ impl Op for DemoRender {
             ViolationLimits::default(),
             |_| Ok(()),
         )?;
-        let (imaged, report) = args.evaluate(ctx, &setup, own.box_um, STEPS)?;
+        let (imaged, report) = args.evaluate(ctx, &setup, call.box_um, STEPS)?;
         if ctx.cancel.is_cancelled() {
             return Err(cancelled(ctx.job_id));
         }
@@ -120,8 +145,10 @@ impl Op for DemoRender {
         let dir = artifacts::dir(ctx)?;
         let file = artifacts::write(&dir, "demo_violations.png", &png)?;
         ctx.progress.report(STEPS, STEPS, "picture written");
-        payload(json!({"report": report, "png": file, "legend": {
-            "grey": "drawn polygons", "cyan": "printed outline (nominal corner)",
-            "red": "canonical violation records", "orange": "shadow records"}}))
+        payload(DemoResult {
+            report,
+            png: file,
+            legend: LEGEND,
+        })
     }
 }
