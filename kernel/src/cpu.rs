@@ -127,6 +127,53 @@ fn per_pixel<T: Copy + Default + Send>(
     out
 }
 
+/// A corner's aerial image (`d·I`) and print (`d·I > th`) in one pass over the image
+/// when both are asked for (`Some`, with the buffer to reuse, if any), each as
+/// [`per_pixel`] would write it (D196).
+#[allow(clippy::option_option)]
+fn scaled_and_printed(
+    img: &[f32],
+    n: usize,
+    part: Option<FramePart>,
+    aerial: Option<Option<Vec<f32>>>,
+    printed: Option<Option<Vec<u8>>>,
+    d: f32,
+    th: f32,
+) -> (Option<Vec<f32>>, Option<Vec<u8>>) {
+    let (Some(p), Some(a), Some(pr)) = (part, aerial.as_ref(), printed.as_ref()) else {
+        return (
+            aerial.map(|reuse| per_pixel(img, n, part, reuse, move |i| d * i)),
+            printed.map(|reuse| per_pixel(img, n, part, reuse, move |i| u8::from(d * i > th))),
+        );
+    };
+    let fresh_a = a.as_ref().is_none_or(|v| v.len() != img.len());
+    let fresh_p = pr.as_ref().is_none_or(|v| v.len() != img.len());
+    let mut a = match aerial.flatten() {
+        Some(v) if !fresh_a => v,
+        _ => vec![0.0; img.len()],
+    };
+    let mut pr = match printed.flatten() {
+        Some(v) if !fresh_p => v,
+        _ => vec![0; img.len()],
+    };
+    let (x0, x1) = (p.x0.min(n), p.x1.min(n));
+    let x1 = x1.max(x0);
+    a.par_chunks_mut(n)
+        .zip(pr.par_chunks_mut(n))
+        .enumerate()
+        .skip(p.y0)
+        .take(p.y1.saturating_sub(p.y0))
+        .for_each(move |(y, (ra, rp))| {
+            let src = &img[y * n + x0..y * n + x1];
+            for ((oa, op), &i) in ra[x0..x1].iter_mut().zip(&mut rp[x0..x1]).zip(src) {
+                let v = d * i;
+                *oa = v;
+                *op = u8::from(v > th);
+            }
+        });
+    (Some(a), Some(pr))
+}
+
 /// Index of the first corner whose kernel set is the same set as corner `i`'s.
 fn first_with_same_kernels(job: &LithoJob<'_>, i: usize) -> usize {
     let k = &job.corners[i].kernels;
@@ -226,11 +273,15 @@ fn litho(
             .count() as u64
     });
     let mut corners = Vec::with_capacity(job.corners.len());
+    // A corner at dose 1 keeps its kernel set's image itself as its aerial image (`1·I`
+    // is `I` bit for bit): the first such corner of each image, moved once every corner
+    // has read it (D196).
+    let mut moved: Vec<Option<usize>> = vec![None; job.corners.len()];
     for (ci, _) in job.corners.iter().enumerate() {
         cancel.check()?;
         let img = image(ci);
         let d = d2[ci];
-        let old = reuse
+        let mut old = reuse
             .corners
             .get_mut(ci)
             .map(std::mem::take)
@@ -245,16 +296,25 @@ fn litho(
             height: n,
             data,
         };
+        let move_image =
+            job.keep.aerial && d == 1.0 && !moved.iter().any(|m| *m == Some(owners[ci]));
+        if move_image {
+            moved[ci] = Some(owners[ci]);
+            if let Some(g) = old.aerial.take() {
+                scratch::give(g.data);
+            }
+        }
+        let (aerial, printed) = scaled_and_printed(
+            img,
+            n,
+            part,
+            (job.keep.aerial && !move_image).then(|| old.aerial.map(|g| g.data)),
+            job.keep.printed.then(|| old.printed.map(|g| g.data)),
+            d,
+            th,
+        );
         corners.push(CornerOutput {
-            aerial: job.keep.aerial.then(|| {
-                grid(per_pixel(
-                    img,
-                    n,
-                    part,
-                    old.aerial.map(|g| g.data),
-                    move |i| d * i,
-                ))
-            }),
+            aerial: aerial.map(grid),
             resist: job.keep.resist.then(|| {
                 grid(per_pixel(
                     img,
@@ -264,12 +324,10 @@ fn litho(
                     move |i| sigmoid(steepness * (d * i - th)),
                 ))
             }),
-            printed: job.keep.printed.then(|| Grid {
+            printed: printed.map(|data| Grid {
                 width: n,
                 height: n,
-                data: per_pixel(img, n, part, old.printed.map(|g| g.data), move |i| {
-                    u8::from(d * i > th)
-                }),
+                data,
             }),
             printed_pixels,
         });
@@ -278,6 +336,11 @@ fn litho(
             total,
             stage: "corner",
         });
+    }
+    for (ci, owner) in moved.iter().enumerate() {
+        if let Some(owner) = *owner {
+            corners[ci].aerial = images[owner].take();
+        }
     }
     for image in images.into_iter().flatten() {
         scratch::give(image.data);

@@ -39,17 +39,21 @@ macro_rules! reusable {
 reusable!(f32, f64, u8, Complex64);
 
 /// A buffer of `len` elements whose content is unspecified (a pooled buffer's old values,
-/// or `T::default()` where it had to grow): the smallest pooled buffer that holds `len`
+/// or `T::default()` where it had to grow): a pooled buffer of exactly that length (a
+/// worker's windows ask for the same few lengths over and over, so in the steady state
+/// nothing is written before the caller writes), else the smallest that holds `len`
 /// without growing, else a new one.
 #[must_use]
 pub fn take<T: Reusable>(len: usize) -> Vec<T> {
     let found = T::pool().lock().ok().and_then(|mut pool| {
-        let best = pool
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| v.capacity() >= len)
-            .min_by_key(|(_, v)| v.capacity())
-            .map(|(i, _)| i)?;
+        let exact = pool.iter().position(|v| v.len() == len);
+        let best = exact.or_else(|| {
+            pool.iter()
+                .enumerate()
+                .filter(|(_, v)| v.capacity() >= len)
+                .min_by_key(|(_, v)| v.capacity())
+                .map(|(i, _)| i)
+        })?;
         Some(pool.swap_remove(best))
     });
     let mut v = found.unwrap_or_default();
