@@ -27,6 +27,7 @@ mod media;
 pub mod normalize;
 pub mod nullable;
 mod optimize;
+mod optimize_pins;
 mod optimize_region;
 pub mod optimize_run;
 mod optimize_targets;

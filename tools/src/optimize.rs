@@ -20,6 +20,7 @@ use reticle_protocol::{ErrorCode, ToolError, ViolationId};
 use serde_json::{Value, json};
 
 use super::evaluate::deck_is_path;
+use super::optimize_pins::pinned_version;
 use super::worker_job::{JobExtras, object_of, parse_call, run_op_with};
 use super::{Detail, TaskSupport, Tool, ToolContext, ToolDef, ToolResult};
 
@@ -197,16 +198,59 @@ async fn run(ctx: ToolContext, args: serde_json::Map<String, Value>) -> ToolResu
     if call.target().is_region() {
         return super::optimize_region::run_region(&ctx, call, wait).await;
     }
+    // Made first: making it collects the expired job directories, so a pin found below
+    // stays for the job.
+    let dir = ctx.scope.sessions.new_job_dir("opt")?;
+    // The file edited since the evaluation: the id's version pinned by its job (D214).
+    let mut resolved_from = resolved_from;
+    let mut pin_root = None;
+    if let (Some(id), Some(layout)) = (&id, call.layout.clone()) {
+        let layout16 = id_parts(id)
+            .and_then(|p| p["layout_sha256_prefix"].as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let dirs = ctx.scope.sessions.artifact_dirs();
+        let evaluated_here = resolved_from == "session_cache";
+        let id = id.clone();
+        let pinned = tokio::task::spawn_blocking(move || {
+            pinned_version(
+                std::path::Path::new(&layout),
+                &layout16,
+                &dirs,
+                evaluated_here,
+                &id,
+            )
+        })
+        .await
+        .map_err(|e| ToolError::new(ErrorCode::InternalError, format!("layout pin: {e}")))??;
+        if let Some(copy) = pinned {
+            pin_root = copy.parent().map(|p| p.display().to_string());
+            call.layout = Some(copy.display().to_string());
+            resolved_from = "layout_pin";
+        }
+    }
     let mut args = window_op_args(call);
     if resolved_from != "none" {
         args.insert("resolved_from".into(), json!(resolved_from));
     }
-    let dir = ctx.scope.sessions.new_job_dir("opt")?;
-    let extras = JobExtras {
-        artifact_dir: Some(dir),
-        on_result: None,
+    let Some(pin_root) = pin_root else {
+        let extras = JobExtras {
+            artifact_dir: Some(dir),
+            on_result: None,
+        };
+        return run_op_with(&ctx, OP, &args, wait, extras).await;
     };
-    run_op_with(&ctx, OP, &args, wait, extras).await
+    // The pinned copy lies in an evaluation job's directory: this job may read it.
+    let unit = ctx
+        .unit(OP, &Value::Object(args))
+        .with_artifact_dir(Some(dir.path().display().to_string()));
+    let dispatcher = std::sync::Arc::clone(&ctx.dispatcher);
+    ctx.run_as_job(wait, move |scope| async move {
+        let _job_dir = dir;
+        dispatcher
+            .run(&scope.with_allowed_root(pin_root), unit)
+            .await
+    })
+    .await
 }
 
 /// The `optimize` op's arguments for one window: the call less what only the host reads

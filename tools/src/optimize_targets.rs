@@ -44,8 +44,12 @@ fn union(a: Option<[f64; 4]>, b: [f64; 4]) -> Option<[f64; 4]> {
     })
 }
 
+/// `b` grown by `d` on every side, outward to whole nm (µm with three decimals), so the
+/// box prints as the short decimal it is and reads back exactly.
 fn grown(b: [f64; 4], d: f64) -> [f64; 4] {
-    [b[0] - d, b[1] - d, b[2] + d, b[3] + d]
+    let down = |v: f64| (v * 1000.0 + 1e-6).floor() / 1000.0;
+    let up = |v: f64| (v * 1000.0 - 1e-6).ceil() / 1000.0;
+    [down(b[0] - d), down(b[1] - d), up(b[2] + d), up(b[3] + d)]
 }
 
 fn meet(a: [f64; 4], b: [f64; 4]) -> Option<[f64; 4]> {
@@ -306,5 +310,22 @@ async fn rule_box(
             Some(c) if !c.is_empty() => cursor = Some(c.to_owned()),
             _ => return Ok(covered),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_target_box_grows_outward_to_whole_nm() {
+        // 0.51 - 0.5 is 0.010000000000000009 in binary: the box says 0.01.
+        assert_eq!(
+            grown([0.51, 0.6, 0.6, 0.6], MARGIN_UM),
+            [0.01, 0.1, 1.1, 1.1]
+        );
+        assert_eq!(grown([0.0, 0.0, 1.0, 1.0], 0.0), [0.0, 0.0, 1.0, 1.0]);
+        let b = grown([0.1234, 0.0, 0.5678, 1.0], 0.0);
+        assert_eq!(b, [0.123, 0.0, 0.568, 1.0]);
     }
 }
