@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use reticle_assets::{self as assets, SchemaCatalog};
 use reticle_dispatch::supervisor::SupervisorConfig;
 
-/// `reticle bench ...`: `output-schema` ([`crate::bench`]) and `chip`
-/// ([`crate::bench_chip`]) run in the host; every other benchmark runs
+/// `reticle bench ...`: `output-schema` ([`crate::bench`]), `chip` ([`crate::bench_chip`])
+/// and `repair` ([`crate::bench_repair`]) run in the host; every other benchmark runs
 /// `reticle-worker bench ...` (the engine lives in the worker binary, never in the host)
 /// with this process's stdio, and returns its exit status.
 pub fn bench(args: &[String], config: &reticle_config::Config) -> ExitCode {
@@ -20,6 +20,9 @@ pub fn bench(args: &[String], config: &reticle_config::Config) -> ExitCode {
     }
     if args.first().map(String::as_str) == Some("chip") {
         return crate::bench_chip::chip(&args[1..], config);
+    }
+    if args.first().map(String::as_str) == Some("repair") {
+        return crate::bench_repair::repair(&args[1..], config);
     }
     if args.first().map(String::as_str) == Some("http") {
         return crate::bench_http::http(&args[1..]);

@@ -11,6 +11,7 @@
 pub mod bench;
 pub mod bench_chip;
 pub mod bench_http;
+pub mod bench_repair;
 pub mod cli;
 mod cli_run;
 pub mod ctl;

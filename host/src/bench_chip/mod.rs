@@ -37,7 +37,7 @@ use text::text;
 /// The deck the bench evaluates with.
 const DECK: &str = "nangate45_m1v1";
 /// The evaluated layer (metal 1 of the 45 nm layouts).
-const LAYER: &str = "11/0";
+pub(crate) const LAYER: &str = "11/0";
 /// The default layout, under the reference data folder.
 const LAYOUT_FILE: &str = "gds/gcd_45nm.gds";
 /// The default model's period (µm): the side of the untiled window.
@@ -103,7 +103,7 @@ fn parse_numbers<const N: usize>(text: &str) -> Result<[f64; N], String> {
     }
 }
 
-fn parse_box(text: &str) -> Result<[f64; 4], String> {
+pub(crate) fn parse_box(text: &str) -> Result<[f64; 4], String> {
     let b = parse_numbers::<4>(text)?;
     if b[0] < b[2] && b[1] < b[3] {
         Ok(b)
@@ -117,14 +117,14 @@ fn parse_point(text: &str) -> Result<[f64; 2], String> {
 }
 
 /// A failure: the exit code and what to say on stderr.
-type Failure = (u8, String);
+pub(crate) type Failure = (u8, String);
 
 /// Rounds to 1 nm (µm with 3 decimals), the precision boxes are given with.
 fn um3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
 }
 
-fn round_to(v: f64, decimals: i32) -> f64 {
+pub(crate) fn round_to(v: f64, decimals: i32) -> f64 {
     let scale = 10f64.powi(decimals);
     (v * scale).round() / scale
 }
@@ -141,7 +141,7 @@ fn centred_square(centre: [f64; 2], side: f64, bounds: [f64; 4]) -> [f64; 4] {
 }
 
 /// The 1-minute load average, where the system says it.
-fn load_average() -> Option<f64> {
+pub(crate) fn load_average() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg")
         .ok()?
         .split_whitespace()
@@ -153,7 +153,7 @@ fn load_average() -> Option<f64> {
 /// The default layout: `$RETICLE_DATA_DIR/gds/gcd_45nm.gds` (`data_dir`, from the
 /// config), the data folder defaulting to `../shared/data` beside the workspace (as the
 /// engine's benchmarks find it).
-fn default_layout(data_dir: Option<&Path>) -> PathBuf {
+pub(crate) fn default_layout(data_dir: Option<&Path>) -> PathBuf {
     data_dir
         .map_or_else(
             || PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data")),
@@ -163,7 +163,7 @@ fn default_layout(data_dir: Option<&Path>) -> PathBuf {
 }
 
 /// `layout.open`'s format name for a path, from its extension.
-fn layout_format(path: &Path) -> Option<&'static str> {
+pub(crate) fn layout_format(path: &Path) -> Option<&'static str> {
     match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
         "gds" | "gds2" | "gdsii" => Some("gds"),
         "oas" | "oasis" => Some("oasis"),
@@ -352,7 +352,7 @@ impl Runs {
 }
 
 /// A dispatcher over a fresh supervisor of `workers` workers.
-async fn pool(
+pub(crate) async fn pool(
     workers: usize,
     config: &reticle_config::Config,
 ) -> Result<
@@ -378,18 +378,26 @@ async fn bounding_box(
     dispatcher: &Arc<Dispatcher>,
     format: &str,
 ) -> Result<[f64; 4], Failure> {
-    let args = json!({"layout": {"path": runs.layout, "format": format}});
+    layout_bbox(&runs.layout, &runs.scope("open"), dispatcher, format).await
+}
+
+/// The bounding box `[l, b, r, t]` in µm of `layout` (the `layout.open` op of
+/// `open_layout`), run in `scope`.
+pub(crate) async fn layout_bbox(
+    layout: &Path,
+    scope: &Scope,
+    dispatcher: &Arc<Dispatcher>,
+    format: &str,
+) -> Result<[f64; 4], Failure> {
+    let args = json!({"layout": {"path": layout, "format": format}});
     let summary = dispatcher
-        .run(&runs.scope("open"), Unit::new("layout.open", &args))
+        .run(scope, Unit::new("layout.open", &args))
         .await
         .map_err(|e| (1, format!("layout.open: {}: {}", e.code, e.message)))?;
     let b = &summary["bbox_um"];
     match ["left", "bottom", "right", "top"].map(|k| b[k].as_f64()) {
         [Some(l), Some(b), Some(r), Some(t)] if l < r && b < t => Ok([l, b, r, t]),
-        _ => Err((
-            1,
-            format!("{} has an empty top cell", runs.layout.display()),
-        )),
+        _ => Err((1, format!("{} has an empty top cell", layout.display()))),
     }
 }
 
