@@ -13,10 +13,10 @@ use reticle_kernel::rules::{
 };
 use reticle_layout::clip::clip_polygon;
 use reticle_layout::{BBox, Point, Polygon};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::error::{EvalError, check_cancel, invalid};
-use crate::payload::EpeSummary;
+use crate::payload::{EpeSummary, Marker};
 use crate::printed::printed_polygons;
 use crate::window::{ImagedWindow, MaskOverride};
 use crate::{gauges, r3};
@@ -33,8 +33,8 @@ pub struct Found {
     /// The measured value (nm, nm² for area), rounded to 3 decimals; `None` where a
     /// gauge found no printed edge.
     pub measured: Option<f64>,
-    /// The marker as report JSON (nm).
-    pub marker: Value,
+    /// The marker as the report writes it (nm).
+    pub marker: Marker,
 }
 
 /// Status of one deck rule in an evaluation.
@@ -68,22 +68,21 @@ pub(crate) fn pm(v_dbu: f64, dbu_nm: f64) -> i64 {
     (v_dbu * dbu_nm * 1000.0).round() as i64
 }
 
-fn nm_point(p: Point, dbu_nm: f64) -> Value {
-    json!([r3(p.x as f64 * dbu_nm), r3(p.y as f64 * dbu_nm)])
+fn nm_point(p: Point, dbu_nm: f64) -> [f64; 2] {
+    [r3(p.x as f64 * dbu_nm), r3(p.y as f64 * dbu_nm)]
 }
 
 pub(crate) fn from_violation(rule: usize, v: &Violation, dbu_nm: f64) -> Found {
     let (cx, cy) = v.center_dbu();
     let marker = match &v.marker {
-        ViolationGeometry::EdgePair { first, second } => json!({
-            "type": "edge_pair",
-            "first": [nm_point(first.p1, dbu_nm), nm_point(first.p2, dbu_nm)],
-            "second": [nm_point(second.p1, dbu_nm), nm_point(second.p2, dbu_nm)],
-        }),
-        ViolationGeometry::Polygon { hull } => json!({
-            "type": "polygon",
-            "hull": hull.iter().map(|p| nm_point(*p, dbu_nm)).collect::<Vec<_>>(),
-        }),
+        ViolationGeometry::EdgePair { first, second } => Marker::EdgePair {
+            first: [nm_point(first.p1, dbu_nm), nm_point(first.p2, dbu_nm)],
+            second: [nm_point(second.p1, dbu_nm), nm_point(second.p2, dbu_nm)],
+            joined_from_tiles: None,
+        },
+        ViolationGeometry::Polygon { hull } => Marker::Polygon {
+            hull: hull.iter().map(|p| nm_point(*p, dbu_nm)).collect(),
+        },
     };
     Found {
         rule,

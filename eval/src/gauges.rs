@@ -9,7 +9,6 @@ use reticle_kernel::rules::{Rule, RuleKind};
 use reticle_layout::{BBox, Point};
 
 use crate::payload::EpeSummary;
-use serde_json::json;
 
 use crate::found::{Found, pm};
 use crate::r3;
@@ -146,11 +145,10 @@ pub fn check_at(
                 at_pm: (pm(c.x, dbu_nm), pm(c.y, dbu_nm)),
                 bbox: BBox::from_corners(p, p),
                 measured: value.map(|v| r3(v.abs())),
-                marker: json!({
-                    "type": "checkpoint",
-                    "point": [r3(c.x * dbu_nm), r3(c.y * dbu_nm)],
-                    "normal": [r3(c.nx), r3(c.ny)],
-                }),
+                marker: crate::payload::Marker::Checkpoint {
+                    point: [r3(c.x * dbu_nm), r3(c.y * dbu_nm)],
+                    normal: [r3(c.nx), r3(c.ny)],
+                },
             });
         }
     }

@@ -290,7 +290,7 @@ pub struct ViolationRecord {
     /// `nm` or `nm2`.
     pub unit: String,
     /// The marker (an edge pair, a polygon, a checkpoint), as the finding gave it.
-    pub marker: Value,
+    pub marker: Marker,
     /// Frames between `coordinate_frame` and the layout's (none: native).
     pub transforms: Vec<Value>,
     /// Its report tile.
@@ -493,4 +493,43 @@ pub struct SimulationResult {
     /// How it was tiled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub imaging: Option<TiledImaging>,
+}
+
+/// A record's marker: the geometry of the finding in the layout's frame (nm, 3 decimals),
+/// tagged by `type` (`violation_report.json`'s `marker`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Marker {
+    /// Two edges, each two points: a width, space, notch or enclosure check's pair.
+    EdgePair {
+        /// The first edge.
+        first: [[f64; 2]; 2],
+        /// The second edge.
+        second: [[f64; 2]; 2],
+        /// For a printed violation longer than an imaging tile: the tiles whose pieces
+        /// were joined into it (D57).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        joined_from_tiles: Option<std::collections::BTreeSet<String>>,
+    },
+    /// A polygon's hull: an area check's shape.
+    Polygon {
+        /// The hull's points.
+        hull: Vec<[f64; 2]>,
+    },
+    /// An EPE or PV-band checkpoint and its outward normal.
+    Checkpoint {
+        /// The checkpoint.
+        point: [f64; 2],
+        /// The unit normal there.
+        normal: [f64; 2],
+    },
+}
+
+impl Marker {
+    /// The marker as JSON text: the order of markers at one place (the records' sort key,
+    /// the same text the report writes).
+    #[must_use]
+    pub fn sort_key(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
 }

@@ -260,7 +260,7 @@ pub fn build_with(
     for (ri, rule) in rules.iter().enumerate() {
         let mut mine: Vec<&Found> = found.iter().filter(|f| f.rule == ri).collect();
         mine.sort_by(|a, b| {
-            (a.at_pm, a.bbox, a.marker.to_string()).cmp(&(b.at_pm, b.bbox, b.marker.to_string()))
+            (a.at_pm, a.bbox, a.marker.sort_key()).cmp(&(b.at_pm, b.bbox, b.marker.sort_key()))
         });
         let radius_pm = (rule.dedup_radius_nm * 1000.0).round() as i64;
         let roots = group(&mine, radius_pm);

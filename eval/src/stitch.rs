@@ -7,7 +7,6 @@
 //! spanning its pieces.
 
 use reticle_layout::{BBox, Point};
-use serde_json::json;
 
 use crate::found::{Found, pm};
 use crate::r3;
@@ -82,7 +81,7 @@ fn whole(pieces: &[&Piece], dbu_nm: f64) -> Found {
         .flat_map(|p| p.segments.iter().copied())
         .collect();
     let (first, second) = two_lines(&segments);
-    let nm = |p: Point| json!([r3(p.x as f64 * dbu_nm), r3(p.y as f64 * dbu_nm)]);
+    let nm = |p: Point| [r3(p.x as f64 * dbu_nm), r3(p.y as f64 * dbu_nm)];
     let at = (
         pm((bbox.left + bbox.right) as f64 / 2.0, dbu_nm),
         pm((bbox.bottom + bbox.top) as f64 / 2.0, dbu_nm),
@@ -92,12 +91,11 @@ fn whole(pieces: &[&Piece], dbu_nm: f64) -> Found {
         at_pm: at,
         bbox,
         measured: Some(r3(measured)),
-        marker: json!({
-            "type": "edge_pair",
-            "first": [nm(first.0), nm(first.1)],
-            "second": [nm(second.0), nm(second.1)],
-            "joined_from_tiles": pieces.iter().map(|p| p.tile.id()).collect::<std::collections::BTreeSet<_>>(),
-        }),
+        marker: crate::payload::Marker::EdgePair {
+            first: [nm(first.0), nm(first.1)],
+            second: [nm(second.0), nm(second.1)],
+            joined_from_tiles: Some(pieces.iter().map(|p| p.tile.id()).collect()),
+        },
     }
 }
 
@@ -169,6 +167,7 @@ fn two_lines(segments: &[[i64; 4]]) -> ((Point, Point), (Point, Point)) {
 mod tests {
     use super::*;
     use crate::tiles::TileIndex;
+    use serde_json::json;
 
     fn piece(rule: usize, ix: i64, segments: Vec<[i64; 4]>) -> Piece {
         let bbox = segments
@@ -214,15 +213,15 @@ mod tests {
         );
         assert_eq!(long.measured, Some(40.0));
         assert_eq!(
-            long.marker["first"],
+            json!(long.marker)["first"],
             json!([[500.0, 100.0], [2600.0, 100.0]])
         );
         assert_eq!(
-            long.marker["second"],
+            json!(long.marker)["second"],
             json!([[500.0, 140.0], [2600.0, 141.0]])
         );
         assert_eq!(
-            long.marker["joined_from_tiles"],
+            json!(long.marker)["joined_from_tiles"],
             json!(["T_0_0", "T_1_0", "T_2_0"])
         );
         let mut reversed = pieces.clone();
@@ -248,11 +247,11 @@ mod tests {
         let joined = join(&pieces, 1.0, 2);
         assert_eq!(joined.len(), 1);
         assert_eq!(
-            joined[0].marker["first"],
+            json!(joined[0].marker)["first"],
             json!([[0.0, 100.0], [900.0, 100.0]])
         );
         assert_eq!(
-            joined[0].marker["second"],
+            json!(joined[0].marker)["second"],
             json!([[0.0, 140.0], [900.0, 140.0]])
         );
     }

@@ -28,7 +28,7 @@ fn found(rule: usize, x: i64, y: i64, b: BBox) -> Found {
         at_pm: (x, y),
         bbox: b,
         measured: Some(1.0),
-        marker: Value::Null,
+        marker: crate::payload::Marker::Polygon { hull: Vec::new() },
     }
 }
 

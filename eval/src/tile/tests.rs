@@ -95,7 +95,7 @@ fn tiled_and_whole(polygons: Vec<Polygon>, region: BBox) -> (Vec<Found>, Vec<Fou
             }
         }
     }
-    let key = |f: &Found| (f.rule, f.at_pm, f.bbox, f.marker.to_string());
+    let key = |f: &Found| (f.rule, f.at_pm, f.bbox, f.marker.sort_key());
     tiled.sort_by_key(key);
     whole.sort_by_key(key);
     (tiled, whole, growths)
