@@ -330,6 +330,7 @@ fn pixel_polygons(mask: &Grid<u8>, frame: &reticle_kernel::raster::PixelFrame) -
     let req = LegalizeRequest {
         proposal: mask,
         target: mask,
+        outside: None,
         window: (0, 0, mask.width, mask.height),
         context: &[],
         origin_dbu: (frame.left_nm, frame.bottom_nm),

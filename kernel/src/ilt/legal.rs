@@ -149,6 +149,7 @@ pub fn optimize_legal(
     let curvy_req = LegalizeRequest {
         proposal: &proposal,
         target,
+        outside: plan.frozen,
         window: bx,
         context: plan.context,
         origin_dbu: plan.origin_dbu,

@@ -40,6 +40,7 @@ fn local_violations(
     let sub = LegalizeRequest {
         proposal: local,
         target: local,
+        outside: None,
         window: (0, 0, cw, ch),
         context: &[],
         origin_dbu: (
@@ -124,9 +125,25 @@ pub(super) fn repair_locally<'v>(
             up(b.3, wy0).min(wy1),
         )
     };
+    // Toward the window's grid line at or inside `b` (within the frame).
+    let aligned = |b: PixelBox| -> PixelBox {
+        let on =
+            |v: usize, o: usize| (o as i64 + (v as i64 - o as i64) / g as i64 * g as i64) as usize;
+        (on(b.0, wx0), on(b.1, wy0), on(b.2, wx0), on(b.3, wy0))
+    };
     let mut edits = 0;
+    // A record outside the window (a sliver of the frozen mask at its edge) is edited
+    // from the window's side: its box grown by a rule's reach.
     let boxes: Vec<PixelBox> = violations
-        .map(|v| violation_box(req, v, 1.0, w, h))
+        .map(|v| {
+            let b = violation_box(req, v, 1.0, w, h);
+            let s = snap(b);
+            if s.0 < s.2 && s.1 < s.3 {
+                b
+            } else {
+                violation_box(req, v, d as f64, w, h)
+            }
+        })
         .collect();
     let kmax = d.div_ceil(g);
     let target = snap_to_grid(req.target, req.window, g);
@@ -136,9 +153,17 @@ pub(super) fn repair_locally<'v>(
             continue;
         }
         // One crop for every candidate (on the window's grid): the largest edit box, the
-        // projection's reach and the reach of a rule.
+        // projection's reach and the reach of a rule. It reaches beyond the window into
+        // the mask outside it (read only: edits and projections stay in the window), so a
+        // record at the window's edge is judged against the mask actually there (D174).
         let reach = (kmax + 2) * g + 4 * d;
-        let crop = snap(grow_box(vb, reach, req.window));
+        let crop = aligned(grow_box(vb, reach, (0, 0, w, h)));
+        let inner = (
+            wx0.max(crop.0) - crop.0,
+            wy0.max(crop.1) - crop.1,
+            wx1.min(crop.2) - crop.0,
+            wy1.min(crop.3) - crop.1,
+        );
         let offset = (crop.0, crop.1);
         let shift = |b: PixelBox| (b.0 - crop.0, b.1 - crop.1, b.2 - crop.0, b.3 - crop.1);
         let local = crop_of(mask, crop);
@@ -157,6 +182,7 @@ pub(super) fn repair_locally<'v>(
         let square = LegalizeRequest {
             proposal: &local,
             target: &local,
+            outside: None,
             window: (0, 0, local.width, local.height),
             style: MaskStyle::Manhattan,
             grid_px: g,
@@ -177,7 +203,7 @@ pub(super) fn repair_locally<'v>(
             }
             let projected = project(&square, &trial, limits, 0.0);
             let r = grow_box(b, d + g, (0, 0, local.width, local.height));
-            paste(&mut trial, &projected, r, r);
+            paste(&mut trial, &projected, r, inner);
             trial
         };
         // Tried in the order of the pixels the box itself changes (cheapest first); the

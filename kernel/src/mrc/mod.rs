@@ -139,9 +139,15 @@ impl MrcLimits {
 pub struct LegalizeRequest<'a> {
     /// The optimizer's binary mask on the whole frame.
     pub proposal: &'a Grid<u8>,
-    /// The drawn target on the same frame (the mask outside the window, and the
-    /// fallback where repair fails).
+    /// The drawn target on the same frame (the fallback where repair fails, and the
+    /// mask outside the window unless `outside` says otherwise).
     pub target: &'a Grid<u8>,
+    /// The mask outside the window when it is not the drawn target (a tiled optimize's
+    /// frozen context: finished neighbours' masks, D170): what the projection and the
+    /// local repair see beyond the window's edge, so that a seam is legalized against
+    /// the mask actually there (D174). `None`: the target. `context` must be the same
+    /// mask as polygons.
+    pub outside: Option<&'a Grid<u8>>,
     /// The pixels that may change.
     pub window: PixelBox,
     /// The drawn polygons outside the window (dbu), exactly as drawn.
@@ -176,6 +182,11 @@ pub struct LegalMask {
 }
 
 impl LegalizeRequest<'_> {
+    /// The mask outside the window: `outside`, else the target.
+    fn outside(&self) -> &Grid<u8> {
+        self.outside.unwrap_or(self.target)
+    }
+
     fn px(&self, nm: f64) -> f64 {
         nm / (self.pixel_dbu * self.dbu_nm)
     }
@@ -476,6 +487,10 @@ fn revert_components<'v>(
     w: usize,
     h: usize,
 ) {
+    let limits = MrcLimits::of(req.rules);
+    let reach = req
+        .px(limits.width_nm.max(limits.space_nm).max(limits.notch_nm))
+        .ceil() as usize;
     let (labels, sizes) = morph::components(mask);
     let mut hit = vec![false; sizes.len()];
     for v in violations {
@@ -500,15 +515,30 @@ fn revert_components<'v>(
         *b = (b.0.min(x), b.1.min(y), b.2.max(x + 1), b.3.max(y + 1));
     }
     let (x0, y0, x1, y1) = req.window;
+    let mut inside = vec![false; sizes.len()];
     for (i, &l) in labels.iter().enumerate() {
         let (x, y) = (i % w, i / w);
         if hit[l as usize] && x >= x0 && x < x1 && y >= y0 && y < y1 {
             mask.data[i] = 0;
+            inside[l as usize] = true;
         }
     }
     for l in 1..sizes.len() {
         if hit[l] && main[l] {
             let b = bbox[l];
+            // A component wholly outside the window (a sliver of the frozen mask at its
+            // edge, D174) gets the substitute next to it, inside the window, within a
+            // rule's reach: what it was legalized against.
+            let b = if inside[l] {
+                b
+            } else {
+                (
+                    b.0.saturating_sub(reach),
+                    b.1.saturating_sub(reach),
+                    (b.2 + reach).min(w),
+                    (b.3 + reach).min(h),
+                )
+            };
             paste_or(mask, substitute, b, req.window);
         }
     }
@@ -521,11 +551,11 @@ fn revert_components<'v>(
 pub fn legalize(req: &LegalizeRequest<'_>, cancel: &CancelToken) -> Result<LegalMask, Cancelled> {
     let limits = MrcLimits::of(req.rules);
     let (w, h) = (req.proposal.width, req.proposal.height);
-    let mut mask = inside_window(req.proposal, req.target, req.window);
+    let mut mask = inside_window(req.proposal, req.outside(), req.window);
     if req.style == MaskStyle::Manhattan {
         mask = inside_window(
             &snap_to_grid(&mask, req.window, req.grid_px),
-            req.target,
+            req.outside(),
             req.window,
         );
     }
@@ -535,15 +565,24 @@ pub fn legalize(req: &LegalizeRequest<'_>, cancel: &CancelToken) -> Result<Legal
         (wpx * wpx).max(area_px).ceil() as usize
     };
     if !limits.is_empty() {
-        mask = inside_window(&project(req, &mask, &limits, 0.0), req.target, req.window);
+        mask = inside_window(
+            &project(req, &mask, &limits, 0.0),
+            req.outside(),
+            req.window,
+        );
         drop_small(&mut mask, req.window, min_island);
     }
     cancel.check()?;
     let (mut polygons, mut unjoined) = polygons_of(req, &mask);
     let mut violations = check(req, &polygons);
     let mut rounds = 0;
+    // A record within a rule's reach of the window can be fixed from inside it (a sliver
+    // of the frozen mask at the window's edge, D174).
+    let reach_px = req
+        .px(limits.width_nm.max(limits.space_nm).max(limits.notch_nm))
+        .ceil();
     let fixable = |v: &Violation, req: &LegalizeRequest<'_>| {
-        let b = violation_box(req, v, 0.0, w, h);
+        let b = violation_box(req, v, reach_px, w, h);
         b.0 < req.window.2 && b.2 > req.window.0 && b.1 < req.window.3 && b.3 > req.window.1
     };
     // Local edits for the square (Manhattan) masks, whose records are few; the

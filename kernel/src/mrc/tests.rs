@@ -51,6 +51,7 @@ fn request<'a>(
     LegalizeRequest {
         proposal: p,
         target: t,
+        outside: None,
         window: (0, 0, p.width, p.height),
         context: &[],
         origin_dbu: (-100.0, 50.0),
