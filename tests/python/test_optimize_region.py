@@ -191,8 +191,9 @@ def test_a_killed_worker_changes_no_byte_of_the_layout_or_the_report(runs):
 
 @pytest.mark.xfail(strict=True, reason=(
     "issue 28's bar (no new printed group within 200 nm of a seam) is not met: where a tile's "
-    "ILT mask meets the frozen mask at its box edge it jogs, and the ILT's objective (L2 + PV "
-    "band) does not see printed width and space there; a second pass did not help (D171)"))
+    "ILT mask meets the frozen mask at its box edge it jogs, and the deck's Euclidean printed "
+    "width/space flag the corners the ILT sharpens (D175); a second pass (D171) and a seam "
+    "band of drawn target (D175) did not help"))
 def test_no_new_group_within_200_nm_of_a_seam(runs):
     (out, _, _) = runs
     changes = out["undisturbed"]["changes"]
@@ -200,9 +201,10 @@ def test_no_new_group_within_200_nm_of_a_seam(runs):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "issue 28's bar (printed-rule groups in the box down >= 80 %) is not met: on gcd_45nm most "
-    "tiles' legal ILT masks still break a mask rule near their box (kernel legalizer, issue 26), "
-    "so those tiles keep the drawn target (D171); see docs/PERFORMANCE.md"))
+    "issue 28's bar (printed-rule groups in the box down >= 80 %) is not met: the later waves' "
+    "legal ILT masks keep mask-rule records inside their window that only whole-component "
+    "reverts fix, so they print worse and keep the drawn target (D171, D174), and the deck's "
+    "Euclidean printed width/space flag the ILT's sharpened corners (D175)"))
 def test_printed_rule_groups_in_the_box_down_by_80_percent(runs):
     (out, _, _) = runs
     printed = out["undisturbed"]["changes"]["printed_groups"]
