@@ -4,6 +4,7 @@
 //! release build that `run-tests` shares with the binaries links it once (D130).
 
 mod bench_cli;
+mod bench_repair;
 mod crash_replay;
 mod debug_tools;
 mod evaluate;
