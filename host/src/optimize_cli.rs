@@ -84,9 +84,9 @@ pub struct OptimizeArgs {
     /// Workers (default: `RETICLE_WORKERS`, else one per core).
     #[arg(long)]
     pub workers: Option<usize>,
-    /// Where a region's tiles run: local (the workers started here) or slurm (a job
-    /// array per wave and per re-evaluation; plan, merge and compare stay local).
-    /// Default: `RETICLE_EXECUTOR`.
+    /// Where a region's tiles run: local (the workers started here); slurm is refused
+    /// for optimize with the tool's `INVALID_INPUT` until its tiles run as a batch
+    /// (docs/DECISIONS.md D212). Default: `RETICLE_EXECUTOR`.
     #[arg(long, value_parser = ["local", "slurm"])]
     pub executor: Option<String>,
 }
@@ -176,6 +176,18 @@ pub fn optimize(opts: &OptimizeArgs, config: &reticle_config::Config) -> ExitCod
     };
     // A region's tile fan-outs go to the cluster; one window runs here.
     let slurm = call.target().is_region() && executor == reticle_config::ExecutorKind::Slurm;
+    if slurm {
+        // A wave's batch manifest would be refused (optimize.tile is no batch op yet, and
+        // its tiles read their neighbours from the job's folder): say so before any work.
+        return emit_json(&Err(ToolError::new(
+            reticle_protocol::ErrorCode::InvalidInput,
+            "optimize's tiles do not run on Slurm yet: use the local executor",
+        )
+        .with_details(serde_json::json!({"argument": "executor", "value": "slurm"}))
+        .with_hint(
+            "run without --executor slurm (and without RETICLE_EXECUTOR=slurm)",
+        )));
+    }
     let workers = if slurm || !call.target().is_region() {
         Some(1)
     } else {
