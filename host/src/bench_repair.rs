@@ -19,7 +19,7 @@
 //!   deep, plus `--batch-latency-s` per batch (the four waves and the two re-evaluations,
 //!   which run at once).
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -31,10 +31,9 @@ use reticle_protocol::args::OptimizeArgs;
 use serde_json::{Value, json};
 
 use crate::bench_chip::{
-    Failure, LAYER, default_layout, layout_bbox, layout_format, load_average, parse_box, pool,
-    round_to,
+    Failure, LAYER, default_layout, layout_bbox, layout_format, load_average, parse_bench_args,
+    parse_box, pool, round_to, run_bench_to_report,
 };
-use crate::eval_cli::cli_runtime;
 
 /// The shipped litho deck of metal 1 (printed width and space, EPE, PV band, mask rules).
 const DECK: &str = "nangate45_m1_litho";
@@ -86,56 +85,17 @@ struct RepairArgs {
 /// `reticle bench repair [options]`: exit 0 with the figures, 1 when a run fails or the
 /// two runs differ, 2 on a usage error, missing data or no worker, 130 on Ctrl-C.
 pub fn repair(args: &[String], config: &reticle_config::Config) -> ExitCode {
-    let opts = match RepairArgs::try_parse_from(
-        std::iter::once("reticle bench repair".to_owned()).chain(args.iter().cloned()),
-    ) {
+    let opts: RepairArgs = match parse_bench_args("reticle bench repair", args) {
         Ok(opts) => opts,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
-    };
-    let runtime = match cli_runtime("bench repair") {
-        Ok(rt) => rt,
         Err(code) => return code,
     };
-    let outcome = runtime.block_on(async {
-        tokio::select! {
-            outcome = bench(&opts, config) => Some(outcome),
-            // Dropping the bench drops its supervisors, which kill the workers (D12).
-            _ = tokio::signal::ctrl_c() => None,
-        }
-    });
-    let report = match outcome {
-        None => {
-            eprintln!("\nreticle bench repair: interrupted; workers stopped");
-            return ExitCode::from(130);
-        }
-        Some(Err((code, message))) => {
-            eprintln!("reticle bench repair: {message}");
-            return ExitCode::from(code);
-        }
-        Some(Ok(report)) => report,
-    };
-    let mut stdout = std::io::stdout().lock();
-    let written = if opts.json {
-        writeln!(stdout, "{report}")
-    } else {
-        write!(stdout, "{}", text(&report))
-    };
-    if written.is_err() {
-        return ExitCode::FAILURE;
-    }
-    if report["deterministic"] == json!(true) {
-        ExitCode::SUCCESS
-    } else {
-        eprintln!("reticle bench repair: one worker and the pool wrote different results");
-        ExitCode::from(1)
-    }
+    run_bench_to_report(
+        "bench repair",
+        bench(&opts, config),
+        opts.json,
+        text,
+        "one worker and the pool wrote different results",
+    )
 }
 
 /// One run: its wall time and the region result.

@@ -174,47 +174,72 @@ pub(crate) fn layout_format(path: &Path) -> Option<&'static str> {
 /// `reticle bench chip [options]`: exit 0 with the figures, 1 when a run fails or the
 /// determinism check does, 2 on a usage error, missing data or no worker, 130 on Ctrl-C.
 pub fn chip(args: &[String], config: &reticle_config::Config) -> ExitCode {
-    let opts = match ChipArgs::try_parse_from(
-        std::iter::once("reticle bench chip".to_owned()).chain(args.iter().cloned()),
-    ) {
+    let opts: ChipArgs = match parse_bench_args("reticle bench chip", args) {
         Ok(opts) => opts,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
+        Err(code) => return code,
     };
     if !(opts.side_1nm > 0.0 && opts.side_1nm.is_finite()) {
         eprintln!("reticle bench chip: --side-1nm must be a positive number of µm");
         return ExitCode::from(2);
     }
-    let runtime = match cli_runtime("bench chip") {
+    run_bench_to_report(
+        "bench chip",
+        bench(&opts, config),
+        opts.json,
+        text,
+        "one worker and the pool gave different reports (see same_report)",
+    )
+}
+
+/// A `reticle bench …` command's arguments (`command`: its words, for usage and help):
+/// help and version go to stdout with exit 0, a usage error to stderr with exit 2.
+pub(crate) fn parse_bench_args<A: Parser>(command: &str, args: &[String]) -> Result<A, ExitCode> {
+    A::try_parse_from(std::iter::once(command.to_owned()).chain(args.iter().cloned())).map_err(
+        |e| {
+            let _ = e.print();
+            if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            }
+        },
+    )
+}
+
+/// Runs a bench that compares one worker with the pool (`bench chip`, `bench repair`) to
+/// its end: Ctrl-C drops the bench, whose supervisors kill their workers (D12), and exits
+/// 130; a failure prints its message and exits with its code; otherwise the report goes
+/// to stdout (JSON or `text`), and exit 1 says the two runs differed (`differ`).
+pub(crate) fn run_bench_to_report(
+    command: &str,
+    bench: impl Future<Output = Result<Value, Failure>>,
+    json: bool,
+    text: fn(&Value) -> String,
+    differ: &str,
+) -> ExitCode {
+    let runtime = match cli_runtime(command) {
         Ok(rt) => rt,
         Err(code) => return code,
     };
     let outcome = runtime.block_on(async {
         tokio::select! {
-            outcome = bench(&opts, config) => Some(outcome),
-            // Dropping the bench drops its supervisor, which kills the workers (D12).
+            outcome = bench => Some(outcome),
             _ = tokio::signal::ctrl_c() => None,
         }
     });
     let report = match outcome {
         None => {
-            eprintln!("\nreticle bench chip: interrupted; workers stopped");
+            eprintln!("\nreticle {command}: interrupted; workers stopped");
             return ExitCode::from(130);
         }
         Some(Err((code, message))) => {
-            eprintln!("reticle bench chip: {message}");
+            eprintln!("reticle {command}: {message}");
             return ExitCode::from(code);
         }
         Some(Ok(report)) => report,
     };
     let mut stdout = std::io::stdout().lock();
-    let written = if opts.json {
+    let written = if json {
         writeln!(stdout, "{report}")
     } else {
         write!(stdout, "{}", text(&report))
@@ -225,9 +250,7 @@ pub fn chip(args: &[String], config: &reticle_config::Config) -> ExitCode {
     if report["deterministic"] == json!(true) {
         ExitCode::SUCCESS
     } else {
-        eprintln!(
-            "reticle bench chip: one worker and the pool gave different reports (see same_report)"
-        );
+        eprintln!("reticle {command}: {differ}");
         ExitCode::from(1)
     }
 }
