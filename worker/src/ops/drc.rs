@@ -42,7 +42,7 @@ fn drc_failed(message: impl Into<String>, details: Value) -> ToolError {
 
 /// One marker of a report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Marker {
+pub struct DrcMarker {
     /// Category path (`rule` or `parent.rule`).
     pub rule: String,
     /// Cell the item belongs to.
@@ -104,7 +104,7 @@ fn value_box(value: &str) -> Option<MicronBox> {
 ///
 /// # Errors
 /// `DRC_RUN_FAILED` for malformed XML or too many items.
-pub fn parse_lyrdb(xml: &str) -> Result<Vec<Marker>, ToolError> {
+pub fn parse_lyrdb(xml: &str) -> Result<Vec<DrcMarker>, ToolError> {
     let mut reader = quick_xml::Reader::from_str(xml);
     let mut stack: Vec<String> = Vec::new();
     let mut markers = Vec::new();
@@ -171,7 +171,7 @@ pub fn parse_lyrdb(xml: &str) -> Result<Vec<Marker>, ToolError> {
                             json!({"limit": MAX_MARKERS}),
                         ));
                     }
-                    markers.push(Marker {
+                    markers.push(DrcMarker {
                         rule,
                         cell,
                         box_um,
@@ -189,7 +189,7 @@ pub fn parse_lyrdb(xml: &str) -> Result<Vec<Marker>, ToolError> {
 
 /// Counts per rule, sorted by rule name.
 #[must_use]
-pub fn rule_counts(markers: &[Marker]) -> BTreeMap<String, u64> {
+pub fn rule_counts(markers: &[DrcMarker]) -> BTreeMap<String, u64> {
     let mut counts = BTreeMap::new();
     for m in markers {
         *counts.entry(m.rule.clone()).or_insert(0) += 1;
@@ -197,7 +197,7 @@ pub fn rule_counts(markers: &[Marker]) -> BTreeMap<String, u64> {
     counts
 }
 
-fn read_report(path: &Path) -> Result<Vec<Marker>, ToolError> {
+fn read_report(path: &Path) -> Result<Vec<DrcMarker>, ToolError> {
     let size = std::fs::metadata(path).map(|m| m.len()).map_err(|e| {
         drc_failed(
             format!("KLayout wrote no report at {}: {e}", path.display()),
@@ -383,7 +383,7 @@ impl Op for DrcMarkers {
         let args: MarkersArgs = parse_args(self.name(), args_json)?;
         let markers = read_report(&ctx.artifact_readable(&args.report)?)?;
         let total = markers.len();
-        let listed: Vec<Marker> = markers.into_iter().take(args.max_markers).collect();
+        let listed: Vec<DrcMarker> = markers.into_iter().take(args.max_markers).collect();
         let (cw, ch) = args.crop_size_um;
         if !(cw.is_finite() && ch.is_finite() && cw > 0.0 && ch > 0.0) {
             return Err(ToolError::new(
