@@ -24,7 +24,7 @@ use crate::records::{RecordContext, build_with, tile_dbu};
 use crate::report::{HeadParts, Setup, head};
 use crate::stitch::join;
 use crate::tile::{Piece, TileMetrics, TileOutput};
-use crate::tiles::{TileGrid, TileIndex, TileRange};
+use crate::tiles::{RegionPlan, TileGrid, TileIndex, TileRange};
 
 /// Tiles listed in `tiles.top` and groups in `worst_groups`.
 pub const SUMMARY_ENTRIES: usize = 10;
@@ -56,6 +56,31 @@ pub struct MergeJob<'a> {
     pub period_nm: f64,
     /// Focus kernels of the model.
     pub focus_kernels: usize,
+}
+
+impl<'a> MergeJob<'a> {
+    /// The merge of the tiles of `plan` (the one way every tiled caller builds it: the
+    /// whole-layout merge and the id resolution's re-derivation).
+    pub fn for_plan(setup: &'a Setup, rules: &'a [&'a Rule], plan: &'a RegionPlan) -> Self {
+        MergeJob {
+            setup,
+            rules,
+            grid: &plan.grid,
+            range: &plan.range,
+            region: plan.region,
+            region_source: &plan.region_source,
+            sha256: &plan.sha256,
+            format: if plan.format == "glp" {
+                "glp"
+            } else {
+                "gds/oasis"
+            },
+            pixel_nm: plan.pixel_nm,
+            model_kind: &plan.model_kind,
+            period_nm: plan.period_nm,
+            focus_kernels: plan.focus_kernels,
+        }
+    }
 }
 
 /// A merged report: the summary payload (no `violations`); the records went to the

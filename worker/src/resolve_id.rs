@@ -261,24 +261,7 @@ fn evaluate_box(
             .map_err(|e| eval_error(e, ctx.job_id))?;
         outputs.push(Ok(out));
     }
-    let job = MergeJob {
-        setup,
-        rules: &rules,
-        grid: &plan.grid,
-        range: &plan.range,
-        region: plan.region,
-        region_source: &plan.region_source,
-        sha256: &plan.sha256,
-        format: if plan.format == "glp" {
-            "glp"
-        } else {
-            "gds/oasis"
-        },
-        pixel_nm: plan.pixel_nm,
-        model_kind: &plan.model_kind,
-        period_nm: plan.period_nm,
-        focus_kernels: plan.focus_kernels,
-    };
+    let job = MergeJob::for_plan(setup, &rules, &plan);
     let mut records = Vec::new();
     merge(
         &job,

@@ -19,9 +19,12 @@ use reticle_eval::imaging::{
     Buffers, DEFAULT_SIDE_NM, Imaged, Reads, check_pixel, image_window_reading,
 };
 use reticle_eval::region_source::RegionSource;
+use reticle_eval::report::{ReportLevel, Setup, ViolationLimits};
 
 use crate::artifacts;
+use crate::deck_job::DeckArgs;
 use crate::job::JobCtx;
+use crate::layouts::{RegionLayers, open_region};
 use crate::op::{cancelled, eval_error};
 
 /// A tool's typed arguments plus what the host's fan-out adds for a whole-layout job:
@@ -50,6 +53,55 @@ impl<A> TiledArgs<A> {
             .as_ref()
             .ok_or_else(|| invalid(format!("this op needs the {what}'s `plan`"), json!({})))
     }
+}
+
+/// How a tiled op opens its deck and layout ([`open_deck_region`]).
+pub(crate) struct DeckRegion<'a> {
+    /// The deck, the layout and the layer.
+    pub(crate) deck: &'a DeckArgs,
+    /// The report tiles' size (nm); default: the deck's.
+    pub(crate) tile_nm: Option<f64>,
+    /// The report's level.
+    pub(crate) report_level: ReportLevel,
+    /// The report's limits.
+    pub(crate) limits: ViolationLimits,
+    /// The top cell; default: the layout's.
+    pub(crate) cell: Option<&'a str>,
+    /// A layer imaged in place of the target (post-OPC verification, D180).
+    pub(crate) mask_layer: Option<&'a str>,
+}
+
+/// The deck setup and the layout's region source for a tiled op: the deck's target layer
+/// (none for an ICCAD clip) and the layers its rules read as context, checked against the
+/// plan's layout hash and extent when the op has a plan. The one way `evaluate.*`,
+/// `optimize.*` and the id resolution open a layout.
+pub(crate) fn open_deck_region(
+    ctx: &JobCtx<'_>,
+    open: &DeckRegion<'_>,
+    plan: Option<&RegionPlan>,
+) -> Result<(Setup, RegionSource), ToolError> {
+    let setup = open.deck.setup(
+        ctx,
+        open.tile_nm,
+        open.report_level,
+        open.limits,
+        |_| Ok(()),
+    )?;
+    let context_layers = reticle_eval::deck::context_layers(&setup.deck, setup.target);
+    let layer = (!is_glp(&open.deck.layout)).then(|| setup.target.to_string());
+    let source = open_region(
+        ctx,
+        &open.deck.layout,
+        &RegionLayers {
+            cell: open.cell,
+            layer: layer.as_deref(),
+            context_layers: &context_layers,
+            mask_layer: open.mask_layer,
+        },
+        plan.map(|p| p.sha256.as_str()),
+        plan.map(|p| p.extent),
+    )?;
+    Ok((setup, source))
 }
 
 /// Most tiles one evaluation may have (a 1 cm² block at 4 nm pixels is about 10⁸ nm² ÷

@@ -38,11 +38,10 @@ use serde_json::json;
 use crate::artifacts;
 use crate::deck_job::DeckArgs;
 use crate::job::JobCtx;
-use crate::layouts::{RegionLayers, open_region};
 use crate::op::{Op, OpResult, eval_error, parse_args, payload};
 use crate::tiled::{
-    PlanRequest, TiledArgs, image_tile, internal, invalid, is_glp, plan_region, tile_file,
-    tiles_dir,
+    DeckRegion, PlanRequest, TiledArgs, image_tile, internal, invalid, is_glp, open_deck_region,
+    plan_region, tile_file, tiles_dir,
 };
 
 /// A region optimize's arguments: the tool's (what a single window takes, without the
@@ -118,28 +117,15 @@ impl RegionArgs {
 fn open(ctx: &JobCtx<'_>, args: &RegionOpArgs) -> Result<(Setup, RegionSource), ToolError> {
     let call = &args.call;
     let deck = call.deck_args()?;
-    let setup = deck.setup(
-        ctx,
-        call.tile_nm,
-        ReportLevel::Aggregate,
-        ViolationLimits::default(),
-        |_| Ok(()),
-    )?;
-    let context_layers = reticle_eval::deck::context_layers(&setup.deck, setup.target);
-    let layer = (!is_glp(&call.layout)).then(|| setup.target.to_string());
-    let source = open_region(
-        ctx,
-        &call.layout,
-        &RegionLayers {
-            cell: call.cell.as_deref(),
-            layer: layer.as_deref(),
-            context_layers: &context_layers,
-            mask_layer: None,
-        },
-        args.plan.as_ref().map(|p| p.sha256.as_str()),
-        args.plan.as_ref().map(|p| p.extent),
-    )?;
-    Ok((setup, source))
+    let open = DeckRegion {
+        deck: &deck,
+        tile_nm: call.tile_nm,
+        report_level: ReportLevel::Aggregate,
+        limits: ViolationLimits::default(),
+        cell: call.cell.as_deref(),
+        mask_layer: None,
+    };
+    open_deck_region(ctx, &open, args.plan.as_ref())
 }
 
 /// The `optimize.plan` op.

@@ -18,12 +18,11 @@ use reticle_eval::region_source::RegionSource;
 use crate::artifacts;
 use crate::deck_job::DeckArgs;
 use crate::job::JobCtx;
-use crate::layouts::{RegionLayers, open_region};
 use crate::op::{Op, OpResult, eval_error, parse_args, payload};
 use crate::records_file::{DEFAULT_PAGE_RECORDS, Filter, PageRequest, RecordWriter, read_page};
 use crate::tiled::{
-    PlanRequest, TiledArgs, image_tile_for_evaluation, is_glp, plan_region, recycle, tile_of,
-    tile_summary, tiles_in_order, write_tile,
+    DeckRegion, PlanRequest, TiledArgs, image_tile_for_evaluation, open_deck_region, plan_region,
+    recycle, tile_of, tile_summary, tiles_in_order, write_tile,
 };
 
 /// The picture of a merged report.
@@ -36,28 +35,15 @@ type EvaluateTiledArgs = TiledArgs<EvaluateArgs<ModelSpec>>;
 fn open(ctx: &JobCtx<'_>, args: &EvaluateTiledArgs) -> Result<(Setup, RegionSource), ToolError> {
     let call = &args.call;
     let deck = DeckArgs::from(call);
-    let setup = deck.setup(
-        ctx,
-        call.tile_nm,
-        call.report_level.unwrap_or_default(),
-        call.limits.unwrap_or_default(),
-        |_| Ok(()),
-    )?;
-    let context_layers = reticle_eval::deck::context_layers(&setup.deck, setup.target);
-    let layer = (!is_glp(&deck.layout)).then(|| setup.target.to_string());
-    let source = open_region(
-        ctx,
-        &deck.layout,
-        &RegionLayers {
-            cell: call.cell.as_deref(),
-            layer: layer.as_deref(),
-            context_layers: &context_layers,
-            mask_layer: call.mask_layer.as_deref(),
-        },
-        args.plan.as_ref().map(|p| p.sha256.as_str()),
-        args.plan.as_ref().map(|p| p.extent),
-    )?;
-    Ok((setup, source))
+    let open = DeckRegion {
+        deck: &deck,
+        tile_nm: call.tile_nm,
+        report_level: call.report_level.unwrap_or_default(),
+        limits: call.limits.unwrap_or_default(),
+        cell: call.cell.as_deref(),
+        mask_layer: call.mask_layer.as_deref(),
+    };
+    open_deck_region(ctx, &open, args.plan.as_ref())
 }
 
 /// The `evaluate.plan` op.
@@ -148,24 +134,7 @@ impl Op for EvaluateMerge {
         let dir = artifacts::dir(ctx)?;
         let (setup, mut source) = open(ctx, &args)?;
         let rules = setup.rules();
-        let job = MergeJob {
-            setup: &setup,
-            rules: &rules,
-            grid: &plan.grid,
-            range: &plan.range,
-            region: plan.region,
-            region_source: &plan.region_source,
-            sha256: &plan.sha256,
-            format: if plan.format == "glp" {
-                "glp"
-            } else {
-                "gds/oasis"
-            },
-            pixel_nm: plan.pixel_nm,
-            model_kind: &plan.model_kind,
-            period_nm: plan.period_nm,
-            focus_kernels: plan.focus_kernels,
-        };
+        let job = MergeJob::for_plan(&setup, &rules, plan);
         let mut writer = RecordWriter::create(&dir)?;
         let merged = merge(
             &job,
