@@ -99,7 +99,7 @@ pub fn repair(args: &[String], config: &reticle_config::Config) -> ExitCode {
 }
 
 /// One run: its wall time and the region result.
-struct Timed {
+struct RepairRun {
     seconds: f64,
     result: Value,
 }
@@ -112,7 +112,7 @@ async fn run(
     roots: &[String],
     label: &str,
     config: &reticle_config::Config,
-) -> Result<Timed, Failure> {
+) -> Result<RepairRun, Failure> {
     let dir = root.join(label);
     if dir.exists() {
         std::fs::remove_dir_all(&dir)
@@ -131,7 +131,7 @@ async fn run(
     supervisor.shutdown().await;
     let result = result.map_err(|e| (1, format!("{label}: {}: {}", e.code, e.message)))?;
     eprintln!("  {label}: {seconds:.1} s");
-    Ok(Timed { seconds, result })
+    Ok(RepairRun { seconds, result })
 }
 
 /// A command-line scope printing progress on a terminal.
@@ -264,7 +264,7 @@ async fn measure(
     let core_um = r["tiles"]["core_nm"].as_f64().unwrap_or(0.0) / 1000.0;
     let speedup = one.seconds / all.seconds.max(1e-9);
     let per_tile_s = one.seconds / tiles.max(1.0);
-    let run_entry = |t: &Timed, n: usize| {
+    let run_entry = |t: &RepairRun, n: usize| {
         json!({
             "workers": n,
             "seconds": round_to(t.seconds, 3),

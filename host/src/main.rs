@@ -49,7 +49,7 @@ enum Command {
     /// `reticle optimize --deck nangate45_m1_litho --layer 11/0 --box 5 5 11 11 LAYOUT`
     /// (tiled, written back into `--out`), or `--violation-id ID`. JSON output is the
     /// tool's `structuredContent`; progress on stderr; Ctrl-C cancels.
-    Optimize(reticle_host::optimize_cli::OptimizeArgs),
+    Optimize(reticle_host::optimize_cli::OptimizeFlags),
     /// Operate a running host over its control socket: `health`, `telemetry`,
     /// `events --since 10m`, `rollout --worker-bin PATH`, `rollback`, `reexec [--bin PATH]`.
     Ctl(reticle_host::ctl::CtlArgs),

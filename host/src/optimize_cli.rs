@@ -22,7 +22,7 @@ use crate::cli_run::{Pool, emit_json, run_on_pool, validate};
 
 /// `reticle optimize` options.
 #[derive(Debug, Clone, clap::Args)]
-pub struct OptimizeArgs {
+pub struct OptimizeFlags {
     /// The layout (.gds, .oas; .glp for one window).
     pub layout: String,
     /// Rule deck: a shipped name or a deck JSON path (default: with --violation-id, the
@@ -96,7 +96,7 @@ fn four(v: Option<&Vec<f64>>) -> Option<[f64; 4]> {
     v.and_then(|b| <[f64; 4]>::try_from(b.as_slice()).ok())
 }
 
-impl OptimizeArgs {
+impl OptimizeFlags {
     /// The tool arguments an MCP client would send for the same request, as the tool's
     /// type (D210).
     fn tool_arguments(&self) -> ToolArgs {
@@ -129,7 +129,7 @@ impl OptimizeArgs {
 /// the tool does.
 fn prepare(mut call: ToolArgs, roots: &AllowedRoots) -> Result<ToolArgs, ToolError> {
     let Ok(Value::Object(args)) = serde_json::to_value(&call) else {
-        unreachable!("OptimizeArgs is a struct: it writes an object")
+        unreachable!("OptimizeFlags is a struct: it writes an object")
     };
     validate("optimize", &args)?;
     let layout = call.layout.clone().unwrap_or_default();
@@ -144,7 +144,7 @@ fn prepare(mut call: ToolArgs, roots: &AllowedRoots) -> Result<ToolArgs, ToolErr
 
 /// Runs `reticle optimize`. Exit 0 with a result, 1 on a tool error, 2 when the workers or
 /// `--out` cannot be set up, 130 after Ctrl-C.
-pub fn optimize(opts: &OptimizeArgs, config: &reticle_config::Config) -> ExitCode {
+pub fn optimize(opts: &OptimizeFlags, config: &reticle_config::Config) -> ExitCode {
     let roots = AllowedRoots::configured(config);
     let call = match prepare(opts.tool_arguments(), &roots) {
         Ok(a) => a,

@@ -124,7 +124,7 @@ pub fn rasterize_with_target(
 /// One clipped edge piece as the scanline visits it: the state `accumulate` keeps for
 /// it from row to row.
 #[derive(Debug, Clone, Copy)]
-struct Piece {
+struct EdgePiece {
     /// Signed area direction (`±1`).
     dir: f64,
     /// x (pixels) where the piece enters its current row.
@@ -139,7 +139,7 @@ struct Piece {
 }
 
 /// The scanline rasterizer: every clipped edge piece of every polygon, in polygon and
-/// edge order, becomes a [`Piece`]; rows are then filled one at a time in one row
+/// edge order, becomes a [`EdgePiece`]; rows are then filled one at a time in one row
 /// buffer, each row receiving the pieces that cross it in that same order, so every
 /// pixel's sum is the same sequence of additions as accumulating edge after edge into a
 /// whole-frame buffer would make (bit for bit), without that buffer.
@@ -272,7 +272,7 @@ fn merge_sorted(a: &[u32], b: &[u32]) -> Vec<u32> {
 /// `[0, w]` (exact: left of the window an edge covers every pixel to its right, right
 /// of it none) and adds each piece that crosses a row of the frame to `pieces`.
 fn clipped_edge(
-    pieces: &mut Vec<Piece>,
+    pieces: &mut Vec<EdgePiece>,
     w: usize,
     h: usize,
     a: (f64, f64),
@@ -303,7 +303,7 @@ fn clipped_edge(
 
 /// The piece of segment `p → q` inside the rows `0..h`, oriented upwards; `None` when it
 /// is horizontal or misses the rows.
-fn piece(h: usize, p: (f64, f64), q: (f64, f64), sign: f64) -> Option<Piece> {
+fn piece(h: usize, p: (f64, f64), q: (f64, f64), sign: f64) -> Option<EdgePiece> {
     if p.1 == q.1 {
         return None;
     }
@@ -319,7 +319,7 @@ fn piece(h: usize, p: (f64, f64), q: (f64, f64), sign: f64) -> Option<Piece> {
     if y_start >= y_end {
         return None;
     }
-    Some(Piece {
+    Some(EdgePiece {
         dir,
         x: p0.0 + (y_start - p0.1) * dxdy,
         dxdy,
@@ -332,8 +332,8 @@ fn piece(h: usize, p: (f64, f64), q: (f64, f64), sign: f64) -> Option<Piece> {
 /// Adds the signed area to the right of the piece within each pixel of row `y` (font-rs
 /// accumulation; the running row sum then yields the coverage) and moves the piece to the
 /// next row. Returns the columns it wrote (inclusive).
-fn accumulate_row(row: &mut [f64], y: usize, piece: &mut Piece) -> (usize, usize) {
-    let Piece {
+fn accumulate_row(row: &mut [f64], y: usize, piece: &mut EdgePiece) -> (usize, usize) {
+    let EdgePiece {
         dir,
         x,
         dxdy,
