@@ -27,9 +27,8 @@ use serde_json::{Value, json};
 
 use crate::deck_job::DeckArgs;
 use crate::job::JobCtx;
-use crate::layouts::{RegionLayers, open_region};
 use crate::op::eval_error;
-use crate::tiled::{PlanRequest, image_tile, is_glp, plan_region};
+use crate::tiled::{PlanRequest, image_tile, open_setup_region, plan_region};
 
 /// Rounds of doubling the neighbourhood before the id is declared not found.
 pub const MAX_ROUNDS: u32 = 3;
@@ -154,18 +153,12 @@ pub fn rederive(
     region_um: Option<[f64; 4]>,
     pin: &dyn Fn(&str) -> Result<(), ToolError>,
 ) -> Result<Rederived, ToolError> {
-    let context_layers = reticle_eval::deck::context_layers(&setup.deck, setup.target);
-    let layer = (!is_glp(&args.layout)).then(|| setup.target.to_string());
-    let mut source = open_region(
+    let mut source = open_setup_region(
         ctx,
         &args.layout,
-        &RegionLayers {
-            cell: args.cell.as_deref(),
-            layer: layer.as_deref(),
-            context_layers: &context_layers,
-            mask_layer: args.mask_layer.as_deref(),
-        },
-        None,
+        setup,
+        args.cell.as_deref(),
+        args.mask_layer.as_deref(),
         None,
     )?;
     // The file must still be the one the id was made on (else LAYOUT_NOT_PINNED, before

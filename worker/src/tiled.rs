@@ -71,10 +71,8 @@ pub(crate) struct DeckRegion<'a> {
     pub(crate) mask_layer: Option<&'a str>,
 }
 
-/// The deck setup and the layout's region source for a tiled op: the deck's target layer
-/// (none for an ICCAD clip) and the layers its rules read as context, checked against the
-/// plan's layout hash and extent when the op has a plan. The one way `evaluate.*`,
-/// `optimize.*` and the id resolution open a layout.
+/// The deck setup and the layout's region source for a tiled op ([`open_setup_region`]
+/// after the deck's setup): the one way `evaluate.*` and `optimize.*` open a layout.
 pub(crate) fn open_deck_region(
     ctx: &JobCtx<'_>,
     open: &DeckRegion<'_>,
@@ -87,21 +85,43 @@ pub(crate) fn open_deck_region(
         open.limits,
         |_| Ok(()),
     )?;
-    let context_layers = reticle_eval::deck::context_layers(&setup.deck, setup.target);
-    let layer = (!is_glp(&open.deck.layout)).then(|| setup.target.to_string());
-    let source = open_region(
+    let source = open_setup_region(
         ctx,
         &open.deck.layout,
+        &setup,
+        open.cell,
+        open.mask_layer,
+        plan,
+    )?;
+    Ok((setup, source))
+}
+
+/// The region source of `layout` for a deck already set up: the deck's target layer (none
+/// for an ICCAD clip) and the layers its rules read as context, checked against the plan's
+/// layout hash and extent when there is a plan. `open_deck_region` and the id resolution
+/// (which sets its deck up first) open a layout through it.
+pub(crate) fn open_setup_region(
+    ctx: &JobCtx<'_>,
+    layout: &Path,
+    setup: &Setup,
+    cell: Option<&str>,
+    mask_layer: Option<&str>,
+    plan: Option<&RegionPlan>,
+) -> Result<RegionSource, ToolError> {
+    let context_layers = reticle_eval::deck::context_layers(&setup.deck, setup.target);
+    let layer = (!is_glp(layout)).then(|| setup.target.to_string());
+    open_region(
+        ctx,
+        layout,
         &RegionLayers {
-            cell: open.cell,
+            cell,
             layer: layer.as_deref(),
             context_layers: &context_layers,
-            mask_layer: open.mask_layer,
+            mask_layer,
         },
         plan.map(|p| p.sha256.as_str()),
         plan.map(|p| p.extent),
-    )?;
-    Ok((setup, source))
+    )
 }
 
 /// Most tiles one evaluation may have (a 1 cm² block at 4 nm pixels is about 10⁸ nm² ÷
