@@ -197,9 +197,26 @@ pub(crate) fn read_page(dir: &Path, req: &PageRequest) -> Result<Page, ToolError
     })
 }
 
+/// The records of `dir`'s `violations.jsonl`, one by one (blank lines skipped); the file's
+/// open error is the caller's to word, a bad line is `INTERNAL_ERROR` naming the file.
+pub(crate) fn records(
+    dir: &Path,
+) -> std::io::Result<impl Iterator<Item = Result<Value, ToolError>>> {
+    let path = dir.join(VIOLATIONS_FILE);
+    let file = std::fs::File::open(&path)?;
+    Ok(BufReader::new(file).lines().filter_map(move |line| {
+        let line = match line {
+            Ok(line) if line.trim().is_empty() => return None,
+            Ok(line) => line,
+            Err(e) => return Some(Err(internal(format!("{}: {e}", path.display())))),
+        };
+        Some(serde_json::from_str(&line).map_err(|e| internal(format!("{}: {e}", path.display()))))
+    }))
+}
+
 /// Counts of the records meeting `filter`, by rule and in all.
 pub(crate) fn counts(dir: &Path, filter: &Filter) -> Result<Value, ToolError> {
-    let file = std::fs::File::open(dir.join(VIOLATIONS_FILE)).map_err(|e| {
+    let all = self::records(dir).map_err(|e| {
         ToolError::new(
             ErrorCode::NotFound,
             format!("the job's violations are gone: {e}"),
@@ -207,10 +224,8 @@ pub(crate) fn counts(dir: &Path, filter: &Filter) -> Result<Value, ToolError> {
     })?;
     let mut by_rule: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
     let (mut records, mut groups) = (0u64, 0u64);
-    for line in BufReader::new(file).lines() {
-        let line = line.map_err(|e| internal(e.to_string()))?;
-        let record: Value =
-            serde_json::from_str(&line).map_err(|e| internal(format!("violations file: {e}")))?;
+    for record in all {
+        let record = record?;
         if !filter.keeps(&record) {
             continue;
         }

@@ -3,7 +3,7 @@
 //! group) of a region optimize (D171–D173).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, Read};
+use std::io::Read;
 use std::path::Path;
 
 use reticle_eval::optimize::region::{
@@ -264,18 +264,14 @@ fn writeback_error(e: reticle_layout::writeback::WritebackError) -> ToolError {
 
 /// The groups of an evaluation's `violations.jsonl` in `dir` (boxes united per group).
 fn groups_of(dir: &Path) -> Result<(Vec<GroupBox>, u64), ToolError> {
-    let path = dir.join(crate::records_file::VIOLATIONS_FILE);
-    let file = std::fs::File::open(&path)
-        .map_err(|e| internal(format!("cannot read {}: {e}", path.display())))?;
+    let all = crate::records_file::records(dir).map_err(|e| {
+        let path = dir.join(crate::records_file::VIOLATIONS_FILE);
+        internal(format!("cannot read {}: {e}", path.display()))
+    })?;
     let mut by_id: BTreeMap<String, GroupBox> = BTreeMap::new();
     let mut mask_records = 0u64;
-    for line in std::io::BufReader::new(file).lines() {
-        let line = line.map_err(|e| internal(format!("{}: {e}", path.display())))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let r: Value = serde_json::from_str(&line)
-            .map_err(|e| internal(format!("{}: {e}", path.display())))?;
+    for r in all {
+        let r = r?;
         let b: [f64; 4] = serde_json::from_value(r["bbox_nm"].clone()).unwrap_or_default();
         let applies_to = r["applies_to"].as_str().unwrap_or("").to_owned();
         if applies_to == "mask" {

@@ -9,7 +9,6 @@
 //! ([`compare_groups`]).
 
 use std::collections::BTreeMap;
-use std::io::BufRead;
 use std::path::Path;
 use std::str::FromStr;
 
@@ -17,7 +16,6 @@ use reticle_eval::optimize::region::{GroupBox, compare_groups};
 use reticle_protocol::ViolationId;
 use reticle_protocol::error::ToolError;
 use reticle_protocol::optimize_result::{IdResolution, IdStatus};
-use serde_json::Value;
 
 use crate::tiled::internal;
 
@@ -31,9 +29,10 @@ fn groups_of_ids(
     dir: &Path,
     ids: &[(String, ViolationId)],
 ) -> Result<Vec<Option<String>>, ToolError> {
-    let path = dir.join(crate::records_file::VIOLATIONS_FILE);
-    let file = std::fs::File::open(&path)
-        .map_err(|e| internal(format!("cannot read {}: {e}", path.display())))?;
+    let all = crate::records_file::records(dir).map_err(|e| {
+        let path = dir.join(crate::records_file::VIOLATIONS_FILE);
+        internal(format!("cannot read {}: {e}", path.display()))
+    })?;
     let by_text: BTreeMap<&str, usize> = ids
         .iter()
         .enumerate()
@@ -41,13 +40,8 @@ fn groups_of_ids(
         .collect();
     let mut exact: Vec<Option<String>> = vec![None; ids.len()];
     let mut near: Vec<Option<String>> = vec![None; ids.len()];
-    for line in std::io::BufReader::new(file).lines() {
-        let line = line.map_err(|e| internal(format!("{}: {e}", path.display())))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let r: Value = serde_json::from_str(&line)
-            .map_err(|e| internal(format!("{}: {e}", path.display())))?;
+    for r in all {
+        let r = r?;
         let group = r["violation_group_id"].as_str().unwrap_or("").to_owned();
         if let Some(&i) = r["violation_id"].as_str().and_then(|t| by_text.get(t)) {
             exact[i] = Some(group.clone());
