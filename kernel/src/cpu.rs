@@ -52,6 +52,19 @@ impl CpuBackend {
     }
 }
 
+/// Sizes rayon's global pool, the one [`CpuBackend::new`] and every other parallel loop of
+/// the process run on, to `threads` threads. Call it once, before the first parallel loop;
+/// afterwards the pool exists and this is an error.
+///
+/// # Errors
+/// The global pool was already built, or its threads could not be started.
+pub fn set_global_threads(threads: usize) -> Result<(), ImagingError> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_global()
+        .map_err(|e| ImagingError::Backend(e.to_string()))
+}
+
 impl ImagingBackend for CpuBackend {
     fn info(&self) -> BackendInfo {
         BackendInfo {

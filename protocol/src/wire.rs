@@ -25,6 +25,13 @@ pub const WORKER_SOCKET_ENV: &str = "RETICLE_WORKER_SOCKET";
 /// was started by is already gone (then it exits at once instead of running orphaned).
 pub const WORKER_PARENT_PID_ENV: &str = "RETICLE_WORKER_PARENT_PID";
 
+/// Environment variable through which the host gives a pool worker its share of the
+/// machine's cores: the threads of the worker's compute pool. Workers of one pool run side
+/// by side, so each takes cores ÷ workers (at least one) instead of every core: threads of
+/// two workers no longer contend for the same cores, and a worker's per-thread scratch (so
+/// its resident set) no longer depends on how the scheduler interleaved them (D222).
+pub const WORKER_THREADS_ENV: &str = "RETICLE_WORKER_THREADS";
+
 /// The folder, inside a whole-layout job's artifact directory, that holds its per-tile
 /// intermediates (`tile_<ix>_<iy>.json`, `simulate`'s `.blk` blocks): tile ops write there,
 /// the merge reads there, and the host's fan-out removes it once the merge has answered,

@@ -74,6 +74,13 @@ fn serve(settings: &Settings) -> ExitCode {
         return ExitCode::from(3);
     }
     set_kernel_store(settings);
+    if let Some(threads) = settings.threads {
+        // Before any parallel loop: the pool's size is fixed once it exists.
+        match reticle_kernel::cpu::set_global_threads(threads) {
+            Ok(()) => tracing::debug!(threads, "compute threads"),
+            Err(e) => tracing::warn!(error = %e, threads, "could not size the compute pool"),
+        }
+    }
     let Some(socket) = &settings.socket else {
         tracing::error!(
             "{WORKER_SOCKET_ENV} is not set; the worker is started by the reticle host"

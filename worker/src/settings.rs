@@ -10,7 +10,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use reticle_kernel::gpu::BackendPref;
-use reticle_protocol::wire::{WORKER_PARENT_PID_ENV, WORKER_SOCKET_ENV};
+use reticle_protocol::wire::{WORKER_PARENT_PID_ENV, WORKER_SOCKET_ENV, WORKER_THREADS_ENV};
 
 /// Setting: the worker's imaging backend, `auto`, `gpu` or `cpu`.
 pub const BACKEND_ENV: &str = "RETICLE_BACKEND";
@@ -44,6 +44,10 @@ pub struct Settings {
     pub array_element: Option<String>,
     /// `RETICLE_DATA_DIR`: the reference data, handed to `reticle_kernel::data`.
     pub data_dir: Option<PathBuf>,
+    /// `RETICLE_WORKER_THREADS`: the threads of the worker's compute pool, its share of
+    /// the machine the host computed (unset, 0 or unreadable: every core, rayon's
+    /// default).
+    pub threads: Option<usize>,
 }
 
 impl Settings {
@@ -76,6 +80,10 @@ impl Settings {
             backend,
             array_element: lookup(ARRAY_TASK_ID_ENV).and_then(|v| v.into_string().ok()),
             data_dir: lookup(DATA_DIR_ENV).map(PathBuf::from),
+            threads: lookup(WORKER_THREADS_ENV)
+                .and_then(|v| v.into_string().ok())
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .filter(|&n| n > 0),
         }
     }
 }
@@ -112,6 +120,19 @@ mod tests {
         assert_eq!(set.kernel_cache, None);
         assert_eq!(set.socket, Some(OsString::from("/run/w.sock")));
         assert_eq!(set.array_element.as_deref(), Some("3"));
+        assert_eq!(set.threads, None, "unset: every core");
+        assert_eq!(
+            Settings::from_lookup(env(&[(WORKER_THREADS_ENV, "3")])).threads,
+            Some(3)
+        );
+        for unreadable in [
+            &[(WORKER_THREADS_ENV, "0")],
+            &[(WORKER_THREADS_ENV, "")],
+            &[(WORKER_THREADS_ENV, "two")],
+        ] {
+            let bad = Settings::from_lookup(env(unreadable));
+            assert_eq!(bad.threads, None, "{unreadable:?} is every core");
+        }
         let bad = Settings::from_lookup(env(&[(BACKEND_ENV, "tpu")]));
         assert_eq!(bad.backend, BackendPref::Auto, "an unknown backend is auto");
     }

@@ -31,6 +31,10 @@ pub const DATA_RLIMIT_FACTOR: u64 = 2;
 pub struct SupervisorConfig {
     /// Warm workers (≥ 1, ≤ [`MAX_WORKERS`]).
     pub workers: usize,
+    /// Cores the pool's workers share (default: what the host may run on,
+    /// `std::thread::available_parallelism`); each worker computes on its share,
+    /// [`SupervisorConfig::threads_per_worker`].
+    pub cores: usize,
     /// The `reticle-worker` binary.
     pub worker_exe: PathBuf,
     /// Extra arguments for the worker.
@@ -90,6 +94,7 @@ impl Default for SupervisorConfig {
     fn default() -> Self {
         Self {
             workers: 1,
+            cores: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
             worker_exe: default_worker_exe(),
             worker_args: Vec::new(),
             host_env: Vec::new(),
@@ -185,6 +190,14 @@ impl SupervisorConfig {
         Ok(())
     }
 
+    /// The compute threads each worker gets (`RETICLE_WORKER_THREADS`): its share of
+    /// [`Self::cores`], at least one. Workers run side by side, so a worker with every
+    /// core would contend with the others for them (D222).
+    #[must_use]
+    pub fn threads_per_worker(&self) -> usize {
+        (self.cores / self.workers.max(1)).max(1)
+    }
+
     /// Restart delay after `failures` consecutive failures (1 → `backoff_initial`).
     #[must_use]
     pub fn backoff(&self, failures: u32) -> Duration {
@@ -224,5 +237,26 @@ mod tests {
         c.workers = 1;
         c.heartbeat_timeout = c.heartbeat_interval;
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn each_worker_computes_on_its_share_of_the_cores() {
+        let share = |workers, cores| {
+            SupervisorConfig {
+                workers,
+                cores,
+                ..SupervisorConfig::default()
+            }
+            .threads_per_worker()
+        };
+        assert_eq!(share(1, 2), 2);
+        assert_eq!(share(2, 2), 1);
+        assert_eq!(share(2, 16), 8);
+        assert_eq!(
+            share(3, 16),
+            5,
+            "the rest of the division stays idle, not shared"
+        );
+        assert_eq!(share(4, 2), 1, "more workers than cores: one thread each");
     }
 }

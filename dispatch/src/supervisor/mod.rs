@@ -486,6 +486,12 @@ impl Supervisor {
             let _ = job.reply.send(Err(SupervisorError::ShuttingDown));
         }
         process::kill_all(&self.inner.live_groups);
+        // The kernel's figure, not a sample: a worker's largest moment can be its last
+        // few milliseconds (a merge), which no heartbeat or outside sampler is sure to see.
+        tracing::info!(
+            workers_peak_rss_bytes = process::reaped_children_peak_rss_bytes(),
+            "worker pool stopped"
+        );
     }
 }
 

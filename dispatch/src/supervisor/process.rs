@@ -12,7 +12,8 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use reticle_protocol::sync::lock;
 use reticle_protocol::wire::{
-    WIRE_VERSION, WORKER_PARENT_PID_ENV, WORKER_SOCKET_ENV, WorkerHello, WorkerMessage,
+    WIRE_VERSION, WORKER_PARENT_PID_ENV, WORKER_SOCKET_ENV, WORKER_THREADS_ENV, WorkerHello,
+    WorkerMessage,
 };
 use tokio::io::AsyncBufReadExt;
 use tokio::net::UnixListener;
@@ -225,6 +226,19 @@ fn exit_cause(status: ExitStatus) -> DeathCause {
     }
 }
 
+/// The largest resident set, in bytes, that any child process this host has reaped
+/// reached in its life (`getrusage(RUSAGE_CHILDREN).ru_maxrss`, the kernel's high-water
+/// mark); the host's children are its workers. 0 when nothing was reaped or the call
+/// failed. A child's figure includes the moment between fork and exec, when it was a copy
+/// of the host.
+#[must_use]
+pub fn reaped_children_peak_rss_bytes() -> u64 {
+    nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        .ok()
+        .and_then(|usage| u64::try_from(usage.max_rss()).ok())
+        .map_or(0, |kib| kib.saturating_mul(1024))
+}
+
 /// Variables a worker inherits from the host by exact name: the process basics, the
 /// RETICLE_* settings workers read, and GPU driver selection.
 const WORKER_ENV_NAMES: &[&str] = &[
@@ -302,6 +316,7 @@ pub async fn start_worker(
         // worker unless it is on the allow-list; the configured extras and the socket
         // variables come last and win.
         .env_clear()
+        .env(WORKER_THREADS_ENV, config.threads_per_worker().to_string())
         .envs(worker_environment(
             config.host_env.iter().cloned(),
             &config.worker_env,
@@ -593,6 +608,8 @@ mod tests {
             runtime_dir_base: Some(dir.path().to_path_buf()),
             worker_stderr: WorkerStderr::Null,
             handshake_timeout: Duration::from_secs(10),
+            workers: 2,
+            cores: 5,
             ..SupervisorConfig::default()
         };
         let spawner = Spawner::start().unwrap();
@@ -620,6 +637,10 @@ mod tests {
             "{secret} leaked into the worker: {names:?}"
         );
         assert!(text.lines().any(|l| l == "RETICLE_BACKEND=cpu"), "{text}");
+        assert!(
+            text.lines().any(|l| l == format!("{WORKER_THREADS_ENV}=2")),
+            "two workers on five cores get two threads each: {text}"
+        );
         for expected in [
             "PATH",
             "RETICLE_BACKEND",
@@ -634,6 +655,7 @@ mod tests {
                     || [
                         WORKER_SOCKET_ENV,
                         WORKER_PARENT_PID_ENV,
+                        WORKER_THREADS_ENV,
                         "PWD",
                         "SHLVL",
                         "_"
