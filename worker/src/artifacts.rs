@@ -13,7 +13,7 @@ use reticle_kernel::Grid;
 use reticle_protocol::error::{ErrorCode, ToolError};
 use serde_json::{Value, json};
 
-use crate::job::JobCtx;
+use crate::attempt::AttemptCtx;
 
 fn internal(message: String) -> ToolError {
     ToolError::new(ErrorCode::InternalError, message)
@@ -23,7 +23,7 @@ fn internal(message: String) -> ToolError {
 ///
 /// # Errors
 /// `INTERNAL_ERROR` when the host gave the job none, or it is not a plain directory.
-pub fn dir(ctx: &JobCtx<'_>) -> Result<PathBuf, ToolError> {
+pub fn dir(ctx: &AttemptCtx<'_>) -> Result<PathBuf, ToolError> {
     let dir = ctx
         .context
         .artifact_dir

@@ -20,8 +20,8 @@ use reticle_kernel::CancelToken;
 use reticle_protocol::batch::{BatchManifest, result_file};
 use reticle_protocol::wire::JobOutcome;
 
+use crate::attempt::{AttemptCtx, ProgressSink, WorkerState};
 use crate::backend::Backend;
-use crate::job::{JobCtx, ProgressSink, WorkerState};
 use crate::ops;
 use crate::settings::Settings;
 
@@ -77,7 +77,7 @@ fn run(args: &[String], settings: &Settings) -> Result<(), String> {
         tile_args.insert("tile_number".into(), tile.into());
         let job_id = format!("{}.{tile}", manifest.batch_id);
         let progress = ProgressSink::silent(job_id.clone());
-        let ctx = JobCtx {
+        let ctx = AttemptCtx {
             job_id: &job_id,
             context: &manifest.context,
             cancel: &cancel,

@@ -16,8 +16,8 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
+use crate::attempt::AttemptCtx;
 use crate::imaging::{Window, image};
-use crate::job::JobCtx;
 use crate::op::{cancelled, eval_error, invalid_arguments, parse_args};
 
 /// Largest rule-deck file read.
@@ -123,7 +123,7 @@ impl DeckArgs {
     /// report with the given tiling, level and limits.
     pub(crate) fn setup(
         &self,
-        ctx: &JobCtx<'_>,
+        ctx: &AttemptCtx<'_>,
         tile_nm: Option<f64>,
         report_level: ReportLevel,
         limits: ViolationLimits,
@@ -159,7 +159,7 @@ impl DeckArgs {
     /// of `total`.
     pub(crate) fn evaluate(
         &self,
-        ctx: &JobCtx<'_>,
+        ctx: &AttemptCtx<'_>,
         setup: &Setup,
         box_um: Option<[f64; 4]>,
         total: u64,
@@ -178,7 +178,7 @@ impl DeckArgs {
     /// Reads and images the window (progress steps 1..=3 of `total`).
     pub(crate) fn image(
         &self,
-        ctx: &JobCtx<'_>,
+        ctx: &AttemptCtx<'_>,
         deck: &RuleDeck,
         target: DeckLayer,
         box_um: Option<[f64; 4]>,
@@ -191,13 +191,13 @@ impl DeckArgs {
 
 /// The deck named `spec` (a shipped name) or read from the path `spec` through the job's
 /// roots, with where it came from.
-pub(crate) fn load_deck(ctx: &JobCtx<'_>, spec: &str) -> Result<(RuleDeck, String), ToolError> {
+pub(crate) fn load_deck(ctx: &AttemptCtx<'_>, spec: &str) -> Result<(RuleDeck, String), ToolError> {
     reticle_eval::deck::load(spec, |path| read_deck(ctx, spec, path))
 }
 
-fn read_deck(ctx: &JobCtx<'_>, spec: &str, path: &Path) -> Result<DeckFile, ToolError> {
+fn read_deck(ctx: &AttemptCtx<'_>, spec: &str, path: &Path) -> Result<DeckFile, ToolError> {
     let path = ctx.readable(path)?;
-    crate::job::check_file_size(&path, MAX_DECK_BYTES, "rule deck")?;
+    crate::attempt::check_file_size(&path, MAX_DECK_BYTES, "rule deck")?;
     let text = std::fs::read_to_string(&path).map_err(|e| {
         ToolError::new(
             ErrorCode::FileNotFound,

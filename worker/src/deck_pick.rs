@@ -15,12 +15,12 @@ use reticle_layout::Format;
 use reticle_protocol::error::{ErrorCode, ToolError};
 use serde_json::{Value, json};
 
-use crate::job::JobCtx;
+use crate::attempt::AttemptCtx;
 use crate::layouts::{LayoutRef, load_indexed, read_file};
 use crate::tiled::is_glp;
 
 /// What a layout offers a deck: its `layer/datatype`s (GDSII/OASIS) or level names (`.glp`).
-fn layout_layers(ctx: &JobCtx<'_>, path: &Path) -> Result<(bool, BTreeSet<String>), ToolError> {
+fn layout_layers(ctx: &AttemptCtx<'_>, path: &Path) -> Result<(bool, BTreeSet<String>), ToolError> {
     let path = ctx.readable(path)?;
     if is_glp(&path) {
         let bytes = read_file(ctx, &path)?;
@@ -80,7 +80,7 @@ fn deck_needs(text: &str, glp: bool) -> Result<BTreeSet<String>, ToolError> {
 ///
 /// # Errors
 /// `INVALID_INPUT` (none or several fit, listing them), the read's errors.
-pub fn deck_for_layout(ctx: &JobCtx<'_>, layout: &Path) -> Result<String, ToolError> {
+pub fn deck_for_layout(ctx: &AttemptCtx<'_>, layout: &Path) -> Result<String, ToolError> {
     let (glp, has) = layout_layers(ctx, layout)?;
     let mut candidates = Vec::new();
     let mut fitting = Vec::new();

@@ -11,7 +11,7 @@ use reticle_eval::source::{WindowSpec, layout_limits, load_window};
 use reticle_kernel::model::ModelSpec;
 use reticle_protocol::error::ToolError;
 
-use crate::job::JobCtx;
+use crate::attempt::AttemptCtx;
 use crate::op::{cancelled, eval_error};
 
 /// The window and model of one imaging run.
@@ -52,7 +52,7 @@ pub struct ImagingRun {
 /// # Errors
 /// The read's, the window's and the imaging's tool errors; `CANCELLED`.
 pub fn image(
-    ctx: &JobCtx<'_>,
+    ctx: &AttemptCtx<'_>,
     window: Window,
     total: u64,
 ) -> Result<(ImagedWindow, ImagingRun), ToolError> {

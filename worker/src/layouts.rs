@@ -16,7 +16,7 @@ use reticle_protocol::sync::lock;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::job::JobCtx;
+use crate::attempt::AttemptCtx;
 
 /// A session's layout as the host names it.
 #[derive(Debug, Clone, Deserialize)]
@@ -45,7 +45,7 @@ pub fn observe_error(e: &ObserveError) -> ToolError {
 /// `FILE_NOT_FOUND` (missing, unreadable, or changed since it was opened),
 /// `PATH_NOT_ALLOWED`, `QUERY_TOO_LARGE` (file over the size limit), `UNSUPPORTED_FORMAT`
 /// (the bytes are not a valid layout of that format).
-pub fn load(ctx: &JobCtx<'_>, layout: &LayoutRef) -> Result<(Arc<Library>, String), ToolError> {
+pub fn load(ctx: &AttemptCtx<'_>, layout: &LayoutRef) -> Result<(Arc<Library>, String), ToolError> {
     let (index, sha) = load_indexed(ctx, layout)?;
     Ok((Arc::clone(index.library_arc()), sha))
 }
@@ -55,7 +55,7 @@ pub fn load(ctx: &JobCtx<'_>, layout: &LayoutRef) -> Result<(Arc<Library>, Strin
 /// # Errors
 /// As [`load`].
 pub fn load_indexed(
-    ctx: &JobCtx<'_>,
+    ctx: &AttemptCtx<'_>,
     layout: &LayoutRef,
 ) -> Result<(Arc<LayoutIndex>, String), ToolError> {
     let path = ctx.readable(&layout.path)?;
@@ -76,7 +76,7 @@ pub fn load_indexed(
         .with_details(json!({"format": layout.format}))
     })?;
     let size =
-        crate::job::check_file_size(&path, ctx.context.limits.max_layout_bytes, "layout file")?;
+        crate::attempt::check_file_size(&path, ctx.context.limits.max_layout_bytes, "layout file")?;
     let bytes = std::fs::read(&path).map_err(|e| {
         ToolError::new(
             ErrorCode::FileNotFound,
@@ -130,7 +130,7 @@ pub struct RegionLayers<'a> {
 /// # Errors
 /// As [`load`], plus `TOP_CELL_NOT_FOUND`, `INVALID_LAYER`, `LAYOUT_NOT_PINNED`.
 pub fn open_region(
-    ctx: &JobCtx<'_>,
+    ctx: &AttemptCtx<'_>,
     path: &Path,
     layers: &RegionLayers<'_>,
     sha256: Option<&str>,
@@ -190,8 +190,8 @@ pub fn open_region(
 ///
 /// # Errors
 /// `QUERY_TOO_LARGE` (over the limit), `FILE_NOT_FOUND`.
-pub fn read_file(ctx: &JobCtx<'_>, path: &Path) -> Result<Vec<u8>, ToolError> {
-    crate::job::check_file_size(path, ctx.context.limits.max_layout_bytes, "layout file")?;
+pub fn read_file(ctx: &AttemptCtx<'_>, path: &Path) -> Result<Vec<u8>, ToolError> {
+    crate::attempt::check_file_size(path, ctx.context.limits.max_layout_bytes, "layout file")?;
     std::fs::read(path).map_err(|e| {
         ToolError::new(
             ErrorCode::FileNotFound,

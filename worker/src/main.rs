@@ -9,6 +9,7 @@
 //! `reticle-worker batch MANIFEST` runs one element of a cluster job array (see [`batch`]).
 
 mod artifacts;
+mod attempt;
 mod backend;
 mod batch;
 mod bench;
@@ -17,7 +18,6 @@ mod cache;
 mod deck_job;
 mod deck_pick;
 mod imaging;
-mod job;
 mod layouts;
 mod op;
 mod ops;

@@ -7,7 +7,7 @@ use reticle_protocol::error::{ErrorCode, ToolError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::job::JobCtx;
+use crate::attempt::AttemptCtx;
 
 /// One operation.
 pub trait Op: Sync {
@@ -17,7 +17,7 @@ pub trait Op: Sync {
     /// Runs the op on `args_json` (the validated tool arguments) and returns its result
     /// as the Rust type it built ([`Payload`]), which [`crate::server::run_op`] serializes once.
     /// Cancellation returns [`ErrorCode::Cancelled`].
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult;
+    fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult;
 }
 
 /// An op's result: a value of the type the op built (`ViolationReport`,

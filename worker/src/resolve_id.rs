@@ -25,8 +25,8 @@ use reticle_protocol::error::{ErrorCode, ToolError};
 use reticle_protocol::violation_id::ViolationId;
 use serde_json::{Value, json};
 
+use crate::attempt::AttemptCtx;
 use crate::deck_job::DeckArgs;
-use crate::job::JobCtx;
 use crate::op::eval_error;
 use crate::tiled::{PlanRequest, image_tile, open_setup_region, plan_region};
 
@@ -145,7 +145,7 @@ fn meet(a: [f64; 4], b: [f64; 4]) -> Option<[f64; 4]> {
 /// `NOT_FOUND` (the id is not among the records of the largest neighbourhood, or lies
 /// outside `region_um`), the evaluation's errors.
 pub fn rederive(
-    ctx: &JobCtx<'_>,
+    ctx: &AttemptCtx<'_>,
     args: &DeckArgs,
     setup: &Setup,
     id: &ViolationId,
@@ -216,7 +216,7 @@ pub fn rederive(
 
 /// Every record of the tiled evaluation of `box_um`, as `evaluate` makes them.
 fn evaluate_box(
-    ctx: &JobCtx<'_>,
+    ctx: &AttemptCtx<'_>,
     args: &DeckArgs,
     setup: &Setup,
     source: &mut reticle_eval::region_source::RegionSource,

@@ -18,8 +18,8 @@ use reticle_protocol::wire::{
     read_message,
 };
 
+use crate::attempt::{AttemptCtx, Outbox, ProgressSink, WorkerState};
 use crate::backend::Backend;
-use crate::job::{JobCtx, Outbox, ProgressSink, WorkerState};
 use crate::ops;
 
 /// Why the worker stopped other than by an orderly close.
@@ -89,7 +89,7 @@ pub fn run(socket: &Path, backend: reticle_kernel::gpu::BackendPref) -> Result<(
         };
         match message {
             HostMessage::Run(request) => {
-                if let Some(handle) = start_job(request, &outbox, &state, &current) {
+                if let Some(handle) = start_attempt(request, &outbox, &state, &current) {
                     last_job = Some(handle);
                 }
             }
@@ -117,7 +117,7 @@ pub fn run(socket: &Path, backend: reticle_kernel::gpu::BackendPref) -> Result<(
 }
 
 /// Starts `request` on a job thread, or answers at once when it cannot run.
-fn start_job(
+fn start_attempt(
     request: RunRequest,
     outbox: &Outbox,
     state: &Arc<WorkerState>,
@@ -163,7 +163,7 @@ fn start_job(
             let outbox = job_outbox;
             let current = job_current;
             let progress = ProgressSink::new(outbox.clone(), request.job_id.clone());
-            let ctx = JobCtx {
+            let ctx = AttemptCtx {
                 job_id: &request.job_id,
                 context: &request.context,
                 cancel: &cancel,
@@ -204,7 +204,7 @@ fn start_job(
 /// JSON text (the one serialization of a result, issue 27 item 4), its tool error, or a
 /// panic as `INTERNAL_ERROR`. The one way an op runs: the pool worker's job thread above
 /// and a batch element (`crate::batch`).
-pub(crate) fn run_op(ctx: &JobCtx<'_>, op: &dyn ops::Op, args_json: &str) -> JobOutcome {
+pub(crate) fn run_op(ctx: &AttemptCtx<'_>, op: &dyn ops::Op, args_json: &str) -> JobOutcome {
     let run = || {
         let result = op.run(ctx, args_json)?;
         result

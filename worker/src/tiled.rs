@@ -22,8 +22,8 @@ use reticle_eval::region_source::RegionSource;
 use reticle_eval::report::{ReportLevel, Setup, ViolationLimits};
 
 use crate::artifacts;
+use crate::attempt::AttemptCtx;
 use crate::deck_job::DeckArgs;
-use crate::job::JobCtx;
 use crate::layouts::{RegionLayers, open_region};
 use crate::op::{cancelled, eval_error};
 
@@ -74,7 +74,7 @@ pub(crate) struct DeckRegion<'a> {
 /// The deck setup and the layout's region source for a tiled op ([`open_setup_region`]
 /// after the deck's setup): the one way `evaluate.*` and `optimize.*` open a layout.
 pub(crate) fn open_deck_region(
-    ctx: &JobCtx<'_>,
+    ctx: &AttemptCtx<'_>,
     open: &DeckRegion<'_>,
     plan: Option<&RegionPlan>,
 ) -> Result<(Setup, RegionSource), ToolError> {
@@ -101,7 +101,7 @@ pub(crate) fn open_deck_region(
 /// layout hash and extent when there is a plan. `open_deck_region` and the id resolution
 /// (which sets its deck up first) open a layout through it.
 pub(crate) fn open_setup_region(
-    ctx: &JobCtx<'_>,
+    ctx: &AttemptCtx<'_>,
     layout: &Path,
     setup: &Setup,
     cell: Option<&str>,
@@ -172,7 +172,7 @@ pub(crate) struct PlanRequest<'a> {
 /// window, else the layers' box), the model, the pixel (within the model's limit), the
 /// halo (the kernel's rule unless given), the grid and the tiles.
 pub(crate) fn plan_region(
-    ctx: &JobCtx<'_>,
+    ctx: &AttemptCtx<'_>,
     source: &RegionSource,
     req: &PlanRequest<'_>,
 ) -> Result<RegionPlan, ToolError> {
@@ -256,7 +256,7 @@ pub(crate) fn tile_of(plan: &RegionPlan, number: Option<u64>) -> Result<TileInde
 /// plan's default when `None`); `None` when the window holds no geometry (nothing to image:
 /// a dark, empty tile).
 pub(crate) fn image_tile(
-    ctx: &JobCtx<'_>,
+    ctx: &AttemptCtx<'_>,
     plan: &RegionPlan,
     tile: TileIndex,
     source: &mut RegionSource,
@@ -282,7 +282,7 @@ pub(crate) fn recycle(imaged: Option<ImagedWindow>) {
 /// checkpoints, and counts its own core: the engine images no more (D193); those pixels
 /// are the same bits as [`image_tile`]'s.
 pub(crate) fn image_tile_for_evaluation(
-    ctx: &JobCtx<'_>,
+    ctx: &AttemptCtx<'_>,
     plan: &RegionPlan,
     tile: TileIndex,
     source: &mut RegionSource,
@@ -312,7 +312,7 @@ pub(crate) fn image_tile_for_evaluation(
 
 /// The shared body of [`image_tile`] and [`image_tile_for_evaluation`].
 fn image_tile_reading(
-    ctx: &JobCtx<'_>,
+    ctx: &AttemptCtx<'_>,
     plan: &RegionPlan,
     tile: TileIndex,
     source: &mut RegionSource,
@@ -415,7 +415,7 @@ pub(crate) fn tile_summary(out: &TileOutput) -> Value {
 
 /// Every tile's output of `plan`, in order, reporting merge progress.
 pub(crate) fn tiles_in_order<'a>(
-    ctx: &'a JobCtx<'_>,
+    ctx: &'a AttemptCtx<'_>,
     dir: &'a Path,
     plan: &'a RegionPlan,
 ) -> impl Iterator<Item = Result<TileOutput, ToolError>> + 'a {

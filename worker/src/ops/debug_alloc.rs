@@ -7,7 +7,7 @@ use reticle_protocol::error::{ErrorCode, ToolError};
 use reticle_protocol::sync::lock;
 use serde::Deserialize;
 
-use crate::job::JobCtx;
+use crate::attempt::AttemptCtx;
 use crate::op::{Op, OpResult, parse_args, payload};
 
 /// Most one call may allocate (4 GiB): a typo must not take the machine down.
@@ -27,7 +27,7 @@ impl Op for DebugAlloc {
         "debug.alloc"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
+    fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
         let args: AllocArgs = parse_args(self.name(), args_json)?;
         if args.bytes > MAX_BYTES {
             return Err(ToolError::new(

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::job::JobCtx;
+use crate::attempt::AttemptCtx;
 use crate::op::{Op, OpResult, cancelled, parse_args};
 
 #[derive(Deserialize)]
@@ -23,7 +23,7 @@ impl Op for DebugCrash {
         "debug.crash"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
+    fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
         let args: CrashArgs = parse_args(self.name(), args_json)?;
         ctx.progress.report(0, 1, "about to crash");
         let deadline = std::time::Instant::now() + Duration::from_millis(args.after_ms);

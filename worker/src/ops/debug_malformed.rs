@@ -2,7 +2,7 @@
 //! (`schema_version` is not a string, `metrics` is not an object), so tests can watch the
 //! host's output check refuse it in every build.
 
-use crate::job::JobCtx;
+use crate::attempt::AttemptCtx;
 use crate::op::{Op, OpResult, payload};
 
 /// The `debug.malformed` op.
@@ -13,7 +13,7 @@ impl Op for DebugMalformed {
         "debug.malformed"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, _args_json: &str) -> OpResult {
+    fn run(&self, ctx: &AttemptCtx<'_>, _args_json: &str) -> OpResult {
         ctx.progress.report(1, 1, "malformed");
         payload(serde_json::json!({ "schema_version": 17, "metrics": "none" }))
     }

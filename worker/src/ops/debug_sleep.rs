@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use crate::job::JobCtx;
+use crate::attempt::AttemptCtx;
 use crate::op::{Op, OpResult, cancelled, parse_args, payload};
 
 /// Longest single sleep between two cancellation checks.
@@ -32,7 +32,7 @@ impl Op for DebugSleep {
         "debug.sleep"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
+    fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
         let args: SleepArgs = parse_args(self.name(), args_json)?;
         let steps = args.steps.max(1);
         let started = Instant::now();

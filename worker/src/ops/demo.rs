@@ -15,8 +15,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::artifacts;
+use crate::attempt::AttemptCtx;
 use crate::deck_job::DeckArgs;
-use crate::job::JobCtx;
 use crate::op::{Op, OpResult, cancelled, parse_args, payload};
 
 /// `demo.render`'s result: the detailed report, the picture and what its colours mean.
@@ -71,7 +71,7 @@ impl Op for DemoRender {
         "demo.render"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
+    fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
         // `evaluate`'s arguments (the command sends `layout`, `deck`, `pixel_nm`): one
         // parse into the type the `evaluate` op reads.
         let call: EvaluateArgs<ModelSpec> = parse_args(self.name(), args_json)?;

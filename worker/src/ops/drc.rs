@@ -21,7 +21,7 @@ use reticle_protocol::error::{ErrorCode, ToolError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::job::JobCtx;
+use crate::attempt::AttemptCtx;
 use crate::layouts::{LayoutRef, load, observe_error};
 use crate::op::{Op, OpResult, cancelled, parse_args, payload};
 
@@ -246,7 +246,7 @@ impl Op for DrcRun {
         "drc.run"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
+    fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
         let args: RunArgs = parse_args(self.name(), args_json)?;
         let script = ctx.readable(&args.script_path)?;
         let run_dir = ctx
@@ -379,7 +379,7 @@ impl Op for DrcMarkers {
         "drc.markers"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
+    fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
         let args: MarkersArgs = parse_args(self.name(), args_json)?;
         let markers = read_report(&ctx.artifact_readable(&args.report)?)?;
         let total = markers.len();

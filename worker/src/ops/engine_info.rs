@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 
 use serde::Deserialize;
 
-use crate::job::JobCtx;
+use crate::attempt::AttemptCtx;
 use crate::op::{Op, OpResult, parse_args, payload};
 
 #[derive(Deserialize)]
@@ -19,7 +19,7 @@ impl Op for EngineInfo {
         "engine.info"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
+    fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
         let _: EngineInfoArgs = parse_args(
             self.name(),
             if args_json.trim().is_empty() {

@@ -10,8 +10,8 @@
 use reticle_kernel::model::ModelSpec;
 use reticle_protocol::args::EvaluateArgs;
 
+use crate::attempt::AttemptCtx;
 use crate::deck_job::DeckArgs;
-use crate::job::JobCtx;
 use crate::op::{Op, OpResult, parse_args, payload};
 
 /// Progress steps of one evaluation.
@@ -25,7 +25,7 @@ impl Op for Evaluate {
         "evaluate"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
+    fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
         let call: EvaluateArgs<ModelSpec> = parse_args(self.name(), args_json)?;
         let args = DeckArgs::from(&call);
         let setup = args.setup(

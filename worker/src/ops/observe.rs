@@ -24,7 +24,7 @@ use reticle_protocol::error::{ErrorCode, ToolError};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::job::JobCtx;
+use crate::attempt::AttemptCtx;
 use crate::layouts::{LayoutRef, load, observe_error};
 use crate::op::{Op, OpResult, parse_args, payload};
 
@@ -36,7 +36,7 @@ fn ok<T: serde::Serialize>(value: &T) -> Result<Value, ToolError> {
 /// One observer op: a name and a function.
 pub struct LayoutOp {
     name: &'static str,
-    run: fn(&JobCtx<'_>, &str) -> Result<Value, ToolError>,
+    run: fn(&AttemptCtx<'_>, &str) -> Result<Value, ToolError>,
 }
 
 impl Op for LayoutOp {
@@ -44,7 +44,7 @@ impl Op for LayoutOp {
         self.name
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
+    fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
         (self.run)(ctx, args_json).and_then(payload)
     }
 }
@@ -103,7 +103,7 @@ struct OpenArgs {
     top_cell: Option<String>,
 }
 
-fn open(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+fn open(ctx: &AttemptCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
     let args: OpenArgs = parse_args("layout.open", args_json)?;
     let (lib, sha) = load(ctx, &args.layout)?;
     let summary = layout_summary(&lib, args.top_cell.as_deref()).map_err(|e| observe_error(&e))?;
@@ -156,7 +156,7 @@ struct CellsArgs {
     max_cells: Option<usize>,
 }
 
-fn op_list_cells(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+fn op_list_cells(ctx: &AttemptCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
     let args: CellsArgs = parse_args("layout.list_cells", args_json)?;
     let (lib, _) = load(ctx, &args.layout)?;
     let root = cell_by_name(&lib, &args.cell).map_err(|e| observe_error(&e))?;
@@ -174,7 +174,7 @@ struct DescribeArgs {
     depth: Option<u32>,
 }
 
-fn op_describe_cell(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+fn op_describe_cell(ctx: &AttemptCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
     let args: DescribeArgs = parse_args("layout.describe_cell", args_json)?;
     let (lib, _) = load(ctx, &args.layout)?;
     let d = describe_cell(&lib, &args.cell, args.depth).map_err(|e| observe_error(&e))?;
@@ -192,7 +192,7 @@ struct LayersArgs {
     max_layers: Option<usize>,
 }
 
-fn op_list_layers(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+fn op_list_layers(ctx: &AttemptCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
     let args: LayersArgs = parse_args("layout.list_layers", args_json)?;
     let (lib, _) = load(ctx, &args.layout)?;
     let root = cell_by_name(&lib, &args.cell).map_err(|e| observe_error(&e))?;
@@ -208,7 +208,7 @@ struct QueryRegionArgs {
     request: Value,
 }
 
-fn op_query_region(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+fn op_query_region(ctx: &AttemptCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
     let args: QueryRegionArgs = parse_args("layout.query_region", args_json)?;
     let request: RegionRequest = serde_json::from_value(args.request).map_err(|e| {
         ToolError::new(
@@ -231,7 +231,7 @@ struct MeasureArgs {
     locators: BTreeMap<String, ShapeLocator>,
 }
 
-fn op_measure(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+fn op_measure(ctx: &AttemptCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
     let args: MeasureArgs = parse_args("layout.measure", args_json)?;
     let (lib, _) = load(ctx, &args.layout)?;
     let targets =
@@ -248,7 +248,7 @@ struct AnalyzeArgs {
     locators: BTreeMap<String, ShapeLocator>,
 }
 
-fn op_analyze(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+fn op_analyze(ctx: &AttemptCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
     let args: AnalyzeArgs = parse_args("layout.analyze_waveguide", args_json)?;
     let (lib, _) = load(ctx, &args.layout)?;
     let targets = resolve_ids(&lib, std::slice::from_ref(&args.target_id), &args.locators)
@@ -285,7 +285,7 @@ fn view_box(lib: &Library, cell: &str, b: Option<MicronBox>) -> Result<MicronBox
     Ok(MicronBox::from_dbu(&bb, lib.dbu_um()))
 }
 
-fn op_set_view(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+fn op_set_view(ctx: &AttemptCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
     let args: ViewArgs = parse_args("layout.set_view", args_json)?;
     let (lib, _) = load(ctx, &args.layout)?;
     let b = view_box(&lib, &args.cell, args.box_um)?;
@@ -313,7 +313,7 @@ struct RenderArgs {
     locators: BTreeMap<String, ShapeLocator>,
 }
 
-fn op_render(ctx: &JobCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
+fn op_render(ctx: &AttemptCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
     let args: RenderArgs = parse_args("layout.render", args_json)?;
     let (lib, _) = load(ctx, &args.layout)?;
     let b = view_box(&lib, &args.cell, args.box_um)?;

@@ -38,8 +38,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::artifacts;
+use crate::attempt::AttemptCtx;
 use crate::deck_job::parse_deck_args;
-use crate::job::JobCtx;
 use crate::op::{self, Op, OpResult, cancelled, eval_error};
 use crate::resolve_id;
 
@@ -141,7 +141,7 @@ impl Op for Optimize {
         "optimize"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
+    fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
         let (mut args, mut own): (_, Own) = parse_deck_args(self.name(), args_json)?;
         let parsed = target::parse_id(own.violation_id.as_deref(), own.box_um)?;
         if args.deck.is_empty() && parsed.is_some() {

@@ -25,8 +25,8 @@ use reticle_protocol::error::ToolError;
 use serde_json::Value;
 
 use crate::artifacts;
+use crate::attempt::AttemptCtx;
 use crate::imaging::{ImagingRun, Window, image};
-use crate::job::JobCtx;
 use crate::op::{Op, OpResult, parse_args, payload};
 
 /// The `simulate` op.
@@ -55,7 +55,7 @@ fn min_max_mean(data: &[f32]) -> Option<MinMaxMean> {
 /// and, when the host gave the job an artifact directory (`images: true`, D48), the images
 /// themselves: `.npy` for numbers, PNG to look at (row 0 of the clip at the bottom).
 fn region_images(
-    ctx: &JobCtx<'_>,
+    ctx: &AttemptCtx<'_>,
     output: &reticle_kernel::LithoOutput,
     target: &Grid<u8>,
     resist: Resist,
@@ -120,7 +120,7 @@ impl Op for Simulate {
         "simulate"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
+    fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
         let started = Instant::now();
         let args: SimulateArgs<ModelSpec> = parse_args(self.name(), args_json)?;
         let window = Window {

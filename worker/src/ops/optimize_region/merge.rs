@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use super::{RegionOpArgs, open, read_opt_tile};
 use crate::artifacts;
-use crate::job::JobCtx;
+use crate::attempt::AttemptCtx;
 use crate::layouts::{LayoutRef, load};
 use crate::op::{Op, OpResult, parse_args, payload};
 use crate::tiled::internal;
@@ -88,7 +88,7 @@ impl Op for OptimizeMerge {
         "optimize.merge"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
+    fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
         let args: RegionOpArgs = parse_args(self.name(), args_json)?;
         let plan = args.plan("optimization")?;
         let dir = artifacts::dir(ctx)?;
@@ -306,7 +306,7 @@ impl Op for OptimizeCompare {
         "optimize.compare"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
+    fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
         let args: RegionOpArgs = parse_args(self.name(), args_json)?;
         let plan = args.plan("optimization")?;
         let dir = artifacts::dir(ctx)?;

@@ -36,8 +36,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::artifacts;
+use crate::attempt::AttemptCtx;
 use crate::deck_job::DeckArgs;
-use crate::job::JobCtx;
 use crate::op::{Op, OpResult, eval_error, parse_args, payload};
 use crate::tiled::{
     DeckRegion, PlanRequest, TiledArgs, image_tile, internal, invalid, is_glp, open_deck_region,
@@ -114,7 +114,7 @@ impl RegionArgs {
 }
 
 /// The deck setup and the layout's region source (the target and context layers).
-fn open(ctx: &JobCtx<'_>, args: &RegionOpArgs) -> Result<(Setup, RegionSource), ToolError> {
+fn open(ctx: &AttemptCtx<'_>, args: &RegionOpArgs) -> Result<(Setup, RegionSource), ToolError> {
     let call = &args.call;
     let deck = call.deck_args()?;
     let open = DeckRegion {
@@ -136,7 +136,7 @@ impl Op for OptimizePlan {
         "optimize.plan"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
+    fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
         let args: RegionOpArgs = parse_args(self.name(), args_json)?;
         if is_glp(&args.call.layout) {
             return Err(invalid(
@@ -186,7 +186,7 @@ impl Op for OptimizeTile {
         "optimize.tile"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
+    fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
         let args: RegionOpArgs = parse_args(self.name(), args_json)?;
         let plan = args.plan("optimization")?;
         let number = args

@@ -16,8 +16,8 @@ use serde_json::{Map, Value, json};
 use reticle_eval::region_source::RegionSource;
 
 use crate::artifacts;
+use crate::attempt::AttemptCtx;
 use crate::deck_job::DeckArgs;
-use crate::job::JobCtx;
 use crate::op::{Op, OpResult, eval_error, parse_args, payload};
 use crate::records_file::{DEFAULT_PAGE_RECORDS, Filter, PageRequest, RecordWriter, read_page};
 use crate::tiled::{
@@ -32,7 +32,10 @@ pub const HEATMAP_FILE: &str = "heatmap.png";
 type EvaluateTiledArgs = TiledArgs<EvaluateArgs<ModelSpec>>;
 
 /// The deck setup and the opened layout.
-fn open(ctx: &JobCtx<'_>, args: &EvaluateTiledArgs) -> Result<(Setup, RegionSource), ToolError> {
+fn open(
+    ctx: &AttemptCtx<'_>,
+    args: &EvaluateTiledArgs,
+) -> Result<(Setup, RegionSource), ToolError> {
     let call = &args.call;
     let deck = DeckArgs::from(call);
     let open = DeckRegion {
@@ -54,7 +57,7 @@ impl Op for EvaluatePlan {
         "evaluate.plan"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
+    fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
         let args: EvaluateTiledArgs = parse_args(self.name(), args_json)?;
         let (setup, source) = open(ctx, &args)?;
         let plan = plan_region(
@@ -80,7 +83,7 @@ impl Op for EvaluateTile {
         "evaluate.tile"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
+    fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
         let args: EvaluateTiledArgs = parse_args(self.name(), args_json)?;
         let plan = args.plan("evaluation")?;
         let tile = tile_of(plan, args.tile_number)?;
@@ -128,7 +131,7 @@ impl Op for EvaluateMerge {
         "evaluate.merge"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
+    fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
         let args: EvaluateTiledArgs = parse_args(self.name(), args_json)?;
         let plan = args.plan("evaluation")?;
         let dir = artifacts::dir(ctx)?;

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::artifacts;
-use crate::job::JobCtx;
+use crate::attempt::AttemptCtx;
 use crate::op::{Op, OpResult, parse_args, payload};
 use crate::records_file::{
     DEFAULT_PAGE_RECORDS, Filter, MAX_PAGE_RECORDS, PageRequest, counts, read_page,
@@ -39,7 +39,7 @@ impl Op for PageOp {
         "evaluate.page"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
+    fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
         let args: PageArgs = parse_args(self.name(), args_json)?;
         let dir: PathBuf = artifacts::dir(ctx)?;
         if let Some(b) = args.box_um {

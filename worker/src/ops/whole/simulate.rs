@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use reticle_eval::region_source::RegionSource;
 
 use crate::artifacts::{self, image_files};
-use crate::job::JobCtx;
+use crate::attempt::AttemptCtx;
 use crate::layouts::{RegionLayers, open_region};
 use crate::op::{Op, OpResult, cancelled, eval_error, parse_args, payload};
 use crate::tiled::{
@@ -33,7 +33,7 @@ use crate::tiled::{
 /// `simulate`'s arguments plus what the host's fan-out adds.
 type SimulateTiledArgs = TiledArgs<SimulateArgs<ModelSpec>>;
 
-fn open(ctx: &JobCtx<'_>, args: &SimulateTiledArgs) -> Result<RegionSource, ToolError> {
+fn open(ctx: &AttemptCtx<'_>, args: &SimulateTiledArgs) -> Result<RegionSource, ToolError> {
     let call = &args.call;
     open_region(
         ctx,
@@ -66,7 +66,7 @@ impl Op for SimulatePlan {
         "simulate.plan"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
+    fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
         let args: SimulateTiledArgs = parse_args(self.name(), args_json)?;
         let source = open(ctx, &args)?;
         let plan = plan_region(
@@ -163,7 +163,7 @@ impl Op for SimulateTile {
         "simulate.tile"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
+    fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
         let args: SimulateTiledArgs = parse_args(self.name(), args_json)?;
         let plan = args.plan("simulation")?;
         let tile = tile_of(plan, args.tile_number)?;
@@ -211,7 +211,7 @@ impl Op for SimulateMerge {
         "simulate.merge"
     }
 
-    fn run(&self, ctx: &JobCtx<'_>, args_json: &str) -> OpResult {
+    fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
         let started = std::time::Instant::now();
         let args: SimulateTiledArgs = parse_args(self.name(), args_json)?;
         let plan = args.plan("simulation")?;

@@ -1,6 +1,7 @@
-//! What a running job sees: its id and limits, a cancellation token, a progress sink,
+//! What a running attempt sees (the glossary's "attempt": one run of an op on this worker,
+//! which the wire calls a job): its id and limits, a cancellation token, a progress sink,
 //! and the worker's shared state. Also the frame writer shared by the main loop and
-//! the job thread.
+//! the attempt's thread.
 
 use std::io::Write;
 use std::sync::atomic::AtomicU64;
@@ -164,8 +165,8 @@ impl ProgressSink {
     }
 }
 
-/// Everything an op gets to run one job.
-pub struct JobCtx<'a> {
+/// Everything an op gets to run one attempt.
+pub struct AttemptCtx<'a> {
     /// Host-assigned job id.
     pub job_id: &'a str,
     /// Limits and allowed roots (read by the engine ops; the debug ops need none).
@@ -178,7 +179,7 @@ pub struct JobCtx<'a> {
     pub progress: &'a ProgressSink,
 }
 
-impl JobCtx<'_> {
+impl AttemptCtx<'_> {
     /// `path`, canonical, if it lies under one of the job's allowed roots.
     ///
     /// The host resolves every path against the client's roots before a job starts;
