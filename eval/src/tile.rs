@@ -93,11 +93,12 @@ pub struct TileMetrics {
     pub l2_px: u64,
     /// Max-corner print ≠ min-corner print.
     pub pvb_px: u64,
-    /// Target pixels.
+    /// Target pixels (0 unless [`TileJob::statistics`]).
     pub target_px: u64,
-    /// Printed pixels per corner (nominal, max, min).
+    /// Printed pixels per corner (nominal, max, min; 0 unless [`TileJob::statistics`]).
     pub printed_px: [u64; 3],
-    /// Nominal aerial intensity: minimum, maximum and sum over the counted pixels.
+    /// Nominal aerial intensity: minimum, maximum and sum over the counted pixels (0 unless
+    /// [`TileJob::statistics`]).
     pub aerial_min: f64,
     /// See `aerial_min`.
     pub aerial_max: f64,
@@ -191,7 +192,10 @@ pub struct TileJob<'a> {
     pub tile: TileIndex,
     /// The deck's rules on the evaluated layer (`Found::rule` indexes them).
     pub rules: &'a [&'a Rule],
-    /// Also sum the resist response (what `simulate`'s statistics need).
+    /// Also the nominal corner's statistics: the aerial intensity's minimum, maximum and
+    /// sum, the resist response's sum, the printed pixels of each corner and the target's
+    /// (what `simulate`'s statistics need). Without, those metrics are 0: an evaluation's
+    /// report reads only L2, PV band, EPE and the polygons (D197).
     pub statistics: bool,
 }
 
@@ -446,17 +450,9 @@ fn mask_rules(
     }
 }
 
-/// Printed rules on the contours of the tile's image inside the core plus half the halo.
-fn printed_rules(
-    job: &TileJob<'_>,
-    imaged: &ImagedWindow,
-    found: &mut Vec<Found>,
-    pieces: &mut Vec<Piece>,
-    timing: &mut TileTiming,
-) -> Result<(), EvalError> {
-    let mut clock = std::time::Instant::now();
-    let printed: Vec<(usize, &Rule)> = job
-        .rules
+/// The rules checked on printed contours, with their indexes in `rules`.
+fn printed_contour_rules<'a>(rules: &[&'a Rule]) -> Vec<(usize, &'a Rule)> {
+    rules
         .iter()
         .enumerate()
         .filter(|(_, r)| {
@@ -466,7 +462,34 @@ fn printed_rules(
                 && run.engine_path == "drc.printed_contour"
         })
         .map(|(i, r)| (i, *r))
-        .collect();
+        .collect()
+}
+
+/// How far past its core (dbu) [`evaluate_tile`] reads a tile's images: half the halo when
+/// `rules` trace printed contours (the contours' margin), else only the EPE search around
+/// the core's checkpoints, plus two pixels (D197). The imaging of an evaluated tile
+/// computes no pixel farther out (D193).
+#[must_use]
+pub fn image_reach_dbu(grid: &TileGrid, rules: &[&Rule]) -> i64 {
+    let search = (reticle_kernel::metrics::EpeConfig::ICCAD2013.search_nm / grid.dbu_nm).ceil();
+    let epe = search as i64 + (2.0 * grid.pixel_dbu).ceil() as i64;
+    if printed_contour_rules(rules).is_empty() {
+        epe
+    } else {
+        (grid.halo_dbu / 2).max(epe)
+    }
+}
+
+/// Printed rules on the contours of the tile's image inside the core plus half the halo.
+fn printed_rules(
+    job: &TileJob<'_>,
+    imaged: &ImagedWindow,
+    found: &mut Vec<Found>,
+    pieces: &mut Vec<Piece>,
+    timing: &mut TileTiming,
+) -> Result<(), EvalError> {
+    let mut clock = std::time::Instant::now();
+    let printed = printed_contour_rules(job.rules);
     let Some(aerial) = imaged.output.corners[0].aerial.as_ref() else {
         return Ok(());
     };
@@ -633,8 +656,8 @@ fn pixels_in(frame: &PixelFrame, p: f64, b: &BBox) -> (usize, usize, usize, usiz
     (x0, x1.max(x0), y0, y1.max(y0))
 }
 
-/// L2, PV band, print and aerial statistics over the core pixels whose centre is in the
-/// region.
+/// L2, PV band and, with [`TileJob::statistics`], the print and aerial statistics over the
+/// core pixels whose centre is in the region.
 fn count_pixels(job: &TileJob<'_>, imaged: &ImagedWindow, m: &mut TileMetrics) {
     let Some(owned) = intersection(&job.grid.core(job.tile), &job.region) else {
         return;
@@ -669,24 +692,18 @@ fn count_pixels(job: &TileJob<'_>, imaged: &ImagedWindow, m: &mut TileMetrics) {
             w,
             x0,
         );
-        let mut c = [0u32; 6];
-        for (((&t, &n), &hi_dose), &lo_dose) in target.iter().zip(nominal).zip(max).zip(min) {
-            let (t, n) = (u32::from(t != 0), u32::from(n != 0));
-            let (hi_dose, lo_dose) = (u32::from(hi_dose != 0), u32::from(lo_dose != 0));
-            c[0] += t;
-            c[1] += n ^ t;
-            c[2] += hi_dose ^ lo_dose;
-            c[3] += n;
-            c[4] += hi_dose;
-            c[5] += lo_dose;
-        }
+        let c = if job.statistics {
+            count_row::<true>(target, nominal, max, min)
+        } else {
+            count_row::<false>(target, nominal, max, min)
+        };
         m.target_px += u64::from(c[0]);
         m.l2_px += u64::from(c[1]);
         m.pvb_px += u64::from(c[2]);
         for (p, k) in m.printed_px.iter_mut().zip(&c[3..]) {
             *p += u64::from(*k);
         }
-        if let Some(a) = aerial {
+        if let Some(a) = aerial.filter(|_| job.statistics) {
             for &i in &a.data[y * w + x0..y * w + x1] {
                 let v = f64::from(i);
                 lo = lo.min(v);
@@ -699,12 +716,32 @@ fn count_pixels(job: &TileJob<'_>, imaged: &ImagedWindow, m: &mut TileMetrics) {
         }
     }
     m.pixels = ((x1 - x0) * (y1 - y0)) as u64;
-    if m.pixels > 0 && aerial.is_some() {
+    if m.pixels > 0 && aerial.is_some() && job.statistics {
         m.aerial_min = lo;
         m.aerial_max = hi;
         m.aerial_sum = sum;
         m.resist_sum = resist;
     }
+}
+
+/// One row's counts: target, L2 (nominal print ≠ target), PV band (max ≠ min print), and
+/// the printed pixels of the three corners; with `ALL` false only L2 and PV band (the
+/// others 0), what an evaluation reads (D197).
+fn count_row<const ALL: bool>(target: &[u8], nominal: &[u8], max: &[u8], min: &[u8]) -> [u32; 6] {
+    let mut c = [0u32; 6];
+    for (((&t, &n), &hi_dose), &lo_dose) in target.iter().zip(nominal).zip(max).zip(min) {
+        let (t, n) = (u32::from(t != 0), u32::from(n != 0));
+        let (hi_dose, lo_dose) = (u32::from(hi_dose != 0), u32::from(lo_dose != 0));
+        c[1] += n ^ t;
+        c[2] += hi_dose ^ lo_dose;
+        if ALL {
+            c[0] += t;
+            c[3] += n;
+            c[4] += hi_dose;
+            c[5] += lo_dose;
+        }
+    }
+    c
 }
 
 /// The counted pixels of a tile whose window holds nothing: all dark, nothing printed.

@@ -277,21 +277,20 @@ pub(crate) fn recycle(imaged: Option<ImagedWindow>) {
     }
 }
 
-/// [`image_tile`] for `reticle_eval::tile::evaluate_tile`, which reads the images only in
-/// the core plus half the halo (the printed contours) or an EPE search around the core's
-/// checkpoints, and counts its own core: the engine images no more (D193); those pixels
-/// are the same bits as [`image_tile`]'s.
+/// [`image_tile`] for `reticle_eval::tile::evaluate_tile` under `rules`, which reads the
+/// images only in the core plus half the halo (the printed contours, when `rules` trace
+/// them) or an EPE search around the core's checkpoints, and counts its own core: the
+/// engine images no more (D193, D197); those pixels are the same bits as [`image_tile`]'s.
 pub(crate) fn image_tile_for_evaluation(
     ctx: &AttemptCtx<'_>,
     plan: &RegionPlan,
     tile: TileIndex,
     source: &mut RegionSource,
     model: Option<&ModelSpec>,
+    rules: &[&reticle_kernel::rules::Rule],
 ) -> Result<Option<ImagedWindow>, ToolError> {
-    let g = &plan.grid;
-    let search = (reticle_kernel::metrics::EpeConfig::ICCAD2013.search_nm / g.dbu_nm).ceil();
-    let reach = (g.halo_dbu / 2).max(search as i64 + (2.0 * g.pixel_dbu).ceil() as i64);
-    let core = g.core(tile);
+    let reach = reticle_eval::tile::image_reach_dbu(&plan.grid, rules);
+    let core = plan.grid.core(tile);
     let reads = BBox {
         left: core.left - reach,
         bottom: core.bottom - reach,

@@ -304,3 +304,24 @@ fn the_counted_pixel_rectangle_is_the_pixels_whose_centre_is_in_the_box() {
         assert_eq!(rect, brute_sorted, "{b:?}");
     }
 }
+
+#[test]
+fn a_tile_reads_half_its_halo_only_for_printed_contours() {
+    // 1 nm pixels, 0.1 nm dbu, the default model's halo (429 nm) and 60 nm EPE search.
+    let grid = TileGrid::new(2048.0, 429.0, 1.0, 0.1).unwrap();
+    let mask = deck();
+    let mask_rules: Vec<&Rule> = mask.rules.iter().collect();
+    // Mask rules only: the EPE search and two pixels (D197).
+    assert_eq!(image_reach_dbu(&grid, &mask_rules), 600 + 20);
+    let printed = RuleDeck::from_json(
+        r#"{"name": "p", "version": "1", "layers": {"M1": "1/0"},
+            "defaults": {"severity": "error", "applies_to": "printed", "dedup_radius_nm": 0},
+            "rules": [{"id": "PW", "kind": "width", "layer": "M1", "value": 40}]}"#,
+    )
+    .unwrap();
+    let mut both = mask_rules.clone();
+    both.extend(printed.rules.iter());
+    // A printed-contour rule: half the halo (D193).
+    assert_eq!(image_reach_dbu(&grid, &both), grid.halo_dbu / 2);
+    assert!(grid.halo_dbu / 2 > 620);
+}

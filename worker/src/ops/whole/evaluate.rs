@@ -91,10 +91,16 @@ impl Op for EvaluateTile {
         let mut clock = Instant::now();
         let (setup, mut source) = open(ctx, &args)?;
         let open_s = TileTiming::lap(&mut clock);
-        let imaged =
-            image_tile_for_evaluation(ctx, plan, tile, &mut source, args.call.model.as_ref())?;
-        let imaging_s = TileTiming::lap(&mut clock);
         let rules = setup.rules();
+        let imaged = image_tile_for_evaluation(
+            ctx,
+            plan,
+            tile,
+            &mut source,
+            args.call.model.as_ref(),
+            &rules,
+        )?;
+        let imaging_s = TileTiming::lap(&mut clock);
         let job = TileJob {
             grid: &plan.grid,
             range: &plan.range,
