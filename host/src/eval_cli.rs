@@ -333,11 +333,25 @@ pub(crate) async fn start_workers(
     workers: usize,
     host: &reticle_config::Config,
 ) -> Result<Arc<Supervisor>, ExitCode> {
+    start_workers_on(command, workers, None, host).await
+}
+
+/// [`start_workers`] on `cores` cores (their share each, D222; default: the machine's):
+/// `reticle bench chip` runs one worker on one core as its scaling reference (D198).
+pub(crate) async fn start_workers_on(
+    command: &str,
+    workers: usize,
+    cores: Option<usize>,
+    host: &reticle_config::Config,
+) -> Result<Arc<Supervisor>, ExitCode> {
     let mut config = SupervisorConfig::configured(host).map_err(|e| {
         eprintln!("reticle {command}: {e}");
         ExitCode::from(2)
     })?;
     config.workers = workers.clamp(1, reticle_dispatch::supervisor::MAX_WORKERS);
+    if let Some(cores) = cores {
+        config.cores = cores.max(1);
+    }
     config.worker_stderr = WorkerStderr::Null;
     Supervisor::start(config).await.map(Arc::new).map_err(|e| {
         eprintln!("reticle {command}: cannot start a worker: {e}");

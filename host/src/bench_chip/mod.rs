@@ -6,9 +6,11 @@
 //! [`Scope`]. On one layer of a real layout (default `gds/gcd_45nm.gds` under
 //! `RETICLE_DATA_DIR`, layer 11/0, deck `nangate45_m1v1`) it measures
 //! - throughput in µm² per second at 1 nm and at 4 nm pixels, each region evaluated by one
-//!   worker and then by the whole pool, with the parallel efficiency t₁ / t_N / N; the two
-//!   runs must give the same report (the JSON without `artifacts`, and the artifacts'
-//!   hashes), a cheap determinism check that fails the bench;
+//!   worker on one core (one compute thread), by one worker on every core, and by the
+//!   whole pool (each worker on its share of the cores, D222), with the parallel
+//!   efficiency t₁ / t_N / N against the one-core run (D198); the runs must give the same
+//!   report (the JSON without `artifacts`, and the artifacts' hashes), a cheap determinism
+//!   check that fails the bench;
 //! - tiled against untiled imaging on one window of exactly one model period (2.048 µm)
 //!   at 4 nm: `tiling: window` (one periodic window, the layout outside ignored) against
 //!   `tiling: tiles` (halos of real layout context), their time ratio and metrics.
@@ -26,7 +28,7 @@ use std::time::Instant;
 use clap::Parser;
 use serde_json::{Map, Value, json};
 
-use crate::eval_cli::{cli_runtime, start_workers};
+use crate::eval_cli::{cli_runtime, start_workers_on};
 use reticle_dispatch::{Dispatcher, FanOut, LocalPool, Scope, Unit};
 use reticle_tools::evaluate::OP;
 
@@ -374,18 +376,25 @@ impl Runs {
     }
 }
 
+/// The supervisor and dispatcher of a pool.
+pub(crate) type Pool = (
+    Arc<reticle_dispatch::supervisor::Supervisor>,
+    Arc<Dispatcher>,
+);
+
 /// A dispatcher over a fresh supervisor of `workers` workers.
-pub(crate) async fn pool(
+pub(crate) async fn pool(workers: usize, config: &reticle_config::Config) -> Result<Pool, Failure> {
+    pool_on(workers, None, config).await
+}
+
+/// [`pool`] on `cores` cores (default: the machine's), each worker computing on its share
+/// (D222).
+async fn pool_on(
     workers: usize,
+    cores: Option<usize>,
     config: &reticle_config::Config,
-) -> Result<
-    (
-        Arc<reticle_dispatch::supervisor::Supervisor>,
-        Arc<Dispatcher>,
-    ),
-    Failure,
-> {
-    let supervisor = start_workers("bench chip", workers, config)
+) -> Result<Pool, Failure> {
+    let supervisor = start_workers_on("bench chip", workers, cores, config)
         .await
         .map_err(|_| (2, format!("could not start {workers} worker(s)")))?;
     let dispatcher = Dispatcher::new(
@@ -452,20 +461,37 @@ fn area_um2(report: &Value) -> f64 {
     }
 }
 
-/// One throughput entry: the same region at `pixel_nm` by one worker and by the pool.
-fn throughput_entry(pixel_nm: f64, one: &Timed, all: &Timed, workers: usize) -> Value {
+/// The runs of one region at one pixel size: one worker on one core (the scaling
+/// reference), one worker on every core (its threads), and the pool (a worker per share).
+struct Scaling<'a> {
+    one_core: &'a Timed,
+    one_worker: &'a Timed,
+    pool: &'a Timed,
+    cores: usize,
+    workers: usize,
+}
+
+/// One throughput entry: the same region at `pixel_nm` by one worker on one core, by one
+/// worker on every core and by the pool; the speed-up and the parallel efficiency are the
+/// pool's against one worker on one core (D198).
+fn throughput_entry(pixel_nm: f64, s: &Scaling<'_>) -> Value {
+    let (one, all) = (s.one_core, s.pool);
     let area = area_um2(&one.report);
     let imaging = &one.report["imaging"];
-    let run = |t: &Timed, n: usize| {
+    let run = |t: &Timed, n: usize, threads: usize| {
         json!({
             "workers": n,
+            "threads_per_worker": threads,
             "seconds": round_to(t.seconds, 6),
             "um2_per_s": round_to(area / t.seconds.max(1e-9), 2),
         })
     };
+    let workers = s.workers;
     let speedup = one.seconds / all.seconds.max(1e-9);
     let (a, a_hashes) = comparable(&one.report);
     let (b, b_hashes) = comparable(&all.report);
+    let (c, c_hashes) = comparable(&s.one_worker.report);
+    let pool_threads = (s.cores / workers.max(1)).max(1);
     json!({
         "pixel_nm": pixel_nm,
         "region_um": one.report["region"]["box_nm"]
@@ -476,11 +502,16 @@ fn throughput_entry(pixel_nm: f64, one: &Timed, all: &Timed, workers: usize) -> 
         "tiles": imaging["tiles"],
         "halo_nm": imaging["halo_nm"],
         "core_nm": imaging["core_nm"],
-        "runs": [run(one, 1), run(all, workers)],
+        "runs": [
+            run(one, 1, 1),
+            run(s.one_worker, 1, s.cores),
+            run(all, workers, pool_threads),
+        ],
         "speedup": round_to(speedup, 3),
         "parallel_efficiency": round_to(speedup / workers as f64, 3),
-        "same_report": a == b,
-        "same_artifacts": a_hashes == b_hashes,
+        "threads_speedup": round_to(one.seconds / s.one_worker.seconds.max(1e-9), 3),
+        "same_report": a == b && a == c,
+        "same_artifacts": a_hashes == b_hashes && a_hashes == c_hashes,
         "l2_px": one.report["metrics"]["l2_px"],
         "pvb_px": one.report["metrics"]["pvb_px"],
     })
@@ -549,8 +580,9 @@ async fn measure(
     let workers = opts.workers.map_or(cores, usize::from);
     let load_start = load_average();
 
-    eprintln!("bench chip: one worker");
-    let (one, dispatcher) = pool(1, config).await?;
+    // The scaling reference (D198): one worker computing on one thread.
+    eprintln!("bench chip: one worker on one core");
+    let (first, dispatcher) = pool_on(1, Some(1), config).await?;
     let bbox = bounding_box(runs, &dispatcher, format).await?;
     let centre = [(bbox[0] + bbox[2]) / 2.0, (bbox[1] + bbox[3]) / 2.0];
     let box_1nm = opts.box_1nm.unwrap_or_else(|| {
@@ -575,6 +607,17 @@ async fn measure(
         opts.repeats
     };
 
+    runs.warm_up(&dispatcher, window_box).await?;
+    let core_1 = runs
+        .run(&dispatcher, "1nm-1w1c", runs.args(1.0, Some(box_1nm)), true)
+        .await?;
+    let core_4 = runs
+        .run(&dispatcher, "4nm-1w1c", runs.args(4.0, box_4nm), true)
+        .await?;
+    first.shutdown().await;
+    drop(dispatcher);
+    eprintln!("bench chip: one worker on {cores} cores");
+    let (one, dispatcher) = pool_on(1, None, config).await?;
     runs.warm_up(&dispatcher, window_box).await?;
     let one_1 = runs
         .run(&dispatcher, "1nm-1w", runs.args(1.0, Some(box_1nm)), true)
@@ -625,9 +668,16 @@ async fn measure(
         .await?;
     all.shutdown().await;
 
+    let scaling = |one_core, one_worker, pool| Scaling {
+        one_core,
+        one_worker,
+        pool,
+        cores,
+        workers,
+    };
     let throughput = vec![
-        throughput_entry(1.0, &one_1, &all_1, workers),
-        throughput_entry(4.0, &one_4, &all_4, workers),
+        throughput_entry(1.0, &scaling(&core_1, &one_1, &all_1)),
+        throughput_entry(4.0, &scaling(&core_4, &one_4, &all_4)),
     ];
     let deterministic = throughput
         .iter()

@@ -301,12 +301,21 @@ fn chip_bench_reports_throughput_efficiency_and_tiled_against_untiled() {
         let area = t["area_um2"].as_f64().unwrap();
         assert!(area > 0.0 && t["tiles"].as_u64().unwrap() > 0, "{t}");
         assert!(t["l2_px"].as_u64().unwrap() > 0, "{t}");
+        // One worker on one core (the scaling reference, D198), one worker on every core,
+        // the pool of two on its shares.
         let runs = t["runs"].as_array().unwrap();
-        assert_eq!(runs.len(), 2);
-        assert_eq!(
-            (runs[0]["workers"].clone(), runs[1]["workers"].clone()),
-            (1.into(), 2.into())
-        );
+        assert_eq!(runs.len(), 3);
+        let cores = report["cores"].as_u64().unwrap();
+        let shape: Vec<(u64, u64)> = runs
+            .iter()
+            .map(|r| {
+                (
+                    r["workers"].as_u64().unwrap(),
+                    r["threads_per_worker"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(shape, [(1, 1), (1, cores), (2, (cores / 2).max(1))], "{t}");
         let secs: Vec<f64> = runs
             .iter()
             .map(|r| r["seconds"].as_f64().unwrap())
@@ -318,7 +327,12 @@ fn chip_bench_reports_throughput_efficiency_and_tiled_against_untiled() {
         }
         let speedup = t["speedup"].as_f64().unwrap();
         assert!(
-            (speedup - secs[0] / secs[1]).abs() <= 0.01 * speedup + 0.002,
+            (speedup - secs[0] / secs[2]).abs() <= 0.01 * speedup + 0.002,
+            "{t}"
+        );
+        let threads = t["threads_speedup"].as_f64().unwrap();
+        assert!(
+            (threads - secs[0] / secs[1]).abs() <= 0.01 * threads + 0.002,
             "{t}"
         );
         let efficiency = t["parallel_efficiency"].as_f64().unwrap();
