@@ -10,90 +10,120 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use reticle_layout::Library;
-use reticle_layout::observe::cells::{cell_by_name, describe_cell, layout_summary, list_cells};
-use reticle_layout::observe::layers::list_layers;
-use reticle_layout::observe::measure::{MeasureMode, analyze_waveguide, measure_geometry};
+use reticle_layout::observe::cells::{
+    CellDescription, CellEntry, LayoutSummary, cell_by_name, describe_cell, layout_summary,
+    list_cells,
+};
+use reticle_layout::observe::layers::{LayerEntry, list_layers};
+use reticle_layout::observe::measure::{
+    MeasureMode, MeasurePayload, WaveguidePayload, analyze_waveguide, measure_geometry,
+};
 use reticle_layout::observe::region::{
-    QueryBudget, RegionRequest, ShapeLocator, query_region, resolve_ids,
+    QueryBudget, RegionOutcome, RegionRequest, ShapeLocator, query_region, resolve_ids,
 };
 use reticle_layout::observe::render::{
-    Annotation, RenderSpec, RenderStyle, render_view, resolve_annotations, set_view,
+    Annotation, RenderSpec, RenderStyle, View, render_view, resolve_annotations, set_view,
 };
 use reticle_layout::observe::{MicronBox, ObserveError, ObservedLayer};
 use reticle_protocol::error::{ErrorCode, ToolError};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::de::DeserializeOwned;
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::Value;
 
 use crate::attempt::AttemptCtx;
 use crate::layouts::{LayoutRef, load, observe_error};
-use crate::op::{Op, OpResult, parse_args, payload};
+use crate::op::{Op, OpResult, parse_args};
 
-fn ok<T: serde::Serialize>(value: &T) -> Result<Value, ToolError> {
-    serde_json::to_value(value)
-        .map_err(|e| ToolError::new(ErrorCode::InternalError, format!("serialize: {e}")))
+/// The arguments of an observer op: each names the session's layout.
+trait OnLayout: DeserializeOwned {
+    /// The layout the op reads.
+    fn layout(&self) -> &LayoutRef;
 }
 
-/// One observer op: a name and a function.
-pub struct LayoutOp {
+/// Implements [`OnLayout`] for argument types with a `layout` field.
+macro_rules! on_layout {
+    ($($args:ty),+) => {
+        $(impl OnLayout for $args {
+            fn layout(&self) -> &LayoutRef {
+                &self.layout
+            }
+        })+
+    };
+}
+
+/// One observer op: its name and the query it runs, with arguments `A`, on the parsed
+/// layout (and its sha256), answering the Rust type `R` the op's result is serialized from.
+struct LayoutOp<A, R> {
     name: &'static str,
-    run: fn(&AttemptCtx<'_>, &str) -> Result<Value, ToolError>,
+    query: fn(Query<'_, A>) -> Result<R, ToolError>,
 }
 
-impl Op for LayoutOp {
+/// What an observer query gets: the attempt, the parsed layout, its sha256, the arguments.
+struct Query<'a, A> {
+    ctx: &'a AttemptCtx<'a>,
+    lib: &'a Library,
+    sha256: String,
+    args: A,
+}
+
+impl<A: OnLayout, R: Serialize + Send + 'static> Op for LayoutOp<A, R> {
     fn name(&self) -> &'static str {
         self.name
     }
 
     fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
-        (self.run)(ctx, args_json).and_then(payload)
+        let args: A = parse_args(self.name, args_json)?;
+        let (lib, sha) = load(ctx, args.layout())?;
+        let result = (self.query)(Query {
+            ctx,
+            lib: &lib,
+            sha256: sha,
+            args,
+        })?;
+        Ok(Box::new(result))
     }
 }
 
-/// `layout.open`: parse, hash, apply the top-cell rule, summarize.
-pub static OPEN: LayoutOp = LayoutOp {
-    name: "layout.open",
-    run: open,
-};
-/// `layout.list_cells`.
-pub static LIST_CELLS: LayoutOp = LayoutOp {
-    name: "layout.list_cells",
-    run: op_list_cells,
-};
-/// `layout.describe_cell`.
-pub static DESCRIBE_CELL: LayoutOp = LayoutOp {
-    name: "layout.describe_cell",
-    run: op_describe_cell,
-};
-/// `layout.list_layers`.
-pub static LIST_LAYERS: LayoutOp = LayoutOp {
-    name: "layout.list_layers",
-    run: op_list_layers,
-};
-/// `layout.query_region`: the payload plus a locator per listed id.
-pub static QUERY_REGION: LayoutOp = LayoutOp {
-    name: "layout.query_region",
-    run: op_query_region,
-};
-/// `layout.measure`.
-pub static MEASURE: LayoutOp = LayoutOp {
-    name: "layout.measure",
-    run: op_measure,
-};
-/// `layout.analyze_waveguide`.
-pub static ANALYZE_WAVEGUIDE: LayoutOp = LayoutOp {
-    name: "layout.analyze_waveguide",
-    run: op_analyze,
-};
-/// `layout.set_view`.
-pub static SET_VIEW: LayoutOp = LayoutOp {
-    name: "layout.set_view",
-    run: op_set_view,
-};
-/// `layout.render`: PNG bytes (base64) for the host to store.
-pub static RENDER: LayoutOp = LayoutOp {
-    name: "layout.render",
-    run: op_render,
-};
+/// Declares observer ops as statics: `NAME = "op.name" => query;`.
+macro_rules! layout_ops {
+    ($($(#[$doc:meta])* $id:ident = $name:literal => $query:ident;)+) => {
+        $($(#[$doc])* pub static $id: &dyn Op = &LayoutOp { name: $name, query: $query };)+
+    };
+}
+
+layout_ops! {
+    /// `layout.open`: parse, hash, apply the top-cell rule, summarize.
+    OPEN = "layout.open" => open;
+    /// `layout.list_cells`.
+    LIST_CELLS = "layout.list_cells" => op_list_cells;
+    /// `layout.describe_cell`.
+    DESCRIBE_CELL = "layout.describe_cell" => op_describe_cell;
+    /// `layout.list_layers`.
+    LIST_LAYERS = "layout.list_layers" => op_list_layers;
+    /// `layout.query_region`: the payload plus a locator per listed id.
+    QUERY_REGION = "layout.query_region" => op_query_region;
+    /// `layout.measure`.
+    MEASURE = "layout.measure" => op_measure;
+    /// `layout.analyze_waveguide`.
+    ANALYZE_WAVEGUIDE = "layout.analyze_waveguide" => op_analyze;
+    /// `layout.set_view`.
+    SET_VIEW = "layout.set_view" => op_set_view;
+    /// `layout.render`: PNG bytes (base64) for the host to store.
+    RENDER = "layout.render" => op_render;
+}
+
+on_layout!(
+    OpenArgs,
+    CellsArgs,
+    DescribeArgs,
+    LayersArgs,
+    QueryRegionArgs,
+    MeasureArgs,
+    AnalyzeArgs,
+    ViewArgs,
+    RenderArgs
+);
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -103,13 +133,21 @@ struct OpenArgs {
     top_cell: Option<String>,
 }
 
-fn open(ctx: &AttemptCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-    let args: OpenArgs = parse_args("layout.open", args_json)?;
-    let (lib, sha) = load(ctx, &args.layout)?;
-    let summary = layout_summary(&lib, args.top_cell.as_deref()).map_err(|e| observe_error(&e))?;
-    let mut out = ok(&summary)?;
-    out["sha256"] = json!(sha);
-    Ok(out)
+/// `layout.open`'s answer: the summary, then the file's sha256.
+#[derive(Serialize)]
+struct Opened {
+    #[serde(flatten)]
+    summary: LayoutSummary,
+    sha256: String,
+}
+
+fn open(
+    Query {
+        lib, args, sha256, ..
+    }: Query<'_, OpenArgs>,
+) -> Result<Opened, ToolError> {
+    let summary = layout_summary(lib, args.top_cell.as_deref()).map_err(|e| observe_error(&e))?;
+    Ok(Opened { summary, sha256 })
 }
 
 /// Default `max_cells` / `max_layers` of `list_cells` / `list_layers`.
@@ -117,13 +155,34 @@ pub const DEFAULT_MAX_LIST: usize = 1000;
 /// Most `max_cells` / `max_layers` a call may ask for (above: `TOOL_LIMIT_EXCEEDED`).
 pub const MAX_LIST: usize = 10_000;
 
-/// `items` cut to `max` (default [`DEFAULT_MAX_LIST`]), with seed 003's truncation
-/// metadata (always present, zero drops included): `(kept, truncation)`.
+/// Seed 003's truncation metadata of a list (always present, zero drops included),
+/// written as `{<what>_dropped, truncated, returned, total, max_<what>}`.
+struct Truncation {
+    what: &'static str,
+    dropped: usize,
+    returned: usize,
+    total: usize,
+    max: usize,
+}
+
+impl Serialize for Truncation {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(5))?;
+        map.serialize_entry(&format!("{}_dropped", self.what), &self.dropped)?;
+        map.serialize_entry("truncated", &(self.dropped > 0))?;
+        map.serialize_entry("returned", &self.returned)?;
+        map.serialize_entry("total", &self.total)?;
+        map.serialize_entry(&format!("max_{}", self.what), &self.max)?;
+        map.end()
+    }
+}
+
+/// `items` cut to `max` (default [`DEFAULT_MAX_LIST`]), with their truncation.
 fn bounded<T>(
     mut items: Vec<T>,
     max: Option<usize>,
     what: &'static str,
-) -> Result<(Vec<T>, Value), ToolError> {
+) -> Result<(Vec<T>, Truncation), ToolError> {
     let max = max.unwrap_or(DEFAULT_MAX_LIST);
     if max > MAX_LIST {
         return Err(observe_error(&ObserveError::ToolLimitExceeded {
@@ -134,14 +193,13 @@ fn bounded<T>(
     }
     let total = items.len();
     items.truncate(max);
-    let dropped = total - items.len();
-    let truncation = json!({
-        format!("{what}_dropped"): dropped,
-        "truncated": dropped > 0,
-        "returned": items.len(),
-        "total": total,
-        format!("max_{what}"): max,
-    });
+    let truncation = Truncation {
+        what,
+        dropped: total - items.len(),
+        returned: items.len(),
+        total,
+        max,
+    };
     Ok((items, truncation))
 }
 
@@ -156,13 +214,23 @@ struct CellsArgs {
     max_cells: Option<usize>,
 }
 
-fn op_list_cells(ctx: &AttemptCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-    let args: CellsArgs = parse_args("layout.list_cells", args_json)?;
-    let (lib, _) = load(ctx, &args.layout)?;
-    let root = cell_by_name(&lib, &args.cell).map_err(|e| observe_error(&e))?;
-    let cells = list_cells(&lib, root, args.max_depth).map_err(|e| observe_error(&e))?;
+/// `layout.list_cells`'s answer.
+#[derive(Serialize)]
+struct CellListing {
+    dbu: f64,
+    cells: Vec<CellEntry>,
+    truncation: Truncation,
+}
+
+fn op_list_cells(Query { lib, args, .. }: Query<'_, CellsArgs>) -> Result<CellListing, ToolError> {
+    let root = cell_by_name(lib, &args.cell).map_err(|e| observe_error(&e))?;
+    let cells = list_cells(lib, root, args.max_depth).map_err(|e| observe_error(&e))?;
     let (cells, truncation) = bounded(cells, args.max_cells, "cells")?;
-    Ok(json!({"dbu": lib.dbu_um(), "cells": ok(&cells)?, "truncation": truncation}))
+    Ok(CellListing {
+        dbu: lib.dbu_um(),
+        cells,
+        truncation,
+    })
 }
 
 #[derive(Deserialize)]
@@ -174,13 +242,22 @@ struct DescribeArgs {
     depth: Option<u32>,
 }
 
-fn op_describe_cell(ctx: &AttemptCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-    let args: DescribeArgs = parse_args("layout.describe_cell", args_json)?;
-    let (lib, _) = load(ctx, &args.layout)?;
-    let d = describe_cell(&lib, &args.cell, args.depth).map_err(|e| observe_error(&e))?;
-    let mut out = ok(&d)?;
-    out["dbu"] = json!(lib.dbu_um());
-    Ok(out)
+/// `layout.describe_cell`'s answer: the description, then the database unit.
+#[derive(Serialize)]
+struct Described {
+    #[serde(flatten)]
+    description: CellDescription,
+    dbu: f64,
+}
+
+fn op_describe_cell(
+    Query { lib, args, .. }: Query<'_, DescribeArgs>,
+) -> Result<Described, ToolError> {
+    let description = describe_cell(lib, &args.cell, args.depth).map_err(|e| observe_error(&e))?;
+    Ok(Described {
+        description,
+        dbu: lib.dbu_um(),
+    })
 }
 
 #[derive(Deserialize)]
@@ -192,13 +269,25 @@ struct LayersArgs {
     max_layers: Option<usize>,
 }
 
-fn op_list_layers(ctx: &AttemptCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-    let args: LayersArgs = parse_args("layout.list_layers", args_json)?;
-    let (lib, _) = load(ctx, &args.layout)?;
-    let root = cell_by_name(&lib, &args.cell).map_err(|e| observe_error(&e))?;
-    let layers = list_layers(&lib, root).map_err(|e| observe_error(&e))?;
+/// `layout.list_layers`'s answer.
+#[derive(Serialize)]
+struct LayerListing {
+    dbu: f64,
+    layers: Vec<LayerEntry>,
+    truncation: Truncation,
+}
+
+fn op_list_layers(
+    Query { lib, args, .. }: Query<'_, LayersArgs>,
+) -> Result<LayerListing, ToolError> {
+    let root = cell_by_name(lib, &args.cell).map_err(|e| observe_error(&e))?;
+    let layers = list_layers(lib, root).map_err(|e| observe_error(&e))?;
     let (layers, truncation) = bounded(layers, args.max_layers, "layers")?;
-    Ok(json!({"dbu": lib.dbu_um(), "layers": ok(&layers)?, "truncation": truncation}))
+    Ok(LayerListing {
+        dbu: lib.dbu_um(),
+        layers,
+        truncation,
+    })
 }
 
 #[derive(Deserialize)]
@@ -208,18 +297,16 @@ struct QueryRegionArgs {
     request: Value,
 }
 
-fn op_query_region(ctx: &AttemptCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-    let args: QueryRegionArgs = parse_args("layout.query_region", args_json)?;
+fn op_query_region(
+    Query { lib, args, .. }: Query<'_, QueryRegionArgs>,
+) -> Result<RegionOutcome, ToolError> {
     let request: RegionRequest = serde_json::from_value(args.request).map_err(|e| {
         ToolError::new(
             ErrorCode::InvalidInput,
             format!("invalid query_region request: {e}"),
         )
     })?;
-    let (lib, _) = load(ctx, &args.layout)?;
-    let out =
-        query_region(&lib, &request, &QueryBudget::default()).map_err(|e| observe_error(&e))?;
-    Ok(json!({"payload": ok(&out.payload)?, "locators": ok(&out.locators)?}))
+    query_region(lib, &request, &QueryBudget::default()).map_err(|e| observe_error(&e))
 }
 
 #[derive(Deserialize)]
@@ -231,13 +318,12 @@ struct MeasureArgs {
     locators: BTreeMap<String, ShapeLocator>,
 }
 
-fn op_measure(ctx: &AttemptCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-    let args: MeasureArgs = parse_args("layout.measure", args_json)?;
-    let (lib, _) = load(ctx, &args.layout)?;
+fn op_measure(
+    Query { lib, args, .. }: Query<'_, MeasureArgs>,
+) -> Result<MeasurePayload, ToolError> {
     let targets =
-        resolve_ids(&lib, &args.target_ids, &args.locators).map_err(|e| observe_error(&e))?;
-    let m = measure_geometry(&lib, args.mode, &targets).map_err(|e| observe_error(&e))?;
-    ok(&m)
+        resolve_ids(lib, &args.target_ids, &args.locators).map_err(|e| observe_error(&e))?;
+    measure_geometry(lib, args.mode, &targets).map_err(|e| observe_error(&e))
 }
 
 #[derive(Deserialize)]
@@ -248,13 +334,12 @@ struct AnalyzeArgs {
     locators: BTreeMap<String, ShapeLocator>,
 }
 
-fn op_analyze(ctx: &AttemptCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-    let args: AnalyzeArgs = parse_args("layout.analyze_waveguide", args_json)?;
-    let (lib, _) = load(ctx, &args.layout)?;
-    let targets = resolve_ids(&lib, std::slice::from_ref(&args.target_id), &args.locators)
+fn op_analyze(
+    Query { lib, args, .. }: Query<'_, AnalyzeArgs>,
+) -> Result<WaveguidePayload, ToolError> {
+    let targets = resolve_ids(lib, std::slice::from_ref(&args.target_id), &args.locators)
         .map_err(|e| observe_error(&e))?;
-    let w = analyze_waveguide(&lib, &targets[0]).map_err(|e| observe_error(&e))?;
-    ok(&w)
+    analyze_waveguide(lib, &targets[0]).map_err(|e| observe_error(&e))
 }
 
 #[derive(Deserialize)]
@@ -285,13 +370,9 @@ fn view_box(lib: &Library, cell: &str, b: Option<MicronBox>) -> Result<MicronBox
     Ok(MicronBox::from_dbu(&bb, lib.dbu_um()))
 }
 
-fn op_set_view(ctx: &AttemptCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-    let args: ViewArgs = parse_args("layout.set_view", args_json)?;
-    let (lib, _) = load(ctx, &args.layout)?;
-    let b = view_box(&lib, &args.cell, args.box_um)?;
-    let v =
-        set_view(&lib, &args.cell, &b, args.layers.as_deref()).map_err(|e| observe_error(&e))?;
-    ok(&v)
+fn op_set_view(Query { lib, args, .. }: Query<'_, ViewArgs>) -> Result<View, ToolError> {
+    let b = view_box(lib, &args.cell, args.box_um)?;
+    set_view(lib, &args.cell, &b, args.layers.as_deref()).map_err(|e| observe_error(&e))
 }
 
 #[derive(Deserialize)]
@@ -313,14 +394,26 @@ struct RenderArgs {
     locators: BTreeMap<String, ShapeLocator>,
 }
 
-fn op_render(ctx: &AttemptCtx<'_>, args_json: &str) -> Result<Value, ToolError> {
-    let args: RenderArgs = parse_args("layout.render", args_json)?;
-    let (lib, _) = load(ctx, &args.layout)?;
-    let b = view_box(&lib, &args.cell, args.box_um)?;
-    let notes = resolve_annotations(&lib, &args.annotations, &args.locators)
+/// `layout.render`'s answer: the image's id, the box on the layout's grid, its size and
+/// style, and the PNG as base64 (the host stores it as an artifact).
+#[derive(Serialize)]
+struct RenderAnswer {
+    render_id: String,
+    box_um: MicronBox,
+    width: u32,
+    height: u32,
+    style: RenderStyle,
+    png_base64: String,
+}
+
+fn op_render(
+    Query { lib, args, ctx, .. }: Query<'_, RenderArgs>,
+) -> Result<RenderAnswer, ToolError> {
+    let b = view_box(lib, &args.cell, args.box_um)?;
+    let notes = resolve_annotations(lib, &args.annotations, &args.locators)
         .map_err(|e| observe_error(&e))?;
     let spec = RenderSpec {
-        cell: args.cell.clone(),
+        cell: args.cell,
         box_um: b,
         layers: args.layers,
         width: args.width,
@@ -328,14 +421,35 @@ fn op_render(ctx: &AttemptCtx<'_>, args_json: &str) -> Result<Value, ToolError> 
         style: args.style,
         max_shapes: ctx.context.limits.max_shapes,
     };
-    let r = render_view(&lib, &spec, &notes).map_err(|e| observe_error(&e))?;
+    let r = render_view(lib, &spec, &notes).map_err(|e| observe_error(&e))?;
     let grid = b.to_dbu(lib.dbu_um()).map_err(|e| observe_error(&e))?;
-    Ok(json!({
-        "render_id": r.render_id,
-        "box_um": MicronBox::from_dbu(&grid, lib.dbu_um()),
-        "width": r.width,
-        "height": r.height,
-        "style": args.style,
-        "png_base64": base64::engine::general_purpose::STANDARD.encode(&r.png),
-    }))
+    Ok(RenderAnswer {
+        render_id: r.render_id,
+        box_um: MicronBox::from_dbu(&grid, lib.dbu_um()),
+        width: r.width,
+        height: r.height,
+        style: args.style,
+        png_base64: base64::engine::general_purpose::STANDARD.encode(&r.png),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncation_is_written_with_seed_003_keys_in_their_order() {
+        let (kept, t) = bounded(vec![1, 2, 3], Some(2), "cells").unwrap();
+        assert_eq!(kept, [1, 2]);
+        assert_eq!(
+            serde_json::to_string(&t).unwrap(),
+            r#"{"cells_dropped":1,"truncated":true,"returned":2,"total":3,"max_cells":2}"#
+        );
+        let (_, t) = bounded(Vec::<u8>::new(), None, "layers").unwrap();
+        assert_eq!(
+            serde_json::to_string(&t).unwrap(),
+            r#"{"layers_dropped":0,"truncated":false,"returned":0,"total":0,"max_layers":1000}"#
+        );
+        assert!(bounded(vec![1], Some(MAX_LIST + 1), "cells").is_err());
+    }
 }

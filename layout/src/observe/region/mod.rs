@@ -254,7 +254,7 @@ pub struct RegionPayload {
 }
 
 /// The payload plus a locator for every listed shape and text id.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RegionOutcome {
     /// What goes on the wire.
     pub payload: RegionPayload,
