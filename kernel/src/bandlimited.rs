@@ -69,6 +69,13 @@ pub fn real_band<T: Copy + Into<f64> + Sync>(
 ) -> Result<Vec<Complex64>, Cancelled> {
     let side = 2 * half + 1;
     let row_fft = fft::plan(n, Direction::Forward);
+    // Each band column's bins `u` and `-u` of a row transform, computed once (D207).
+    let bins: Vec<(usize, usize)> = (0..side)
+        .map(|j| {
+            let u = j as isize - half as isize;
+            (fft::wrap(u, n), fft::wrap(-u, n))
+        })
+        .collect();
     // Row pass: rowspec[y][j] = Σ_x m[y][x] e^{-2πi u x/n}, u = j - half.
     // Every element of both buffers is written before it is read (D195).
     let mut rowspec = scratch::take::<Complex64>(n * side);
@@ -104,10 +111,9 @@ pub fn real_band<T: Copy + Into<f64> + Sync>(
                     }
                 }
                 row_fft.process_with_scratch(&mut buf, &mut scratch);
-                for j in 0..side {
-                    let u = j as isize - half as isize;
-                    let zp = buf[fft::wrap(u, n)];
-                    let zm = buf[fft::wrap(-u, n)].conj();
+                for (j, &(plus, minus)) in bins.iter().enumerate() {
+                    let zp = buf[plus];
+                    let zm = buf[minus].conj();
                     pair[j] = (zp + zm) * 0.5;
                     if pair.len() > side {
                         // (zp - zm) / 2i
@@ -176,6 +182,11 @@ pub fn coarse_intensity(
         r.dedup();
         r.len() == s
     };
+    // The band's layout: `band.at(u, v)` is `data[(v + h)·side + u + h]`, and the kernels'
+    // frequencies start `offset` rows and columns into it. `band_rows` doubles as the
+    // columns `wrap(u, m)` of the field's rows (the same map), computed once (D207).
+    let band_side = band.side();
+    let offset = band.half - s / 2;
     // Kernels are independent: one task per kernel, partial sums reduced at the end.
     let zero = || vec![0.0f64; m * m];
     let start = || (zero(), vec![Complex64::default(); s * m]);
@@ -207,13 +218,12 @@ pub fn coarse_intensity(
             rows.fill(Complex64::default());
             let mut scratch = vec![Complex64::default(); plan.get_inplace_scratch_len()];
             for r in 0..s {
-                let v = r as isize - c;
+                // band.at(u, v) for u = -c..=c: a run of the band's row v = r - c.
+                let start = (r + offset) * band_side + offset;
+                let band_row = &band.data[start..start + s];
                 let row = &mut rows[r * m..(r + 1) * m];
-                for col in 0..s {
-                    let u = col as isize - c;
-                    let kv = ker[r * s + col];
-                    row[fft::wrap(u, m)] +=
-                        band.at(u, v) * Complex64::new(f64::from(kv.re), f64::from(kv.im));
+                for ((&j, &b), kv) in band_rows.iter().zip(band_row).zip(&ker[r * s..(r + 1) * s]) {
+                    row[j] += b * Complex64::new(f64::from(kv.re), f64::from(kv.im));
                 }
                 plan.process_with_scratch(row, &mut scratch);
             }
@@ -337,6 +347,9 @@ pub fn upsample_rows_into(
     cancel.check()?;
     // Row pass, two real rows per complex FFT: Z = G_a + i·G_b → I_a + i·I_b.
     // The pairs (2p, 2p+1) meeting `rows`: the same pairing as the whole frame's.
+    let bins: Vec<usize> = (0..side)
+        .map(|j| fft::wrap(j as isize - half as isize, n))
+        .collect();
     let first_pair = rows.start.min(n) / 2;
     let last_pair = rows.end.min(n).div_ceil(2);
     out.resize(n * n, 0.0);
@@ -351,15 +364,14 @@ pub fn upsample_rows_into(
             }
             let y0 = 2 * pi;
             let mut buf = vec![Complex64::default(); n];
-            for j in 0..side {
-                let u = j as isize - half as isize;
+            for (j, &bin) in bins.iter().enumerate() {
                 let ga = cols[j * n + y0];
                 let gb = if y0 + 1 < n {
                     cols[j * n + y0 + 1]
                 } else {
                     Complex64::default()
                 };
-                buf[fft::wrap(u, n)] = ga + Complex64::new(-gb.im, gb.re);
+                buf[bin] = ga + Complex64::new(-gb.im, gb.re);
             }
             let mut scratch = vec![Complex64::default(); inv.get_inplace_scratch_len()];
             inv.process_with_scratch(&mut buf, &mut scratch);
