@@ -13,6 +13,7 @@ use reticle_dispatch::{Dispatcher, Executor, LocalPool, Scope, SlurmExecutor, Sl
 use reticle_protocol::{ErrorCode, ToolError, schemas};
 use serde_json::{Map, Value, json};
 
+use reticle_tools::confine::AllowedRoots;
 use reticle_tools::schema_errors;
 
 use crate::eval_cli::{cli_runtime, start_workers};
@@ -42,6 +43,80 @@ pub(crate) fn validate(tool: &str, args: &Map<String, Value>) -> Result<(), Tool
         format!("arguments do not match the {tool} input schema"),
     )
     .with_details(json!({"errors": errors})))
+}
+
+/// The flags `reticle eval` and `reticle optimize` share (each flattens them): what is
+/// read, at what pixel and report-tile size, and where a region's tiles run.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunFlags {
+    /// The layout (.glp, .gds, .oas; `reticle optimize` reads a .glp as one window).
+    pub layout: String,
+    /// layer/datatype to evaluate or optimize (default: the deck's only layer).
+    #[arg(long)]
+    pub layer: Option<String>,
+    /// The region `left bottom right top` in µm, any size (`--box 1 1 31 31` or
+    /// `--box 1,1,31,31`). `reticle eval`: default the whole evaluated layer (GDSII/OASIS),
+    /// the ICCAD window (.glp); `reticle optimize`: optimized in tiles and written back.
+    #[arg(long = "box", num_args = 4, allow_hyphen_values = true)]
+    pub box_um: Option<Vec<f64>>,
+    /// Cell to flatten (default: the top cell).
+    #[arg(long)]
+    pub cell: Option<String>,
+    /// Pixel size in nm.
+    #[arg(long)]
+    pub pixel_nm: Option<f64>,
+    /// Report tile side in nm.
+    #[arg(long)]
+    pub tile_nm: Option<f64>,
+    /// Workers for a region's tiles (default: `RETICLE_WORKERS`, else one per core).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Where a region's tiles run: local (worker processes on this host) or slurm (a job
+    /// array; plan and merge stay local; `reticle optimize` refuses it with the tool's
+    /// `INVALID_INPUT` until its tiles run as a batch, D212). Default: `RETICLE_EXECUTOR`.
+    #[arg(long, value_parser = ["local", "slurm"])]
+    pub executor: Option<String>,
+}
+
+impl RunFlags {
+    /// Whether `--executor` (else the configured executor) sends tiles to Slurm.
+    pub(crate) fn wants_slurm(&self, config: &reticle_config::Config) -> bool {
+        let kind = match self.executor.as_deref() {
+            Some(raw) => reticle_config::ExecutorKind::parse(raw)
+                .unwrap_or(reticle_config::ExecutorKind::Local),
+            None => config.executor.kind,
+        };
+        kind == reticle_config::ExecutorKind::Slurm
+    }
+
+    /// Workers for a region's tiles: `--workers`, else `RETICLE_WORKERS`, else one per
+    /// core.
+    pub(crate) fn tile_workers(&self, config: &reticle_config::Config) -> usize {
+        self.workers
+            .or_else(|| config.workers_explicit())
+            .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
+            .unwrap_or(1)
+    }
+
+    /// The box as four numbers (clap takes exactly four).
+    pub(crate) fn box4(&self) -> Option<[f64; 4]> {
+        four(self.box_um.as_ref())
+    }
+}
+
+/// A box of four numbers.
+pub(crate) fn four(v: Option<&Vec<f64>>) -> Option<[f64; 4]> {
+    v.and_then(|b| <[f64; 4]>::try_from(b.as_slice()).ok())
+}
+
+/// The allowed roots as a command's scope lists them.
+pub(crate) fn root_list(roots: &AllowedRoots) -> Vec<String> {
+    roots
+        .snapshot()
+        .0
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect()
 }
 
 /// Where a command's units run.

@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 use reticle_dispatch::supervisor::{Supervisor, SupervisorConfig, WorkerStderr};
 use reticle_dispatch::{FanOut, Unit};
 
-use crate::cli_run::{Pool, run_on_pool};
+use crate::cli_run::{Pool, RunFlags, root_list, run_on_pool};
 use reticle_protocol::args::EvaluateArgs;
 use reticle_tools::confine::AllowedRoots;
 use reticle_tools::evaluate::{OP, prepare, table};
@@ -37,24 +37,17 @@ pub enum EvalFormat {
 /// `reticle eval` options.
 #[derive(Debug, Clone, clap::Args)]
 pub struct EvalArgs {
-    /// The layout (.glp, .gds, .oas).
-    pub layout: String,
+    /// The layout, region, sizes and workers (shared with `reticle optimize`).
+    #[command(flatten)]
+    pub run: RunFlags,
     /// Rule deck: a shipped name (iccad13_m1, nangate45_m1v1, nangate45_m1_litho) or a deck JSON path.
     #[arg(long, default_value = "iccad13_m1")]
     pub deck: String,
-    /// layer/datatype to evaluate (default: the deck's only layer).
-    #[arg(long)]
-    pub layer: Option<String>,
     /// layer/datatype of a mask to image instead of `--layer` (post-OPC verification,
     /// e.g. the mask layer `optimize` writes): the print is checked against `--layer`,
     /// the deck's mask rules apply to the mask layer.
     #[arg(long)]
     pub mask_layer: Option<String>,
-    /// Region `left bottom right top` in µm, any size (`--box 1 1 31 31` or
-    /// `--box 1,1,31,31`). Default: the whole evaluated layer (GDSII/OASIS), the ICCAD
-    /// window (.glp).
-    #[arg(long = "box", num_args = 4, allow_hyphen_values = true)]
-    pub box_um: Option<Vec<f64>>,
     /// How the region is imaged: auto (one window for a .glp clip or a box of exactly
     /// one model period, tiles otherwise), tiles, or window.
     #[arg(long, default_value = "auto", value_parser = ["auto", "tiles", "window"])]
@@ -64,22 +57,6 @@ pub struct EvalArgs {
     /// by later runs.
     #[arg(long, default_value = "reticle-eval")]
     pub out: std::path::PathBuf,
-    /// Where the tiles of a tiled evaluation run: local (worker processes on this host)
-    /// or slurm (a job array; plan and merge stay local). Default: `RETICLE_EXECUTOR`.
-    #[arg(long, value_parser = ["local", "slurm"])]
-    pub executor: Option<String>,
-    /// Workers for a tiled evaluation (default: `RETICLE_WORKERS`, else one per core).
-    #[arg(long)]
-    pub workers: Option<usize>,
-    /// Cell to flatten (default: the top cell).
-    #[arg(long)]
-    pub cell: Option<String>,
-    /// Pixel size in nm.
-    #[arg(long)]
-    pub pixel_nm: Option<f64>,
-    /// Report tile side in nm.
-    #[arg(long)]
-    pub tile_nm: Option<f64>,
     /// aggregate (metrics and counts) or detailed (also violations[]).
     #[arg(long, default_value = "aggregate", value_parser = ["aggregate", "detailed"])]
     pub report_level: String,
@@ -97,28 +74,29 @@ pub struct EvalArgs {
 impl EvalArgs {
     /// The tool arguments the MCP client would send for the same request.
     fn tool_arguments(&self) -> Map<String, Value> {
+        let run = &self.run;
         let mut args = Map::new();
-        args.insert("layout".into(), json!(self.layout));
+        args.insert("layout".into(), json!(run.layout));
         args.insert("deck".into(), json!(self.deck));
-        if let Some(layer) = &self.layer {
+        if let Some(layer) = &run.layer {
             args.insert("layer".into(), json!(layer));
         }
         if let Some(mask_layer) = &self.mask_layer {
             args.insert("mask_layer".into(), json!(mask_layer));
         }
-        if let Some(cell) = &self.cell {
+        if let Some(cell) = &run.cell {
             args.insert("cell".into(), json!(cell));
         }
-        if let Some(b) = &self.box_um {
+        if let Some(b) = &run.box_um {
             args.insert("box_um".into(), json!(b));
         }
         if self.tiling != "auto" {
             args.insert("tiling".into(), json!(self.tiling));
         }
-        if let Some(p) = self.pixel_nm {
+        if let Some(p) = run.pixel_nm {
             args.insert("pixel_nm".into(), json!(p));
         }
-        if let Some(t) = self.tile_nm {
+        if let Some(t) = run.tile_nm {
             args.insert("tile_nm".into(), json!(t));
         }
         args.insert("report_level".into(), json!(self.report_level));
@@ -195,12 +173,7 @@ pub fn eval(opts: &EvalArgs, config: &reticle_config::Config) -> ExitCode {
         Ok(parsed) => parsed,
         Err(error) => return emit(opts.format, &Err(error)),
     };
-    let allowed: Vec<String> = roots
-        .snapshot()
-        .0
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
+    let allowed = root_list(&roots);
     let format = opts.format;
     let tiled = imaging == Imaging::Tiles;
     // The unit's arguments: the typed arguments serialized once, as the tool's unit.
@@ -216,25 +189,14 @@ pub fn eval(opts: &EvalArgs, config: &reticle_config::Config) -> ExitCode {
     } else {
         None
     };
-    let executor = match opts.executor.as_deref() {
-        Some(raw) => {
-            reticle_config::ExecutorKind::parse(raw).unwrap_or(reticle_config::ExecutorKind::Local)
-        }
-        None => config.executor.kind,
-    };
-    let slurm = tiled && executor == reticle_config::ExecutorKind::Slurm;
-    let workers = if slurm {
-        // Plan and merge only: the tiles run on the cluster.
-        Some(1)
-    } else if tiled {
-        opts.workers.or_else(|| default_workers(config))
+    let slurm = tiled && opts.run.wants_slurm(config);
+    // Plan and merge only with Slurm: the tiles run on the cluster.
+    let workers = if tiled && !slurm {
+        opts.run.tile_workers(config)
     } else {
-        Some(1)
+        1
     };
-    let pool = Pool {
-        workers: workers.unwrap_or(1),
-        slurm,
-    };
+    let pool = Pool { workers, slurm };
     let out_dir = job_dir.as_ref().map(|d| d.display().to_string());
     let result = run_on_pool(
         "eval",
@@ -295,14 +257,6 @@ fn prepare_out(out: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
         }
     }
     Ok(dir)
-}
-
-/// Workers of a tiled evaluation when `--workers` is not given: `RETICLE_WORKERS` when
-/// set, else one per core.
-fn default_workers(config: &reticle_config::Config) -> Option<usize> {
-    config
-        .workers_explicit()
-        .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
 }
 
 /// The runtime of a one-shot CLI command (`reticle eval`, `reticle demo`); a failure is

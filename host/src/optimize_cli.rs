@@ -18,25 +18,19 @@ use serde_json::Value;
 use reticle_tools::confine::AllowedRoots;
 use reticle_tools::evaluate::deck_is_path;
 
-use crate::cli_run::{Pool, emit_json, run_on_pool, validate};
+use crate::cli_run::{Pool, RunFlags, emit_json, four, root_list, run_on_pool, validate};
 
 /// `reticle optimize` options.
 #[derive(Debug, Clone, clap::Args)]
 pub struct OptimizeFlags {
-    /// The layout (.gds, .oas; .glp for one window).
-    pub layout: String,
+    /// The layout, region, sizes and workers (shared with `reticle eval`).
+    #[command(flatten)]
+    pub run: RunFlags,
     /// Rule deck: a shipped name or a deck JSON path (default: with --violation-id, the
     /// shipped deck the id's hash names; else the shipped deck whose layers the layout
     /// has).
     #[arg(long)]
     pub deck: Option<String>,
-    /// layer/datatype to optimize (default: the deck's only layer).
-    #[arg(long)]
-    pub layer: Option<String>,
-    /// The region `left bottom right top` in µm, any size (`--box 5 5 11 11` or
-    /// `--box 5,5,11,11`): optimized in tiles and written back.
-    #[arg(long = "box", num_args = 4, allow_hyphen_values = true)]
-    pub box_um: Option<Vec<f64>>,
     /// Optimize the whole evaluated layer (in tiles, written back).
     #[arg(long)]
     pub whole_layer: bool,
@@ -59,15 +53,6 @@ pub struct OptimizeFlags {
     /// datatype, 11/0 → 11/1); for one window, the layer imaged (continuing a repair).
     #[arg(long)]
     pub mask_layer: Option<String>,
-    /// Cell to flatten (default: the top cell).
-    #[arg(long)]
-    pub cell: Option<String>,
-    /// Pixel size in nm.
-    #[arg(long)]
-    pub pixel_nm: Option<f64>,
-    /// Report tile side in nm.
-    #[arg(long)]
-    pub tile_nm: Option<f64>,
     /// ILT iterations.
     #[arg(long)]
     pub iterations: Option<u32>,
@@ -81,43 +66,31 @@ pub struct OptimizeFlags {
     /// created.
     #[arg(long, default_value = "reticle-optimize")]
     pub out: std::path::PathBuf,
-    /// Workers (default: `RETICLE_WORKERS`, else one per core).
-    #[arg(long)]
-    pub workers: Option<usize>,
-    /// Where a region's tiles run: local (the workers started here); slurm is refused
-    /// for optimize with the tool's `INVALID_INPUT` until its tiles run as a batch
-    /// (docs/DECISIONS.md D212). Default: `RETICLE_EXECUTOR`.
-    #[arg(long, value_parser = ["local", "slurm"])]
-    pub executor: Option<String>,
-}
-
-/// A box of four numbers.
-fn four(v: Option<&Vec<f64>>) -> Option<[f64; 4]> {
-    v.and_then(|b| <[f64; 4]>::try_from(b.as_slice()).ok())
 }
 
 impl OptimizeFlags {
     /// The tool arguments an MCP client would send for the same request, as the tool's
     /// type (D210).
     fn tool_arguments(&self) -> ToolArgs {
+        let run = &self.run;
         ToolArgs {
-            layout: Some(self.layout.clone()),
+            layout: Some(run.layout.clone()),
             deck: self.deck.clone(),
-            layer: self.layer.clone(),
+            layer: run.layer.clone(),
             violation_id: self.violation_id.clone(),
             violation_ids: self.violation_ids.clone(),
             job_id: self.job_id.clone(),
             mask_layer: self.mask_layer.clone(),
-            cell: self.cell.clone(),
+            cell: run.cell.clone(),
             mask_style: self.mask_style.as_deref().map(|s| match s {
                 "manhattan" => MaskStyleName::Manhattan,
                 _ => MaskStyleName::Curvilinear,
             }),
-            box_um: four(self.box_um.as_ref()),
+            box_um: run.box4(),
             clip_um: four(self.clip_um.as_ref()),
             whole_layer: self.whole_layer.then_some(true),
-            pixel_nm: self.pixel_nm,
-            tile_nm: self.tile_nm,
+            pixel_nm: run.pixel_nm,
+            tile_nm: run.tile_nm,
             iterations: self.iterations,
             refine_iterations: self.refine_iterations,
             ..ToolArgs::default()
@@ -160,22 +133,11 @@ pub fn optimize(opts: &OptimizeFlags, config: &reticle_config::Config) -> ExitCo
             return ExitCode::from(2);
         }
     };
-    let mut allowed: Vec<String> = roots
-        .snapshot()
-        .0
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
+    let mut allowed = root_list(&roots);
     // The written layout lies in --out: its re-evaluation reads it there.
     allowed.push(dir.display().to_string());
-    let executor = match opts.executor.as_deref() {
-        Some(raw) => {
-            reticle_config::ExecutorKind::parse(raw).unwrap_or(reticle_config::ExecutorKind::Local)
-        }
-        None => config.executor.kind,
-    };
     // A region's tile fan-outs go to the cluster; one window runs here.
-    let slurm = call.target().is_region() && executor == reticle_config::ExecutorKind::Slurm;
+    let slurm = call.target().is_region() && opts.run.wants_slurm(config);
     if slurm {
         // A wave's batch manifest would be refused (optimize.tile is no batch op yet, and
         // its tiles read their neighbours from the job's folder): say so before any work.
@@ -189,12 +151,10 @@ pub fn optimize(opts: &OptimizeFlags, config: &reticle_config::Config) -> ExitCo
         )));
     }
     let workers = if slurm || !call.target().is_region() {
-        Some(1)
+        1
     } else {
-        opts.workers.or_else(|| config.workers_explicit())
-    }
-    .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
-    .unwrap_or(1);
+        opts.run.tile_workers(config)
+    };
     let pool = Pool { workers, slurm };
     let result = run_on_pool(
         "optimize",
