@@ -175,6 +175,11 @@ pub fn sample_bilinear(img: &Grid<f32>, frame: &PixelFrame, x: f64, y: f64) -> f
 
 /// Sub-pixel EPE at one checkpoint: the crossing of `level` nearest to the target
 /// edge along the normal, searching `±search_nm` in steps of a quarter pixel.
+///
+/// The steps are sampled outward from the checkpoint, both sides at once, and the search
+/// stops once no unsampled step can hold a nearer crossing (D208). The answer is the
+/// exhaustive scan's bit for bit: the same samples and interpolation of each crossing,
+/// and among crossings equally near, the one farthest along `-normal` (the scan's first).
 #[must_use]
 pub fn epe_at(
     img: &Grid<f32>,
@@ -186,21 +191,47 @@ pub fn epe_at(
     let step = frame.pixel_nm / 4.0;
     let steps = (search_nm / step).ceil() as i64;
     let val = |d: f64| sample_bilinear(img, frame, c.x + d * c.nx, c.y + d * c.ny) - level;
-    let mut best: Option<f64> = None;
-    let mut prev = (-(steps as f64) * step, val(-(steps as f64) * step));
-    for i in (-steps + 1)..=steps {
-        let d = i as f64 * step;
-        let v = val(d);
-        if (prev.1 > 0.0) != (v > 0.0) {
-            let t = prev.1 / (prev.1 - v);
-            let z = prev.0 + t * (d - prev.0);
-            if best.is_none_or(|b| z.abs() < b.abs()) {
-                best = Some(z);
-            }
+    // Step `i` lies at `i · step`; the crossing between steps `i - 1` and `i` (for
+    // `-steps < i <= steps`) interpolates linearly, as the scan does.
+    let crossing = |(da, va): (f64, f64), (db, vb): (f64, f64)| {
+        ((va > 0.0) != (vb > 0.0)).then(|| {
+            let t = va / (va - vb);
+            da + t * (db - da)
+        })
+    };
+    // The nearest crossing so far and its interval's `i` (ties: the smaller `i`).
+    let mut best: Option<(f64, i64)> = None;
+    let keep = |best: &mut Option<(f64, i64)>, z: f64, i: i64| {
+        let nearer = best.is_none_or(|(b, bi)| z.abs() < b.abs() || (z.abs() == b.abs() && i < bi));
+        if nearer {
+            *best = Some((z, i));
         }
-        prev = (d, v);
+    };
+    let at = |i: i64| {
+        let d = i as f64 * step;
+        (d, val(d))
+    };
+    let (mut low, mut high) = (at(0), at(0));
+    for r in 0..steps {
+        // Ring r: the intervals `-r` (steps -r-1, -r) and `r + 1` (steps r, r+1), whose
+        // crossings lie at least `r · step` from the checkpoint.
+        let next = at(-r - 1);
+        if let Some(z) = crossing(next, low) {
+            keep(&mut best, z, -r);
+        }
+        low = next;
+        let next = at(r + 1);
+        if let Some(z) = crossing(high, next) {
+            keep(&mut best, z, r + 1);
+        }
+        high = next;
+        // Every interval left lies at least (r + 1) · step away, up to rounding: stop when
+        // the nearest crossing is closer than r · step.
+        if best.is_some_and(|(b, _)| b.abs() < r as f64 * step) {
+            break;
+        }
     }
-    best
+    best.map(|(z, _)| z)
 }
 
 /// Full EPE report: ICCAD violations from `printed`, sub-pixel EPE from `intensity`
@@ -229,6 +260,100 @@ pub fn epe(
 mod tests {
     use super::*;
     use reticle_layout::{BBox, Point};
+
+    /// The exhaustive scan `epe_at` was before D208.
+    fn epe_by_scan(
+        img: &Grid<f32>,
+        frame: &PixelFrame,
+        c: &Checkpoint,
+        level: f64,
+        search_nm: f64,
+    ) -> Option<f64> {
+        let step = frame.pixel_nm / 4.0;
+        let steps = (search_nm / step).ceil() as i64;
+        let val = |d: f64| sample_bilinear(img, frame, c.x + d * c.nx, c.y + d * c.ny) - level;
+        let mut best: Option<f64> = None;
+        let mut prev = (-(steps as f64) * step, val(-(steps as f64) * step));
+        for i in (-steps + 1)..=steps {
+            let d = i as f64 * step;
+            let v = val(d);
+            if (prev.1 > 0.0) != (v > 0.0) {
+                let t = prev.1 / (prev.1 - v);
+                let z = prev.0 + t * (d - prev.0);
+                if best.is_none_or(|b| z.abs() < b.abs()) {
+                    best = Some(z);
+                }
+            }
+            prev = (d, v);
+        }
+        best
+    }
+
+    #[test]
+    fn the_outward_search_finds_the_scan_s_crossing_bit_for_bit() {
+        let mut state = 11u64;
+        let mut unit = move || {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        // Smooth random images (sums of a few waves) with many crossings, some images with
+        // plateaus exactly at the level (ties and zero-width crossings), at 1 and 4 nm.
+        for (pixel_nm, n) in [(1.0, 160), (4.0, 48), (1.5, 100)] {
+            let f = PixelFrame {
+                left_nm: 0.0,
+                bottom_nm: 0.0,
+                pixel_nm,
+                width: n,
+                height: n,
+            };
+            for image in 0..6 {
+                let waves: Vec<[f64; 4]> = (0..4)
+                    .map(|_| [unit() * 0.2, unit() * 0.2, unit() * 6.3, unit()])
+                    .collect();
+                let data = (0..n * n)
+                    .map(|k| {
+                        let (x, y) = ((k % n) as f64, (k / n) as f64);
+                        let v: f64 = waves
+                            .iter()
+                            .map(|w| w[3] * (w[0] * x + w[1] * y + w[2]).sin())
+                            .sum();
+                        let v = if image == 5 {
+                            (v * 2.0).round() / 2.0
+                        } else {
+                            v
+                        };
+                        v as f32
+                    })
+                    .collect();
+                let img = Grid {
+                    width: n,
+                    height: n,
+                    data,
+                };
+                let side = n as f64 * pixel_nm;
+                for _ in 0..300 {
+                    let a = unit() * std::f64::consts::TAU;
+                    let c = Checkpoint {
+                        x: unit() * side,
+                        y: unit() * side,
+                        nx: a.cos(),
+                        ny: a.sin(),
+                    };
+                    for level in [0.0, 0.5, 0.25] {
+                        let fast = epe_at(&img, &f, &c, level, 60.0);
+                        let scan = epe_by_scan(&img, &f, &c, level, 60.0);
+                        assert_eq!(
+                            fast.map(f64::to_bits),
+                            scan.map(f64::to_bits),
+                            "{fast:?} {scan:?} at {c:?}, level {level}, {pixel_nm} nm"
+                        );
+                    }
+                }
+            }
+        }
+    }
 
     fn frame(n: usize) -> PixelFrame {
         PixelFrame {
