@@ -278,6 +278,24 @@ impl<'a> Cursor<'a> {
 
     /// A repetition body (type 0, "reuse", is handled by the caller). `budget` is charged
     /// with the number of explicit displacements before they are stored.
+    /// The grid of a repetition type that has one (`with_grid`), else 1.
+    fn grid(&mut self, with_grid: bool) -> Result<i64, OasisError> {
+        if with_grid {
+            self.uint_i64("grid")
+        } else {
+            Ok(1)
+        }
+    }
+
+    /// An empty displacement list for `n` entries, its capacity bounded by the bytes left
+    /// (each entry takes at least one).
+    fn displacements(&self, n: u64) -> Vec<Delta> {
+        let cap = usize::try_from(n)
+            .unwrap_or(usize::MAX)
+            .min(self.remaining() + 1);
+        Vec::with_capacity(cap)
+    }
+
     pub fn repetition(
         &mut self,
         kind: u64,
@@ -319,16 +337,9 @@ impl<'a> Cursor<'a> {
             }
             4..=7 => {
                 let n = dim(self)?; // dimension + 2 copies: first at 0, then n-1 spaces
-                let grid = if kind == 5 || kind == 7 {
-                    self.uint_i64("grid")?
-                } else {
-                    1
-                };
+                let grid = self.grid(kind == 5 || kind == 7)?;
                 budget(n)?;
-                let cap = usize::try_from(n)
-                    .unwrap_or(usize::MAX)
-                    .min(self.remaining() + 1);
-                let mut v = Vec::with_capacity(cap);
+                let mut v = self.displacements(n);
                 let mut at = 0i64;
                 v.push((0, 0));
                 for _ in 1..n {
@@ -359,16 +370,9 @@ impl<'a> Cursor<'a> {
             }
             10 | 11 => {
                 let n = dim(self)?;
-                let grid = if kind == 11 {
-                    self.uint_i64("grid")?
-                } else {
-                    1
-                };
+                let grid = self.grid(kind == 11)?;
                 budget(n)?;
-                let cap = usize::try_from(n)
-                    .unwrap_or(usize::MAX)
-                    .min(self.remaining() + 1);
-                let mut v = Vec::with_capacity(cap);
+                let mut v = self.displacements(n);
                 let (mut x, mut y) = (0i64, 0i64);
                 v.push((0, 0));
                 for _ in 1..n {

@@ -24,21 +24,37 @@ fn absolute(cur: &Cursor<'_>, rel: &[Delta], x: i64, y: i64) -> Result<Vec<Point
 }
 
 impl State {
+    /// The start of a geometry record (`record`): the current cell, the info byte, and the
+    /// layer and datatype it sets or reuses.
+    fn element_head(
+        &mut self,
+        cur: &mut Cursor<'_>,
+        record: &'static str,
+    ) -> Result<(usize, u8, LayerKey), OasisError> {
+        let cell = self.cell(cur, record)?;
+        let info = cur.byte()?;
+        let key = self.layer_datatype(cur, info)?;
+        Ok((cell, info, key))
+    }
+
+    /// The modal width (info bit 0x40) and height (0x20) a record sets.
+    fn read_size(&mut self, cur: &mut Cursor<'_>, info: u8) -> Result<(), OasisError> {
+        if flag(info, 0x40) {
+            self.modal.geometry_w = Some(cur.uint_i64("width")?);
+        }
+        if flag(info, 0x20) {
+            self.modal.geometry_h = Some(cur.uint_i64("height")?);
+        }
+        Ok(())
+    }
+
     pub(super) fn text(&mut self, cur: &mut Cursor<'_>) -> Result<(), OasisError> {
         let cell = self.cell(cur, "TEXT")?;
         let info = cur.byte()?;
         if flag(info, 0x40) {
-            self.modal.text_string = Some(if flag(info, 0x20) {
-                NameRef::Num(cur.uint()?)
-            } else {
-                NameRef::Name(cur.string()?)
-            });
+            self.modal.text_string = Some(Self::name_ref(cur, flag(info, 0x20))?);
         }
-        let string = self
-            .modal
-            .text_string
-            .clone()
-            .ok_or_else(|| Self::missing(cur, "text-string"))?;
+        let string = Self::required(cur, self.modal.text_string.clone(), "text-string")?;
         if flag(info, 0x01) {
             self.modal.textlayer = Some(cur.uint32("textlayer")?);
         }
@@ -46,19 +62,11 @@ impl State {
             self.modal.texttype = Some(cur.uint32("texttype")?);
         }
         let key = LayerKey::new(
-            self.modal
-                .textlayer
-                .ok_or_else(|| Self::missing(cur, "textlayer"))?,
-            self.modal
-                .texttype
-                .ok_or_else(|| Self::missing(cur, "texttype"))?,
+            Self::required(cur, self.modal.textlayer, "textlayer")?,
+            Self::required(cur, self.modal.texttype, "texttype")?,
         );
         let (x, y) = self.xy(cur, info, Which::Text)?;
-        let rep = if flag(info, 0x04) {
-            Some(self.repetition(cur)?)
-        } else {
-            None
-        };
+        let rep = self.repetition_if(cur, info, 0x04)?;
         let (text, refnum) = match string {
             NameRef::Name(s) => (s, None),
             NameRef::Num(n) => (String::new(), Some(n)),
@@ -79,33 +87,17 @@ impl State {
     }
 
     pub(super) fn rectangle(&mut self, cur: &mut Cursor<'_>) -> Result<(), OasisError> {
-        let cell = self.cell(cur, "RECTANGLE")?;
-        let info = cur.byte()?;
-        let key = self.layer_datatype(cur, info)?;
-        if flag(info, 0x40) {
-            self.modal.geometry_w = Some(cur.uint_i64("width")?);
-        }
-        if flag(info, 0x20) {
-            self.modal.geometry_h = Some(cur.uint_i64("height")?);
-        }
-        let w = self
-            .modal
-            .geometry_w
-            .ok_or_else(|| Self::missing(cur, "geometry-w"))?;
+        let (cell, info, key) = self.element_head(cur, "RECTANGLE")?;
+        self.read_size(cur, info)?;
+        let w = Self::required(cur, self.modal.geometry_w, "geometry-w")?;
         let h = if flag(info, 0x80) {
             self.modal.geometry_h = Some(w);
             w
         } else {
-            self.modal
-                .geometry_h
-                .ok_or_else(|| Self::missing(cur, "geometry-h"))?
+            Self::required(cur, self.modal.geometry_h, "geometry-h")?
         };
         let (x, y) = self.xy(cur, info, Which::Geometry)?;
-        let rep = if flag(info, 0x04) {
-            Some(self.repetition(cur)?)
-        } else {
-            None
-        };
+        let rep = self.repetition_if(cur, info, 0x04)?;
         let b = BBox {
             left: x,
             bottom: y,
@@ -116,39 +108,28 @@ impl State {
     }
 
     pub(super) fn polygon(&mut self, cur: &mut Cursor<'_>) -> Result<(), OasisError> {
-        let cell = self.cell(cur, "POLYGON")?;
-        let info = cur.byte()?;
-        let key = self.layer_datatype(cur, info)?;
+        let (cell, info, key) = self.element_head(cur, "POLYGON")?;
         if flag(info, 0x20) {
             let budget = &mut self.budget;
             self.modal.polygon_points = Some(cur.point_list(true, &mut |n| budget.points(n))?);
         }
         let (x, y) = self.xy(cur, info, Which::Geometry)?;
-        let rep = if flag(info, 0x04) {
-            Some(self.repetition(cur)?)
-        } else {
-            None
-        };
-        let rel = self
-            .modal
-            .polygon_points
-            .as_ref()
-            .ok_or_else(|| Self::missing(cur, "polygon-point-list"))?;
+        let rep = self.repetition_if(cur, info, 0x04)?;
+        let rel = Self::required(
+            cur,
+            self.modal.polygon_points.as_ref(),
+            "polygon-point-list",
+        )?;
         let pts = absolute(cur, rel, x, y)?;
         self.store(cur, cell, key, Shape::Polygon(Polygon::new(pts)), rep)
     }
 
     pub(super) fn path(&mut self, cur: &mut Cursor<'_>) -> Result<(), OasisError> {
-        let cell = self.cell(cur, "PATH")?;
-        let info = cur.byte()?;
-        let key = self.layer_datatype(cur, info)?;
+        let (cell, info, key) = self.element_head(cur, "PATH")?;
         if flag(info, 0x40) {
             self.modal.path_halfwidth = Some(cur.uint_i64("half-width")?);
         }
-        let hw = self
-            .modal
-            .path_halfwidth
-            .ok_or_else(|| Self::missing(cur, "path-halfwidth"))?;
+        let hw = Self::required(cur, self.modal.path_halfwidth, "path-halfwidth")?;
         if flag(info, 0x80) {
             let scheme = cur.uint()?;
             for (shift, slot) in [(2, 0), (0, 1)] {
@@ -172,24 +153,10 @@ impl State {
             self.modal.path_points = Some(cur.point_list(false, &mut |n| budget.points(n))?);
         }
         let (x, y) = self.xy(cur, info, Which::Geometry)?;
-        let rep = if flag(info, 0x04) {
-            Some(self.repetition(cur)?)
-        } else {
-            None
-        };
-        let begin = self
-            .modal
-            .path_start_ext
-            .ok_or_else(|| Self::missing(cur, "path-start-extension"))?;
-        let end = self
-            .modal
-            .path_end_ext
-            .ok_or_else(|| Self::missing(cur, "path-end-extension"))?;
-        let rel = self
-            .modal
-            .path_points
-            .as_ref()
-            .ok_or_else(|| Self::missing(cur, "path-point-list"))?;
+        let rep = self.repetition_if(cur, info, 0x04)?;
+        let begin = Self::required(cur, self.modal.path_start_ext, "path-start-extension")?;
+        let end = Self::required(cur, self.modal.path_end_ext, "path-end-extension")?;
+        let rel = Self::required(cur, self.modal.path_points.as_ref(), "path-point-list")?;
         let mut spine = Vec::with_capacity(rel.len());
         for &(dx, dy) in rel {
             spine.push(Point::new(add(cur, x, dx)?, add(cur, y, dy)?));
@@ -212,31 +179,14 @@ impl State {
     }
 
     pub(super) fn trapezoid(&mut self, cur: &mut Cursor<'_>, id: u64) -> Result<(), OasisError> {
-        let cell = self.cell(cur, "TRAPEZOID")?;
-        let info = cur.byte()?;
-        let key = self.layer_datatype(cur, info)?;
-        if flag(info, 0x40) {
-            self.modal.geometry_w = Some(cur.uint_i64("width")?);
-        }
-        if flag(info, 0x20) {
-            self.modal.geometry_h = Some(cur.uint_i64("height")?);
-        }
-        let w = self
-            .modal
-            .geometry_w
-            .ok_or_else(|| Self::missing(cur, "geometry-w"))?;
-        let h = self
-            .modal
-            .geometry_h
-            .ok_or_else(|| Self::missing(cur, "geometry-h"))?;
+        let (cell, info, key) = self.element_head(cur, "TRAPEZOID")?;
+        self.read_size(cur, info)?;
+        let w = Self::required(cur, self.modal.geometry_w, "geometry-w")?;
+        let h = Self::required(cur, self.modal.geometry_h, "geometry-h")?;
         let da = if id == 25 { 0 } else { cur.sint()? };
         let db = if id == 24 { 0 } else { cur.sint()? };
         let (x, y) = self.xy(cur, info, Which::Geometry)?;
-        let rep = if flag(info, 0x04) {
-            Some(self.repetition(cur)?)
-        } else {
-            None
-        };
+        let rep = self.repetition_if(cur, info, 0x04)?;
         // Keep vertex arithmetic in range: |w|,|h|,|da|,|db| < 2^62 is far beyond any layout.
         let lim = 1i64 << 60;
         if [w, h, da.abs(), db.abs()].iter().any(|&v| v > lim) {
@@ -248,42 +198,24 @@ impl State {
     }
 
     pub(super) fn ctrapezoid(&mut self, cur: &mut Cursor<'_>) -> Result<(), OasisError> {
-        let cell = self.cell(cur, "CTRAPEZOID")?;
-        let info = cur.byte()?;
-        let key = self.layer_datatype(cur, info)?;
+        let (cell, info, key) = self.element_head(cur, "CTRAPEZOID")?;
         if flag(info, 0x80) {
             self.modal.ctrapezoid_type = Some(cur.uint()?);
         }
-        if flag(info, 0x40) {
-            self.modal.geometry_w = Some(cur.uint_i64("width")?);
-        }
-        if flag(info, 0x20) {
-            self.modal.geometry_h = Some(cur.uint_i64("height")?);
-        }
-        let kind = self
-            .modal
-            .ctrapezoid_type
-            .ok_or_else(|| Self::missing(cur, "ctrapezoid-type"))?;
+        self.read_size(cur, info)?;
+        let kind = Self::required(cur, self.modal.ctrapezoid_type, "ctrapezoid-type")?;
         let (x, y) = self.xy(cur, info, Which::Geometry)?;
-        let rep = if flag(info, 0x04) {
-            Some(self.repetition(cur)?)
-        } else {
-            None
-        };
+        let rep = self.repetition_if(cur, info, 0x04)?;
         // Types 20 and 21 are sized by the height, all others need the width.
         let w = if matches!(kind, 20 | 21) {
             0
         } else {
-            self.modal
-                .geometry_w
-                .ok_or_else(|| Self::missing(cur, "geometry-w"))?
+            Self::required(cur, self.modal.geometry_w, "geometry-w")?
         };
         let h = if matches!(kind, 16..=19 | 22 | 23 | 25) {
             0
         } else {
-            self.modal
-                .geometry_h
-                .ok_or_else(|| Self::missing(cur, "geometry-h"))?
+            Self::required(cur, self.modal.geometry_h, "geometry-h")?
         };
         let lim = 1i64 << 60;
         if w > lim || h > lim {
@@ -295,22 +227,13 @@ impl State {
     }
 
     pub(super) fn circle(&mut self, cur: &mut Cursor<'_>) -> Result<(), OasisError> {
-        let cell = self.cell(cur, "CIRCLE")?;
-        let info = cur.byte()?;
-        let key = self.layer_datatype(cur, info)?;
+        let (cell, info, key) = self.element_head(cur, "CIRCLE")?;
         if flag(info, 0x20) {
             self.modal.circle_radius = Some(cur.uint_i64("radius")?);
         }
-        let r = self
-            .modal
-            .circle_radius
-            .ok_or_else(|| Self::missing(cur, "circle-radius"))?;
+        let r = Self::required(cur, self.modal.circle_radius, "circle-radius")?;
         let (x, y) = self.xy(cur, info, Which::Geometry)?;
-        let rep = if flag(info, 0x04) {
-            Some(self.repetition(cur)?)
-        } else {
-            None
-        };
+        let rep = self.repetition_if(cur, info, 0x04)?;
         if r > 1 << 60 {
             return Err(cur.invalid("radius", r));
         }

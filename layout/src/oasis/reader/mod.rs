@@ -100,26 +100,31 @@ struct Budget {
 
 impl Budget {
     fn shapes(&mut self, n: u64) -> Result<(), OasisError> {
-        self.shapes = self.shapes.saturating_add(n);
-        if self.shapes > self.limits.max_stored_shapes {
-            return Err(OasisError::LimitExceeded {
-                what: "stored shapes",
-                limit: self.limits.max_stored_shapes,
-            });
-        }
-        Ok(())
+        charge(
+            &mut self.shapes,
+            n,
+            self.limits.max_stored_shapes,
+            "stored shapes",
+        )
     }
 
     fn points(&mut self, n: u64) -> Result<(), OasisError> {
-        self.points = self.points.saturating_add(n);
-        if self.points > self.limits.max_stored_points {
-            return Err(OasisError::LimitExceeded {
-                what: "stored points",
-                limit: self.limits.max_stored_points,
-            });
-        }
-        Ok(())
+        charge(
+            &mut self.points,
+            n,
+            self.limits.max_stored_points,
+            "stored points",
+        )
     }
+}
+
+/// Adds `n` to `count`; `LimitExceeded` (`what`) once it is over `limit`.
+fn charge(count: &mut u64, n: u64, limit: u64, what: &'static str) -> Result<(), OasisError> {
+    *count = count.saturating_add(n);
+    if *count > limit {
+        return Err(OasisError::LimitExceeded { what, limit });
+    }
+    Ok(())
 }
 
 struct State {
@@ -228,6 +233,38 @@ impl State {
         OasisError::MissingModal {
             offset: cur.record_offset,
             what,
+        }
+    }
+
+    /// A modal variable's value (`what`), or [`OasisError::MissingModal`] when it is unset.
+    fn required<T>(
+        cur: &Cursor<'_>,
+        value: Option<T>,
+        what: &'static str,
+    ) -> Result<T, OasisError> {
+        value.ok_or_else(|| Self::missing(cur, what))
+    }
+
+    /// A name given by reference number (`by_number`) or as a string.
+    fn name_ref(cur: &mut Cursor<'_>, by_number: bool) -> Result<NameRef, OasisError> {
+        Ok(if by_number {
+            NameRef::Num(cur.uint()?)
+        } else {
+            NameRef::Name(cur.string()?)
+        })
+    }
+
+    /// The repetition of a record whose `info` byte has `bit` set, else none.
+    fn repetition_if(
+        &mut self,
+        cur: &mut Cursor<'_>,
+        info: u8,
+        bit: u8,
+    ) -> Result<Option<Rep>, OasisError> {
+        if flag(info, bit) {
+            self.repetition(cur).map(Some)
+        } else {
+            Ok(None)
         }
     }
 
@@ -372,11 +409,7 @@ impl State {
     fn repetition(&mut self, cur: &mut Cursor<'_>) -> Result<Rep, OasisError> {
         let kind = cur.uint()?;
         if kind == 0 {
-            let rep = self
-                .modal
-                .repetition
-                .clone()
-                .ok_or_else(|| Self::missing(cur, "repetition"))?;
+            let rep = Self::required(cur, self.modal.repetition.clone(), "repetition")?;
             if let Rep::List(v) = &rep {
                 self.budget.points(v.len() as u64)?;
             }
@@ -423,12 +456,8 @@ impl State {
             self.modal.datatype = Some(cur.uint32("datatype")?);
         }
         Ok(LayerKey::new(
-            self.modal
-                .layer
-                .ok_or_else(|| Self::missing(cur, "layer"))?,
-            self.modal
-                .datatype
-                .ok_or_else(|| Self::missing(cur, "datatype"))?,
+            Self::required(cur, self.modal.layer, "layer")?,
+            Self::required(cur, self.modal.datatype, "datatype")?,
         ))
     }
 
@@ -473,17 +502,9 @@ impl State {
         let cell = self.cell(cur, "PLACEMENT")?;
         let info = cur.byte()?;
         if flag(info, 0x80) {
-            self.modal.placement_cell = Some(if flag(info, 0x40) {
-                NameRef::Num(cur.uint()?)
-            } else {
-                NameRef::Name(cur.string()?)
-            });
+            self.modal.placement_cell = Some(Self::name_ref(cur, flag(info, 0x40))?);
         }
-        let target = self
-            .modal
-            .placement_cell
-            .clone()
-            .ok_or_else(|| Self::missing(cur, "placement-cell"))?;
+        let target = Self::required(cur, self.modal.placement_cell.clone(), "placement-cell")?;
         let (mag, angle) = if id == 17 {
             (1.0, f64::from((info >> 1) & 3) * 90.0)
         } else {
@@ -495,12 +516,7 @@ impl State {
             return Err(cur.invalid("magnification", mag));
         }
         let (x, y) = self.xy(cur, info, Which::Placement)?;
-        let rep = if flag(info, 0x08) {
-            Some(self.repetition(cur)?)
-        } else {
-            None
-        };
-        let repetition = match rep {
+        let repetition = match self.repetition_if(cur, info, 0x08)? {
             None => None,
             Some(Rep::Lattice { nx, ny, col, row }) => {
                 let limit = self.budget.limits.max_array;
@@ -579,9 +595,7 @@ impl State {
         self.layer_datatype(cur, info)?;
         cur.string()?;
         self.xy(cur, info, Which::Geometry)?;
-        if flag(info, 0x04) {
-            self.repetition(cur)?;
-        }
+        self.repetition_if(cur, info, 0x04)?;
         Ok(())
     }
 
