@@ -171,15 +171,15 @@ pub fn optimize_legal(
         all.extend_from_slice(&l.polygons);
         rasterize_in(&all, &frame)
     };
-    // The curvilinear style legalizes the block mask as a Manhattan candidate first (the
-    // square elements lose less under a Euclidean width rule, D100, and its few records
-    // are repaired locally, D112): rectilinear polygons are curvilinear polygons too
-    // (D110). Only when that fails is the smooth boundary legalized with disks.
-    let block = (plan.style == MaskStyle::Curvilinear
+    // The curvilinear style legalizes its smooth boundary as a Manhattan candidate first
+    // (the square elements lose less under a Euclidean width rule, D100, and its few
+    // records are repaired locally, D112): rectilinear polygons are curvilinear polygons
+    // too (D110). Only when that fails is the smooth boundary legalized with disks. The
+    // smooth boundary snapped to the Manhattan grid, not the block staircase: on
+    // gcd_45nm it keeps far more of the optimizer's gain (D177).
+    let square_req = (plan.style == MaskStyle::Curvilinear
         && !mrc::MrcLimits::of(plan.rules).is_empty())
-    .then(|| run.problem.binarised(&run.latent, outside));
-    let square_req = block.as_ref().map(|block| LegalizeRequest {
-        proposal: block,
+    .then_some(LegalizeRequest {
         style: MaskStyle::Manhattan,
         ..curvy_req
     });
@@ -193,11 +193,19 @@ pub fn optimize_legal(
         Ok((cov, out))
     };
 
+    // The square candidate is kept when no record is left within reach of the window:
+    // records farther away are the context's (drawn shapes cut by the frame's edge), the
+    // same for every candidate (D176).
     // Assist features: those that print at any corner go; then all of them go unless
     // the mask scores better (L2 + PVB) with them. The legal mask is imaged once for both
     // the print test and its metrics; again only when something was removed.
     let (mut legal, req, (mut coverage, mut out)) = match (square, square_req) {
-        (Some(square), Some(square_req)) if square.violations.is_empty() => {
+        (Some(square), Some(square_req))
+            if !square
+                .violations
+                .iter()
+                .any(|v| mrc::within_reach(&square_req, v)) =>
+        {
             let imaged = image(&square)?;
             (square, square_req, imaged)
         }

@@ -35,6 +35,7 @@
 mod local;
 pub mod morph;
 mod polygonize;
+mod seam;
 
 use reticle_layout::Polygon;
 
@@ -374,6 +375,11 @@ fn polygons_of(req: &LegalizeRequest<'_>, mask: &Grid<u8>) -> (Vec<Polygon>, usi
             out.push(polygonize::to_dbu(&h, ox, oy, req.pixel_dbu));
         }
     }
+    // Edges that continue a context edge across the window's side meet it exactly (D178).
+    let (ox, oy) = req.origin_dbu;
+    let at = |o: f64, v: usize| (o + v as f64 * req.pixel_dbu).round() as i64;
+    let b = (at(ox, x0), at(oy, y0), at(ox, x1), at(oy, y1));
+    seam::snap_to_context(&mut out, req.context, b, req.pixel_dbu);
     (out, unjoined)
 }
 
@@ -544,6 +550,21 @@ fn revert_components<'v>(
     }
 }
 
+/// Whether the record `v` lies within a mask rule's reach of `req.window`: a record the
+/// window's pixels can make or fix (a sliver of the frozen mask at the window's edge
+/// included, D174). One farther away is the context's alone (a drawn shape cut by the
+/// frame's edge) and never the mask's: it is reported, and it must not reject a mask
+/// (docs/DECISIONS.md D176).
+#[must_use]
+pub fn within_reach(req: &LegalizeRequest<'_>, v: &Violation) -> bool {
+    let limits = MrcLimits::of(req.rules);
+    let reach_px = req
+        .px(limits.width_nm.max(limits.space_nm).max(limits.notch_nm))
+        .ceil();
+    let b = violation_box(req, v, reach_px, req.target.width, req.target.height);
+    b.0 < req.window.2 && b.2 > req.window.0 && b.1 < req.window.3 && b.3 > req.window.1
+}
+
 /// Legalizes `req.proposal` (see the module docs).
 ///
 /// # Errors
@@ -576,15 +597,7 @@ pub fn legalize(req: &LegalizeRequest<'_>, cancel: &CancelToken) -> Result<Legal
     let (mut polygons, mut unjoined) = polygons_of(req, &mask);
     let mut violations = check(req, &polygons);
     let mut rounds = 0;
-    // A record within a rule's reach of the window can be fixed from inside it (a sliver
-    // of the frozen mask at the window's edge, D174).
-    let reach_px = req
-        .px(limits.width_nm.max(limits.space_nm).max(limits.notch_nm))
-        .ceil();
-    let fixable = |v: &Violation, req: &LegalizeRequest<'_>| {
-        let b = violation_box(req, v, reach_px, w, h);
-        b.0 < req.window.2 && b.2 > req.window.0 && b.1 < req.window.3 && b.3 > req.window.1
-    };
+    let fixable = |v: &Violation, req: &LegalizeRequest<'_>| within_reach(req, v);
     // Local edits for the square (Manhattan) masks, whose records are few; the
     // curvilinear masks' hundreds of records take the stronger projections (D112).
     let (local_rounds, repair_rounds) = match req.style {
