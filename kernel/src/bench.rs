@@ -6,7 +6,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::iccad;
-use crate::imaging::{ImagingBackend, KeepImages, LithoJob, Resist};
+use crate::imaging::{ImagingBackend, Resist};
 use crate::model::ModelSpec;
 use crate::{CancelToken, CpuBackend, naive};
 
@@ -72,13 +72,7 @@ pub fn litho_bench(
         None => CpuBackend::new(),
     };
     let threads = backend.threads();
-    let job = LithoJob {
-        mask: &clip.mask,
-        target: Some(&clip.target),
-        corners: &corners,
-        resist: Resist::ICCAD2013,
-        keep: KeepImages::default(),
-    };
+    let job = clip.job(&corners);
     let cancel = CancelToken::new();
     let noop = |_| {};
     backend.litho(&job, &cancel, &noop)?;

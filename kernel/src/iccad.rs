@@ -10,7 +10,7 @@ use reticle_layout::{BBox, Point, Polygon, glp};
 
 use crate::model::{KernelFilesSpec, ModelError, ModelSpec};
 use crate::raster::{self, PixelFrame, RasterError};
-use crate::{Corner, Grid, KernelSet};
+use crate::{Corner, Grid, KeepImages, KernelSet, LithoJob, Resist};
 
 /// Grid side (pixels, 1 nm each).
 pub const GRID: usize = 2048;
@@ -54,6 +54,21 @@ pub enum ClipError {
     /// Rasterization failed.
     #[error(transparent)]
     Raster(#[from] RasterError),
+}
+
+impl Clip {
+    /// The clip's ICCAD-2013 job at `corners`: its mask, its target (for L2), the
+    /// contest's resist, no images kept.
+    #[must_use]
+    pub fn job<'a>(&'a self, corners: &'a [Corner]) -> LithoJob<'a> {
+        LithoJob {
+            mask: &self.mask,
+            target: Some(&self.target),
+            corners,
+            resist: Resist::ICCAD2013,
+            keep: KeepImages::default(),
+        }
+    }
 }
 
 /// Loads and rasterizes one `.glp` clip.

@@ -22,7 +22,7 @@ use reticle_kernel::bench::{
 use reticle_kernel::gpu::{AdapterPolicy, GpuBackend, GpuBenchReport, gpu_bench};
 use reticle_kernel::ilt::IltParams;
 use reticle_kernel::mrc::MaskStyle;
-use reticle_kernel::{ImagingBackend, KeepImages, LithoJob, Resist, iccad};
+use reticle_kernel::{ImagingBackend, iccad};
 use serde::Serialize;
 
 /// Engine benchmarks.
@@ -190,19 +190,17 @@ pub fn main(args: &[String], settings: &crate::settings::Settings) -> ExitCode {
             backend,
             batch,
             json,
-        } => match litho(
-            iccad_dir.or_else(iccad13),
-            clip,
-            threads,
-            repeats as usize,
-            (gpu || backend == "gpu").then_some(batch as usize),
-        ) {
-            Ok(report) => print_report(&report, json),
-            Err(message) => {
-                eprintln!("reticle bench litho: {message}");
-                ExitCode::from(2)
-            }
-        },
+        } => finish(
+            "litho",
+            litho(
+                iccad_dir.or_else(iccad13),
+                clip,
+                threads,
+                repeats as usize,
+                (gpu || backend == "gpu").then_some(batch as usize),
+            ),
+            |report| print_report(&report, json),
+        ),
         BenchCommand::Ilt {
             iccad_dir,
             clips,
@@ -218,28 +216,17 @@ pub fn main(args: &[String], settings: &crate::settings::Settings) -> ExitCode {
             threads,
             json,
         } => {
-            let mut params = IltParams::default();
-            if let Some(v) = iterations {
-                params.iterations = v;
-            }
-            if let Some(v) = refine_iterations {
-                params.refine_iterations = v;
-            }
-            if let Some(v) = step_size {
-                params.step_size = v;
-            }
-            if let Some(v) = downsample {
-                params.downsample = v;
-            }
-            if let Some(v) = pvb_weight {
-                params.weight_pvb = v;
-            }
-            if let Some(v) = band_weight {
-                params.weight_band = v;
-            }
-            if let Some(v) = steepness_final {
-                params.mask_steepness_final = v;
-            }
+            let defaults = IltParams::default();
+            let params = IltParams {
+                iterations: iterations.unwrap_or(defaults.iterations),
+                refine_iterations: refine_iterations.unwrap_or(defaults.refine_iterations),
+                step_size: step_size.unwrap_or(defaults.step_size),
+                downsample: downsample.unwrap_or(defaults.downsample),
+                weight_pvb: pvb_weight.unwrap_or(defaults.weight_pvb),
+                weight_band: band_weight.unwrap_or(defaults.weight_band),
+                mask_steepness_final: steepness_final.unwrap_or(defaults.mask_steepness_final),
+                ..defaults
+            };
             let (c, m) = (Some(MaskStyle::Curvilinear), Some(MaskStyle::Manhattan));
             let styles = match style.as_str() {
                 "curvilinear" => vec![c],
@@ -256,13 +243,9 @@ pub fn main(args: &[String], settings: &crate::settings::Settings) -> ExitCode {
                 assist_features: !no_assist_features,
                 threads,
             };
-            match crate::bench_ilt::run(&bench) {
-                Ok(report) => write_stdout(&crate::bench_ilt::render(&report, json)),
-                Err(message) => {
-                    eprintln!("reticle bench ilt: {message}");
-                    ExitCode::from(2)
-                }
-            }
+            finish("ilt", crate::bench_ilt::run(&bench), |report| {
+                write_stdout(&crate::bench_ilt::render(&report, json))
+            })
         }
         BenchCommand::Tiling {
             canvas,
@@ -274,13 +257,7 @@ pub fn main(args: &[String], settings: &crate::settings::Settings) -> ExitCode {
                 let halo = halo_bench(f64::from(halo_canvas_nm), f64::from(halo_pixel_nm))?;
                 Ok(TilingReport { window_sweep, halo })
             });
-            match report {
-                Ok(report) => print_tiling(&report, json),
-                Err(e) => {
-                    eprintln!("reticle bench tiling: {e}");
-                    ExitCode::from(2)
-                }
-            }
+            finish("tiling", report, |report| print_tiling(&report, json))
         }
     }
 }
@@ -319,13 +296,7 @@ fn gpu_figures(
     let (_, _, corners) = iccad::corners(dir).map_err(|e| e.to_string())?;
     let clip_path = clip.unwrap_or_else(|| iccad::clip_paths(dir).swap_remove(0));
     let clip = iccad::load_clip(&clip_path).map_err(|e| e.to_string())?;
-    let job = LithoJob {
-        mask: &clip.mask,
-        target: Some(&clip.target),
-        corners: &corners,
-        resist: Resist::ICCAD2013,
-        keep: KeepImages::default(),
-    };
+    let job = clip.job(&corners);
     let report = gpu_bench(&backend, &job, 1, 5).map_err(|e| e.to_string())?;
     let out = backend
         .litho(&job, &reticle_kernel::CancelToken::new(), &|_| {})
@@ -356,15 +327,8 @@ fn gpu_batch_throughput(
     let t = std::time::Instant::now();
     let mut l2 = Vec::with_capacity(clips.len());
     for clip in &clips {
-        let job = LithoJob {
-            mask: &clip.mask,
-            target: Some(&clip.target),
-            corners,
-            resist: Resist::ICCAD2013,
-            keep: KeepImages::default(),
-        };
         let out = backend
-            .litho(&job, &cancel, &|_| {})
+            .litho(&clip.job(corners), &cancel, &|_| {})
             .map_err(|e| e.to_string())?;
         l2.push(out.l2.unwrap_or(0));
     }
@@ -387,9 +351,7 @@ struct TilingReport {
 }
 
 fn print_tiling(report: &TilingReport, json: bool) -> ExitCode {
-    let text = if json {
-        serde_json::to_string_pretty(report).unwrap_or_default()
-    } else {
+    let text = report_text(report, json, |report| {
         let h = &report.halo;
         let report = &report.window_sweep;
         let mut text = format!(
@@ -450,8 +412,36 @@ fn print_tiling(report: &TilingReport, json: bool) -> ExitCode {
             h.rule_halo_nm, h.rule_core_nm
         ));
         text
-    };
+    });
     write_stdout(&text)
+}
+
+/// A bench's report: pretty JSON with `json`, else the table `table` writes.
+pub(crate) fn report_text<T: Serialize>(
+    report: &T,
+    json: bool,
+    table: impl FnOnce(&T) -> String,
+) -> String {
+    if json {
+        serde_json::to_string_pretty(report).unwrap_or_default()
+    } else {
+        table(report)
+    }
+}
+
+/// A bench's exit: its report printed, or its error on stderr (exit 2).
+fn finish<T, E: std::fmt::Display>(
+    bench: &str,
+    result: Result<T, E>,
+    print: impl FnOnce(T) -> ExitCode,
+) -> ExitCode {
+    match result {
+        Ok(report) => print(report),
+        Err(e) => {
+            eprintln!("reticle bench {bench}: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 fn write_stdout(text: &str) -> ExitCode {
@@ -463,9 +453,7 @@ fn write_stdout(text: &str) -> ExitCode {
 }
 
 fn print_report(report: &LithoReport, json: bool) -> ExitCode {
-    let text = if json {
-        serde_json::to_string_pretty(report).unwrap_or_default()
-    } else {
+    let text = report_text(report, json, |report| {
         let c = &report.cpu;
         let mut text = format!(
             "litho {} {}×{} px, {} corners, {}+{} kernels, {} threads: band-limited {:.3} s (best of {}), naive {:.2} s → {:.1}× faster; L2 {} (naive {}), PVB {} (naive {})",
@@ -501,6 +489,6 @@ fn print_report(report: &LithoReport, json: bool) -> ExitCode {
             ));
         }
         text
-    };
+    });
     write_stdout(&text)
 }

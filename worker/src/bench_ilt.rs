@@ -368,9 +368,11 @@ fn averages<'a>(style: &str, rows: impl Iterator<Item = &'a IltClip>) -> IltAver
 /// The report as a table (or JSON).
 #[must_use]
 pub fn render(report: &IltReport, json: bool) -> String {
-    if json {
-        return serde_json::to_string_pretty(report).unwrap_or_default();
-    }
+    crate::bench::report_text(report, json, table)
+}
+
+/// The table of `bench ilt`.
+fn table(report: &IltReport) -> String {
     let mut text = format!(
         "ilt: {} clip runs, {}+{} iterations, step {}, downsample {}, PVB weight {}, band weight {}, deck {}, assist features {}, {} threads\n\
          clip       style            L2 target →  ILT   PVB target →  ILT  EPE   MRC  polygons vertices assists  runtime",
