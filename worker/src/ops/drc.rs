@@ -350,13 +350,50 @@ impl Op for DrcRun {
             ));
         }
         let markers = read_report(&ctx.artifact_readable(&report)?)?;
-        payload(json!({
-            "return_code": code,
-            "marker_count": markers.len(),
-            "rule_counts": rule_counts(&markers),
-            "markers": markers,
-        }))
+        payload(DrcRunResult {
+            return_code: code,
+            marker_count: markers.len(),
+            rule_counts: rule_counts(&markers),
+            markers,
+        })
     }
+}
+
+/// `drc.run`'s answer: KLayout's exit code and the report's markers, counted per rule.
+#[derive(Serialize)]
+struct DrcRunResult {
+    return_code: i32,
+    marker_count: usize,
+    rule_counts: BTreeMap<String, u64>,
+    markers: Vec<DrcMarker>,
+}
+
+/// `drc.markers`'s answer: the listed markers, how many the report holds, and what was
+/// left out.
+#[derive(Serialize)]
+struct MarkerList {
+    markers: Vec<ListedMarker>,
+    marker_count: usize,
+    truncation: MarkerTruncation,
+}
+
+/// One listed marker: its number (from 1), the marker, and its crop when one was drawn.
+#[derive(Serialize)]
+struct ListedMarker {
+    index: usize,
+    #[serde(flatten)]
+    marker: DrcMarker,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    crop_png_base64: Option<String>,
+}
+
+/// What `drc.markers` left out: markers past `max_markers`, crops past `max_crops`.
+#[derive(Serialize)]
+struct MarkerTruncation {
+    markers_dropped: usize,
+    crops_dropped: u64,
+    max_markers: usize,
+    max_crops: usize,
 }
 
 #[derive(Deserialize)]
@@ -396,76 +433,92 @@ impl Op for DrcMarkers {
         } else {
             None
         };
-        let mut out = Vec::with_capacity(listed.len());
+        let listed_count = listed.len();
+        let mut out = Vec::with_capacity(listed_count);
         let mut crops_dropped = 0u64;
-        for (i, m) in listed.iter().enumerate() {
+        for (i, marker) in listed.into_iter().enumerate() {
             if ctx.cancel.is_cancelled() {
                 return Err(cancelled(ctx.job_id));
             }
-            let mut entry = json!({"index": i + 1, "rule": m.rule, "cell": m.cell, "box_um": m.box_um, "value": m.value});
+            let mut crop_png_base64 = None;
             if let Some(lib) = &lib {
                 if i < args.max_crops {
-                    let cx = (m.box_um.left + m.box_um.right) / 2.0;
-                    let cy = (m.box_um.bottom + m.box_um.top) / 2.0;
-                    let view = MicronBox {
-                        left: cx - cw / 2.0,
-                        bottom: cy - ch / 2.0,
-                        right: cx + cw / 2.0,
-                        top: cy + ch / 2.0,
-                    };
-                    let dbu = lib.dbu_um();
-                    let mut marker = m.box_um.to_dbu(dbu).or_else(|_| {
-                        // A degenerate marker (a point or a line): outline one dbu around it.
-                        MicronBox {
-                            left: m.box_um.left - dbu,
-                            bottom: m.box_um.bottom - dbu,
-                            right: m.box_um.right + dbu,
-                            top: m.box_um.top + dbu,
-                        }
-                        .to_dbu(dbu)
-                    });
-                    if let Ok(b) = marker.as_mut() {
-                        b.left -= 1;
-                        b.bottom -= 1;
-                        b.right += 1;
-                        b.top += 1;
-                    }
-                    let notes: Vec<AnnotationSpec> = marker
-                        .map(|bbox| AnnotationSpec::Box {
-                            bbox,
-                            color: [0xff, 0x3b, 0x30, 0xff],
-                        })
-                        .into_iter()
-                        .collect();
-                    let spec = RenderSpec {
-                        cell: args.cell.clone(),
-                        box_um: view,
-                        layers: None,
-                        width: CROP_PX,
-                        height: CROP_PX,
-                        style: RenderStyle::Light,
-                        max_shapes: ctx.context.limits.max_shapes,
-                    };
-                    let r = render_view(lib, &spec, &notes).map_err(|e| observe_error(&e))?;
-                    entry["crop_png_base64"] =
-                        json!(base64::engine::general_purpose::STANDARD.encode(&r.png));
+                    crop_png_base64 = Some(crop(ctx, lib, &args.cell, &marker, (cw, ch))?);
                 } else {
                     crops_dropped += 1;
                 }
             }
-            out.push(entry);
+            out.push(ListedMarker {
+                index: i + 1,
+                marker,
+                crop_png_base64,
+            });
         }
-        payload(json!({
-            "markers": out,
-            "marker_count": total,
-            "truncation": {
-                "markers_dropped": total - listed.len(),
-                "crops_dropped": crops_dropped,
-                "max_markers": args.max_markers,
-                "max_crops": args.max_crops,
+        payload(MarkerList {
+            markers: out,
+            marker_count: total,
+            truncation: MarkerTruncation {
+                markers_dropped: total - listed_count,
+                crops_dropped,
+                max_markers: args.max_markers,
+                max_crops: args.max_crops,
             },
-        }))
+        })
     }
+}
+
+/// A `(cw, ch)` µm crop of `cell` centred on the marker `m`, the marker outlined one dbu
+/// outside its box, as base64 PNG.
+fn crop(
+    ctx: &AttemptCtx<'_>,
+    lib: &reticle_layout::Library,
+    cell: &str,
+    m: &DrcMarker,
+    (cw, ch): (f64, f64),
+) -> Result<String, ToolError> {
+    let cx = (m.box_um.left + m.box_um.right) / 2.0;
+    let cy = (m.box_um.bottom + m.box_um.top) / 2.0;
+    let view = MicronBox {
+        left: cx - cw / 2.0,
+        bottom: cy - ch / 2.0,
+        right: cx + cw / 2.0,
+        top: cy + ch / 2.0,
+    };
+    let dbu = lib.dbu_um();
+    let mut marker = m.box_um.to_dbu(dbu).or_else(|_| {
+        // A degenerate marker (a point or a line): outline one dbu around it.
+        MicronBox {
+            left: m.box_um.left - dbu,
+            bottom: m.box_um.bottom - dbu,
+            right: m.box_um.right + dbu,
+            top: m.box_um.top + dbu,
+        }
+        .to_dbu(dbu)
+    });
+    if let Ok(b) = marker.as_mut() {
+        b.left -= 1;
+        b.bottom -= 1;
+        b.right += 1;
+        b.top += 1;
+    }
+    let notes: Vec<AnnotationSpec> = marker
+        .map(|bbox| AnnotationSpec::Box {
+            bbox,
+            color: [0xff, 0x3b, 0x30, 0xff],
+        })
+        .into_iter()
+        .collect();
+    let spec = RenderSpec {
+        cell: cell.to_owned(),
+        box_um: view,
+        layers: None,
+        width: CROP_PX,
+        height: CROP_PX,
+        style: RenderStyle::Light,
+        max_shapes: ctx.context.limits.max_shapes,
+    };
+    let r = render_view(lib, &spec, &notes).map_err(|e| observe_error(&e))?;
+    Ok(base64::engine::general_purpose::STANDARD.encode(&r.png))
 }
 
 #[cfg(test)]
