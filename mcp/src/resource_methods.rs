@@ -38,11 +38,7 @@ impl Server {
         params: &Map<String, Value>,
         meta: &RequestMeta,
     ) -> Result<Value, RpcError> {
-        if params.get("cursor").is_some_and(|c| !c.is_null()) {
-            return Err(RpcError::invalid_params(
-                "invalid cursor: resources/templates/list has a single page",
-            ));
-        }
+        single_page(params, "resources/templates/list")?;
         Ok(cacheable(
             resources::templates(),
             meta,
@@ -71,11 +67,7 @@ impl Server {
         params: &Map<String, Value>,
         meta: &RequestMeta,
     ) -> Result<Value, RpcError> {
-        if params.get("cursor").is_some_and(|c| !c.is_null()) {
-            return Err(RpcError::invalid_params(
-                "invalid cursor: prompts/list has a single page",
-            ));
-        }
+        single_page(params, "prompts/list")?;
         Ok(cacheable(prompts::list(), meta, STATIC_TTL_MS, false))
     }
 
@@ -97,4 +89,14 @@ impl Server {
     pub(super) fn complete(&self, params: &Map<String, Value>) -> Result<Value, RpcError> {
         prompts::complete(&self.shared, params)
     }
+}
+
+/// `INVALID_PARAMS` for a (non-null) cursor on `method`, a list of one page.
+fn single_page(params: &Map<String, Value>, method: &str) -> Result<(), RpcError> {
+    if params.get("cursor").is_some_and(|c| !c.is_null()) {
+        return Err(RpcError::invalid_params(format!(
+            "invalid cursor: {method} has a single page"
+        )));
+    }
+    Ok(())
 }

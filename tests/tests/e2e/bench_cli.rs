@@ -19,10 +19,41 @@ fn bench(args: &[&str], env: &[(&str, &str)]) -> Output {
     command.output().expect("run reticle bench")
 }
 
-fn iccad_dir() -> Option<PathBuf> {
-    let data = reticle_tests::data_dir();
-    let dir = data.join("iccad13");
-    dir.join("kernels/focus.npy").is_file().then_some(dir)
+/// The ICCAD-2013 folder, or `None` after printing why the test that needs it (for
+/// `what`) is skipped.
+fn iccad_dir_or_skip(what: &str) -> Option<PathBuf> {
+    let dir = reticle_tests::data_dir().join("iccad13");
+    if dir.join("kernels/focus.npy").is_file() {
+        return Some(dir);
+    }
+    eprintln!("SKIP: ICCAD-2013 data not found (set RETICLE_DATA_DIR); {what}");
+    None
+}
+
+/// gcd_45nm.gds, or `None` after printing why the test that needs it (for `what`) is
+/// skipped.
+pub(crate) fn gcd_or_skip(what: &str) -> Option<PathBuf> {
+    let gds = reticle_tests::data_dir().join("gds/gcd_45nm.gds");
+    if gds.is_file() {
+        return Some(gds);
+    }
+    eprintln!(
+        "SKIP: {} not found (set RETICLE_DATA_DIR); {what}",
+        gds.display()
+    );
+    None
+}
+
+/// The JSON report a bench printed on stdout; the bench must have exited 0 (its stderr
+/// is shown when it did not).
+pub(crate) fn json_report(out: &Output) -> Value {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON report on stdout")
 }
 
 #[test]
@@ -43,10 +74,7 @@ fn usage_errors_and_missing_data_exit_2() {
 
 #[test]
 fn litho_bench_reports_a_ratio_against_the_naive_path() {
-    let Some(dir) = iccad_dir() else {
-        eprintln!(
-            "SKIP: ICCAD-2013 data not found (set RETICLE_DATA_DIR); the bench needs its kernels"
-        );
+    let Some(dir) = iccad_dir_or_skip("the bench needs its kernels") else {
         return;
     };
     let out = bench(
@@ -60,12 +88,7 @@ fn litho_bench_reports_a_ratio_against_the_naive_path() {
         ],
         &[],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report on stdout");
+    let report = json_report(&out);
     let cpu = &report["cpu"];
     eprintln!("{cpu}");
     assert_eq!(cpu["grid"], 2048);
@@ -88,10 +111,7 @@ fn litho_bench_reports_a_ratio_against_the_naive_path() {
 /// path must agree with the CPU path on L2 and PVB.
 #[test]
 fn litho_bench_backend_gpu_reports_batch_throughput_and_the_cpu_ratio() {
-    let Some(dir) = iccad_dir() else {
-        eprintln!(
-            "SKIP: ICCAD-2013 data not found (set RETICLE_DATA_DIR); the bench needs its kernels"
-        );
+    let Some(dir) = iccad_dir_or_skip("the bench needs its kernels") else {
         return;
     };
     let out = bench(
@@ -109,12 +129,7 @@ fn litho_bench_backend_gpu_reports_batch_throughput_and_the_cpu_ratio() {
         ],
         &[],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report on stdout");
+    let report = json_report(&out);
     let (cpu, gpu) = (&report["cpu"], &report["gpu"]);
     eprintln!("{gpu}");
     let median = gpu["report"]["ms_per_sim_median"].as_f64().unwrap();
@@ -151,10 +166,7 @@ fn litho_bench_backend_gpu_reports_batch_throughput_and_the_cpu_ratio() {
 /// itself defined only to about 1e-4 of the open frame.
 #[test]
 fn ilt_bench_improves_l2_on_one_clip_with_legal_masks() {
-    let Some(dir) = iccad_dir() else {
-        eprintln!(
-            "SKIP: ICCAD-2013 data not found (set RETICLE_DATA_DIR); the ILT bench needs its clips"
-        );
+    let Some(dir) = iccad_dir_or_skip("the ILT bench needs its clips") else {
         return;
     };
     let out = bench(
@@ -209,12 +221,7 @@ fn ilt_bench_improves_l2_on_one_clip_with_legal_masks() {
 #[test]
 fn tiling_bench_shows_the_error_falling_with_the_halo() {
     let out = bench(&["tiling", "--canvas", "64", "--json"], &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report on stdout");
+    let report = json_report(&out);
     eprintln!("{report}");
     let errors: Vec<f64> = report["points"]
         .as_array()
@@ -256,15 +263,9 @@ fn chip_bench_reports_throughput_efficiency_and_tiled_against_untiled() {
         "a box with left > right: {out:?}"
     );
 
-    let data = reticle_tests::data_dir();
-    let gds = data.join("gds/gcd_45nm.gds");
-    if !gds.is_file() {
-        eprintln!(
-            "SKIP: {} not found (set RETICLE_DATA_DIR); the chip bench needs a real layout",
-            gds.display()
-        );
+    let Some(gds) = gcd_or_skip("the chip bench needs a real layout") else {
         return;
-    }
+    };
     let out = bench(
         &[
             "chip",
@@ -277,13 +278,7 @@ fn chip_bench_reports_throughput_efficiency_and_tiled_against_untiled() {
         ],
         &[],
     );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report on stdout");
+    let report = json_report(&out);
     eprintln!("{report}");
     assert_eq!(report["deck"], "nangate45_m1v1");
     assert_eq!(report["layer"], "11/0");

@@ -8,7 +8,8 @@
 use std::process::Command;
 
 use reticle_tests::binary;
-use serde_json::Value;
+
+use crate::bench_cli::{gcd_or_skip, json_report};
 
 #[test]
 fn repair_bench_reports_groups_per_rule_one_worker_against_the_pool_and_a_projection() {
@@ -22,14 +23,9 @@ fn repair_bench_reports_groups_per_rule_one_worker_against_the_pool_and_a_projec
         "a box with left > right: {bad:?}"
     );
 
-    let gds = reticle_tests::data_dir().join("gds/gcd_45nm.gds");
-    if !gds.is_file() {
-        eprintln!(
-            "SKIP: {} not found (set RETICLE_DATA_DIR); the repair bench needs a real layout",
-            gds.display()
-        );
+    let Some(gds) = gcd_or_skip("the repair bench needs a real layout") else {
         return;
-    }
+    };
     let out = Command::new(binary("reticle"))
         .args([
             "bench",
@@ -45,13 +41,7 @@ fn repair_bench_reports_groups_per_rule_one_worker_against_the_pool_and_a_projec
         .env("RETICLE_WORKER_BIN", binary("reticle-worker"))
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report on stdout");
+    let report = json_report(&out);
     eprintln!("{report}");
     assert_eq!(report["deck"], "nangate45_m1_litho");
     assert_eq!(report["deterministic"], true, "pool and one worker differ");
