@@ -48,6 +48,16 @@ impl Op for DebugAlloc {
         let mut ballast = lock(&ctx.state.ballast);
         ballast.push(block);
         let held: u64 = ballast.iter().map(|b| b.len() as u64).sum();
-        payload(serde_json::json!({ "allocated_bytes": args.bytes, "held_bytes": held }))
+        payload(Allocated {
+            allocated_bytes: args.bytes,
+            held_bytes: held,
+        })
     }
+}
+
+/// `debug.alloc`'s answer.
+#[derive(serde::Serialize)]
+struct Allocated {
+    allocated_bytes: u64,
+    held_bytes: u64,
 }

@@ -15,6 +15,17 @@ impl Op for DebugMalformed {
 
     fn run(&self, ctx: &AttemptCtx<'_>, _args_json: &str) -> OpResult {
         ctx.progress.report(1, 1, "malformed");
-        payload(serde_json::json!({ "schema_version": 17, "metrics": "none" }))
+        payload(Malformed {
+            schema_version: 17,
+            metrics: "none",
+        })
     }
+}
+
+/// `debug.malformed`'s answer: the wrong types for `schema_version` and `metrics`, on
+/// purpose (the host must refuse it).
+#[derive(serde::Serialize)]
+struct Malformed {
+    schema_version: u32,
+    metrics: &'static str,
 }

@@ -52,10 +52,18 @@ impl Op for DebugSleep {
             ctx.progress
                 .report(step, steps, format!("step {step}/{steps}"));
         }
-        payload(serde_json::json!({
-            "slept_ms": args.ms,
-            "steps": steps,
-            "pid": std::process::id(),
-        }))
+        payload(Slept {
+            slept_ms: args.ms,
+            steps,
+            pid: std::process::id(),
+        })
     }
+}
+
+/// `debug.sleep`'s answer.
+#[derive(serde::Serialize)]
+struct Slept {
+    slept_ms: u64,
+    steps: u64,
+    pid: u32,
 }

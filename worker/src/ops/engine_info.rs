@@ -2,7 +2,7 @@
 
 use std::sync::atomic::Ordering;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::attempt::AttemptCtx;
 use crate::op::{Op, OpResult, parse_args, payload};
@@ -10,6 +10,25 @@ use crate::op::{Op, OpResult, parse_args, payload};
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct EngineInfoArgs {}
+
+/// `engine.info`'s answer.
+#[derive(Serialize)]
+struct Info {
+    backend: BackendInfo,
+    worker_version: &'static str,
+    pid: u32,
+    jobs_run: u64,
+    held_bytes: u64,
+    ops: Vec<&'static str>,
+}
+
+/// The backend the worker opened, and the device memory it holds.
+#[derive(Serialize)]
+struct BackendInfo {
+    kind: String,
+    adapter: String,
+    device_bytes: u64,
+}
 
 /// The `engine.info` op.
 pub struct EngineInfo;
@@ -29,17 +48,17 @@ impl Op for EngineInfo {
             },
         )?;
         let backend = ctx.state.backend.description();
-        payload(serde_json::json!({
-            "backend": {
-                "kind": backend.kind,
-                "adapter": backend.adapter,
-                "device_bytes": ctx.state.backend.device_bytes(),
+        payload(Info {
+            backend: BackendInfo {
+                kind: backend.kind.clone(),
+                adapter: backend.adapter.clone(),
+                device_bytes: ctx.state.backend.device_bytes(),
             },
-            "worker_version": env!("CARGO_PKG_VERSION"),
-            "pid": std::process::id(),
-            "jobs_run": ctx.state.jobs_run.load(Ordering::Relaxed),
-            "held_bytes": ctx.state.ballast_bytes(),
-            "ops": super::names(),
-        }))
+            worker_version: env!("CARGO_PKG_VERSION"),
+            pid: std::process::id(),
+            jobs_run: ctx.state.jobs_run.load(Ordering::Relaxed),
+            held_bytes: ctx.state.ballast_bytes(),
+            ops: super::names(),
+        })
     }
 }
