@@ -42,6 +42,20 @@ const fn arg(name: &'static str, description: &'static str, required: bool) -> A
     }
 }
 
+/// The optional `deck` argument of the prompts that evaluate.
+const DECK_ARG: Arg = arg(
+    "deck",
+    "Shipped deck name or deck JSON path (default iccad13_m1)",
+    false,
+);
+
+/// The optional `region_um` argument of the prompts that evaluate a region.
+const REGION_ARG: Arg = arg(
+    "region_um",
+    "Region as x0,y0,x1,y1 in µm (default: the whole layer)",
+    false,
+);
+
 const PROMPTS: [Prompt; 4] = [
     Prompt {
         name: "check_layout",
@@ -54,16 +68,8 @@ const PROMPTS: [Prompt; 4] = [
                 "Layout file (GDSII, OASIS or ICCAD .glp) under the allowed roots",
                 true,
             ),
-            arg(
-                "deck",
-                "Shipped deck name or deck JSON path (default iccad13_m1)",
-                false,
-            ),
-            arg(
-                "region_um",
-                "Region as x0,y0,x1,y1 in µm (default: the whole layer)",
-                false,
-            ),
+            DECK_ARG,
+            REGION_ARG,
         ],
         render: check_layout,
     },
@@ -74,16 +80,8 @@ const PROMPTS: [Prompt; 4] = [
                       optimize and compare before and after.",
         args: &[
             arg("layout", "Layout file under the allowed roots", true),
-            arg(
-                "deck",
-                "Shipped deck name or deck JSON path (default iccad13_m1)",
-                false,
-            ),
-            arg(
-                "region_um",
-                "Region as x0,y0,x1,y1 in µm (default: the whole layer)",
-                false,
-            ),
+            DECK_ARG,
+            REGION_ARG,
             arg("count", "How many hotspots to fix (default 3)", false),
         ],
         render: fix_hotspots,
