@@ -209,9 +209,9 @@ def test_a_killed_worker_changes_no_byte_of_the_layout_or_the_report(runs):
 @pytest.mark.xfail(strict=True, reason=(
     "issue 28's bar (no new printed group within 200 nm of a seam) is not met: every tile now "
     "keeps its legal ILT mask (D176-D178), and the new groups it leaves (EPE just over 10 nm, "
-    "PV band) fall near seams about as often as the seam bands' share of the area (D179); the "
-    "ILT's objective (L2 + PV band) does not see EPE or the printed rules, and a tile's mask "
-    "changes the print across its seam after the neighbour was optimized"))
+    "PV band) fall near seams about as often as the seam bands' share of the area; new "
+    "printed-width groups sit at seams, where the optimizer's block grid (anchored at the "
+    "frame, not the ILT box) freezes a 2-14 nm strip inside each box edge (D179)"))
 def test_no_new_group_within_200_nm_of_a_seam(runs):
     (out, _, _) = runs
     changes = out["undisturbed"]["changes"]
