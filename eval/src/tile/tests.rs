@@ -1,6 +1,7 @@
 use reticle_kernel::rules::RuleDeck;
 use reticle_layout::clip::clip_polygon;
 
+use super::pixels::pixels_in;
 use super::*;
 use crate::found::Found;
 
