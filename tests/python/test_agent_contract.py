@@ -17,6 +17,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from conftest import LAYOUT, ROOT, params
+from layouts import gcd_path
 
 
 pytestmark = pytest.mark.anyio
@@ -62,10 +63,15 @@ async def test_g2_a_polled_job_is_cancelled_and_its_worker_killed_when_the_clien
     reticle_bin, server_env
 ):
     log_dir = pathlib.Path(server_env["RETICLE_LOG_DIR"])
+    gcd = gcd_path()
+    server_env["RETICLE_ALLOWED_ROOTS"] += os.pathsep + str(gcd.parent)
     with anyio.fail_after(120):
         async with Client(params(reticle_bin, server_env), mode="auto") as client:
-            # 4096×4096 pixels: seconds of work, far longer than this test waits.
-            started = await client.call_tool("simulate", {"layout": str(LAYOUT), "pixel_nm": 0.5})
+            # The whole gcd_45nm at 1 nm, 675 tiles: many seconds of work on any machine,
+            # far longer than this test waits (a 0.5 nm simulate of the clip now ends in
+            # 0.6 s, sometimes before the first health call saw its worker busy).
+            started = await client.call_tool(
+                "evaluate", {"layout": str(gcd), "deck": "nangate45_m1v1", "layer": "11/0"})
             assert not started.is_error, started
             job_id = started.structured_content["job_id"]
             polled = await client.call_tool("poll", {"job_id": job_id, "render": "json"})
