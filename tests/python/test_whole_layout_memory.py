@@ -4,10 +4,10 @@
 
 The workers' bound is checked on the exact peak: the `ru_maxrss` that `wait4` returns for
 the `reticle` process (through a small launcher, see `LAUNCHER`), which the kernel takes
-over it and every descendant it reaped (its workers), so no short peak escapes. Sampling cannot give that: a worker's largest moment
-can be the last few milliseconds of the run (the merge), and whether a 50 ms sampler
-caught it made the single gcd's figure bimodal (21 or 25 MiB) while its true peak was
-25.2–25.5 MiB in every run (D222). The host's own peak, and the per-process view printed
+over it and every descendant it reaped (its workers), so no short peak escapes. Sampling
+cannot give that: a worker's largest moment can be the last few milliseconds of the run
+(the merge), and whether a 50 ms sampler caught it made the single gcd's figure bimodal
+(21 or 25 MiB) while its true peak was 25.1–25.5 MiB in every run (D222). The host's own peak, and the per-process view printed
 beside it, are still sampled from /proc every ~50 ms while the run lasts: VmRSS of the
 `reticle` process and of every descendant (found through the ppid links of /proc/*/stat),
 with VmHWM (the kernel's own high-water mark) as a cross-check.
