@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use reticle_protocol::args::{OnExceeded, ReportLevel};
+use reticle_protocol::files::FileRef;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -461,6 +462,36 @@ pub struct TiledImaging {
     pub tiles: u64,
 }
 
+/// One image of `images`: its numbers, its picture and what the picture's grey means.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageFile {
+    /// The `.npy` (row 0 the bottom row).
+    pub npy: FileRef,
+    /// The PNG (bottom row at the bottom).
+    pub png: FileRef,
+    /// What the picture's colours mean.
+    pub png_scale: String,
+}
+
+/// `images` of a simulation (`images: true`): the nominal corner's aerial image, resist
+/// response and print, as files in the job's artifact directory (D232).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageFiles {
+    /// `nominal`.
+    pub corner: String,
+    /// Which way is up.
+    pub orientation: String,
+    /// The aerial image.
+    pub aerial: ImageFile,
+    /// The resist response.
+    pub resist: ImageFile,
+    /// The print.
+    pub printed: ImageFile,
+    /// A stitched region's: its bottom-left pixel on the tile grid's lattice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin_px: Option<[i64; 2]>,
+}
+
 /// The `simulate` result (`$defs.result` of `simulate.output.json`, before the host adds
 /// the job's fields): one window, or a tiled region (`region`, `imaging`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -468,7 +499,7 @@ pub struct SimulationResult {
     /// The nominal corner's statistics; `null` when the images were not kept.
     pub statistics: Option<Statistics>,
     /// The image files (`images: true`), as the worker wrote them.
-    pub images: Option<Value>,
+    pub images: Option<ImageFiles>,
     /// [`reticle_protocol::SCHEMA_VERSION`].
     pub schema_version: String,
     /// The layout.

@@ -7,14 +7,15 @@
 use std::path::PathBuf;
 
 use reticle_eval::payload::{
-    BackendSummary, CornerPrint, EpeSummary, GridSize, MinMaxMean, ModelSummary, ResistSummary,
-    SimulatedEpe, SimulatedLayout, SimulatedRegion, SimulationMetrics, SimulationResult,
-    SimulationTiming, Statistics, TiledImaging, ViolationRecord, ViolationReport, WindowEpe,
-    WindowNm,
+    BackendSummary, CornerPrint, EpeSummary, GridSize, ImageFile, ImageFiles, MinMaxMean,
+    ModelSummary, ResistSummary, SimulatedEpe, SimulatedLayout, SimulatedRegion, SimulationMetrics,
+    SimulationResult, SimulationTiming, Statistics, TiledImaging, ViolationRecord, ViolationReport,
+    WindowEpe, WindowNm,
 };
 use reticle_protocol::args::{EvaluateArgs, OptimizeArgs, SimulateArgs};
+use reticle_protocol::files::FileRef;
 use reticle_protocol::optimize_result::{
-    ArtifactsDir, EvaluationSummary, Evaluations, FileRef, IdResolution, IdStatus, RegionResult,
+    ArtifactsDir, EvaluationSummary, Evaluations, IdResolution, IdStatus, RegionResult,
     RegionStateAfter, RegionTarget, Seams,
 };
 use reticle_protocol::schemas::{DOCUMENT_SCHEMAS, TOOL_SCHEMAS};
@@ -152,7 +153,35 @@ fn typed_arguments_pass_the_input_schemas() {
     );
 }
 
-/// A representative one-window `simulate` result and a tiled one.
+/// A file as the worker describes one.
+fn file_ref(path: &str) -> FileRef {
+    FileRef {
+        path: path.into(),
+        sha256: "9e27c82b".repeat(8),
+        bytes: 4096,
+    }
+}
+
+/// `images` as `artifacts::image_files` writes them.
+fn image_files(origin_px: Option<[i64; 2]>) -> ImageFiles {
+    let image = |name: &str| ImageFile {
+        npy: file_ref(&format!("/jobs/sim_1/{name}_nominal.npy")),
+        png: file_ref(&format!("/jobs/sim_1/{name}_nominal.png")),
+        png_scale: "grey = resist response 0..1".into(),
+    };
+    ImageFiles {
+        corner: "nominal".into(),
+        orientation: "row 0 of the .npy and the bottom row of the PNG are the bottom of the window"
+            .into(),
+        aerial: image("aerial"),
+        resist: image("resist"),
+        printed: image("printed"),
+        origin_px,
+    }
+}
+
+/// A representative one-window `simulate` result and a tiled one, with their images, and
+/// one without.
 fn simulation_results() -> Vec<(&'static str, SimulationResult)> {
     let statistics = Statistics {
         corner: "nominal".into(),
@@ -186,7 +215,7 @@ fn simulation_results() -> Vec<(&'static str, SimulationResult)> {
     };
     let window = SimulationResult {
         statistics: Some(statistics.clone()),
-        images: None,
+        images: Some(image_files(None)),
         schema_version: reticle_protocol::SCHEMA_VERSION.into(),
         layout: SimulatedLayout {
             path: "/data/clip.glp".into(),
@@ -233,7 +262,7 @@ fn simulation_results() -> Vec<(&'static str, SimulationResult)> {
     };
     let tiled = SimulationResult {
         statistics: Some(statistics),
-        images: None,
+        images: Some(image_files(Some([-128, 0]))),
         metrics: SimulationMetrics {
             l2_px: Some(120),
             pvb_px: Some(300),
@@ -263,15 +292,33 @@ fn simulation_results() -> Vec<(&'static str, SimulationResult)> {
         }),
         ..window.clone()
     };
-    vec![("one window", window), ("tiled", tiled)]
+    let no_images = SimulationResult {
+        images: None,
+        ..window.clone()
+    };
+    vec![
+        ("one window", window),
+        ("tiled", tiled),
+        ("no images", no_images),
+    ]
 }
 
 #[test]
 fn simulation_results_pass_the_published_schema_and_read_back() {
     let result = def_of(&tool_schema("simulate", true), "result");
+    let validator = jsonschema::validator_for(&result).unwrap();
     for (what, value) in simulation_results() {
         let written = serde_json::to_value(&value).unwrap();
         assert_valid(&result, &written, what);
+        if written["images"].is_object() {
+            // The schema checks the files: a size that is not a number fails.
+            let mut broken = written.clone();
+            broken["images"]["printed"]["png"]["bytes"] = json!("4096");
+            assert!(
+                !validator.is_valid(&broken),
+                "{what}: a malformed file passed"
+            );
+        }
         let back: SimulationResult = serde_json::from_value(written.clone()).unwrap();
         assert_eq!(back, value, "{what}");
         assert_eq!(
@@ -347,11 +394,7 @@ fn region_result() -> RegionResult {
                             "format": "gds", "mask_layer": "11/1"}),
         pictures: json!({"before": file("region_before.png"), "after": file("region_after.png")}),
         state_after: RegionStateAfter {
-            layout: FileRef {
-                path: json!("/jobs/opt_1/optimized.gds"),
-                sha256: json!("ab12"),
-                bytes: json!(1234),
-            },
+            layout: file_ref("/jobs/opt_1/optimized.gds"),
             mask_layer: json!("11/1"),
             region_before_png: file("region_before.png"),
             region_after_png: file("region_after.png"),

@@ -7,6 +7,7 @@
 //!   parsed here only.
 //! - [`paths`]: [`paths::resolve_under`], the one "path under the allowed directories"
 //!   check of host, worker and batch manifests.
+//! - [`files`]: [`files::FileRef`], a file a result names (path, SHA-256, size).
 //! - [`optimize_result`]: a region `optimize`'s result as types.
 //! - [`sync`]: [`sync::lock`], the one way host and worker take a mutex.
 //! - [`SCHEMA_VERSION`]: stamped on every response payload.
@@ -15,6 +16,7 @@ pub mod args;
 pub mod batch;
 pub mod capabilities;
 pub mod error;
+pub mod files;
 pub mod optimize_result;
 pub mod paths;
 pub mod schemas;

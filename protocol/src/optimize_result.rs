@@ -9,6 +9,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::files::FileRef;
+
 /// Whether one listed violation's group was resolved (`optimize(violation_ids)`, D211).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -64,17 +66,6 @@ pub struct RegionTarget {
     /// The box optimized for a list or a job (µm).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub box_um: Option<[f64; 4]>,
-}
-
-/// A file the result names.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FileRef {
-    /// Absolute path.
-    pub path: Value,
-    /// Its SHA-256.
-    pub sha256: Value,
-    /// Its size.
-    pub bytes: Value,
 }
 
 /// What changed on disk (seed 002 `state_after`).

@@ -23,8 +23,8 @@ use std::sync::Arc;
 use reticle_dispatch::{Dispatcher, FanOut, Scope, Unit};
 use reticle_protocol::args::OptimizeArgs;
 use reticle_protocol::optimize_result::{
-    ArtifactsDir, EvaluationSummary, Evaluations, FileRef, IdStatus, RegionResult,
-    RegionStateAfter, RegionTarget, Seams,
+    ArtifactsDir, EvaluationSummary, Evaluations, IdStatus, RegionResult, RegionStateAfter,
+    RegionTarget, Seams,
 };
 use reticle_protocol::{ErrorCode, ToolError};
 use serde_json::{Map, Value, json};
@@ -249,11 +249,12 @@ async fn region_job(
         layout_out: layout_file.clone(),
         pictures: merged["pictures"].clone(),
         state_after: RegionStateAfter {
-            layout: FileRef {
-                path: layout_file["path"].clone(),
-                sha256: layout_file["sha256"].clone(),
-                bytes: layout_file["bytes"].clone(),
-            },
+            layout: serde_json::from_value(layout_file.clone()).map_err(|e| {
+                ToolError::new(
+                    ErrorCode::InternalError,
+                    format!("optimize.merge's layout_out: {e}"),
+                )
+            })?,
             mask_layer: layout_file["mask_layer"].clone(),
             region_before_png: merged["pictures"]["before"].clone(),
             region_after_png: merged["pictures"]["after"].clone(),

@@ -9,9 +9,10 @@
 
 use std::path::{Path, PathBuf};
 
+use reticle_eval::payload::{ImageFile, ImageFiles};
 use reticle_kernel::Grid;
 use reticle_protocol::error::{ErrorCode, ToolError};
-use serde_json::{Value, json};
+use reticle_protocol::files::FileRef;
 
 use crate::attempt::AttemptCtx;
 
@@ -39,12 +40,12 @@ pub fn dir(ctx: &AttemptCtx<'_>) -> Result<PathBuf, ToolError> {
     Ok(PathBuf::from(dir))
 }
 
-/// Writes `bytes` as `dir/name` (temp file + rename) and describes it:
-/// `{path, sha256, bytes}`.
+/// Writes `bytes` as `dir/name` (temp file + rename) and describes it
+/// (`{path, sha256, bytes}`).
 ///
 /// # Errors
 /// `INTERNAL_ERROR` on an I/O failure or a name that is not plain.
-pub fn write(dir: &Path, name: &'static str, bytes: &[u8]) -> Result<Value, ToolError> {
+pub fn write(dir: &Path, name: &'static str, bytes: &[u8]) -> Result<FileRef, ToolError> {
     write_named(dir, name, bytes)
 }
 
@@ -53,7 +54,7 @@ pub fn write(dir: &Path, name: &'static str, bytes: &[u8]) -> Result<Value, Tool
 ///
 /// # Errors
 /// `INTERNAL_ERROR` on an I/O failure or a name that is not plain.
-pub fn write_named(dir: &Path, name: &str, bytes: &[u8]) -> Result<Value, ToolError> {
+pub fn write_named(dir: &Path, name: &str, bytes: &[u8]) -> Result<FileRef, ToolError> {
     if !reticle_protocol::wire::is_plain_artifact_name(name) {
         return Err(internal(format!("refusing artifact name {name:?}")));
     }
@@ -61,11 +62,20 @@ pub fn write_named(dir: &Path, name: &str, bytes: &[u8]) -> Result<Value, ToolEr
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     reticle_protocol::paths::write_replacing(&target, &tmp, bytes)
         .map_err(|e| internal(format!("cannot write {}: {e}", target.display())))?;
-    Ok(json!({
-        "path": target,
-        "sha256": reticle_layout::sha256_hex(bytes),
-        "bytes": bytes.len(),
-    }))
+    Ok(file_ref(
+        &target,
+        reticle_layout::sha256_hex(bytes),
+        bytes.len() as u64,
+    ))
+}
+
+/// The description of the file written at `path`.
+pub(crate) fn file_ref(path: &Path, sha256: String, bytes: u64) -> FileRef {
+    FileRef {
+        path: path.to_string_lossy().into_owned(),
+        sha256,
+        bytes,
+    }
 }
 
 /// PNG with fixed settings (RGBA8, no ancillary chunks): equal pixels give equal bytes.
@@ -133,13 +143,16 @@ pub fn npy_u8(grid: &Grid<u8>) -> Vec<u8> {
 /// The nominal corner's aerial image, resist response and print as `.npy` (numbers) and
 /// PNG (to look at) in `dir` (row 0 of the grids is the bottom of the picture): what
 /// `images: true` writes, for one window or a stitched region.
+///
+/// # Errors
+/// `INTERNAL_ERROR` when a file cannot be encoded or written.
 pub fn image_files(
     dir: &std::path::Path,
     aerial: &Grid<f32>,
     response: &Grid<f32>,
     printed: &Grid<u8>,
     target: &Grid<u8>,
-) -> Result<Value, ToolError> {
+) -> Result<ImageFiles, ToolError> {
     // Intensities map to grey with the open-frame scale clipped at the image's maximum;
     // the resist threshold is where the picture's contrast sits.
     let hi = aerial
@@ -171,26 +184,37 @@ pub fn image_files(
             (false, false) => [16, 16, 24, 255],
         }),
     )?;
-    let images = json!({
-        "corner": "nominal",
-        "orientation": "row 0 of the .npy and the bottom row of the PNG are the bottom of the window",
-        "aerial": {
-            "npy": write(dir, "aerial_nominal.npy", &npy_f32(aerial))?,
-            "png": write(dir, "aerial_nominal.png", &aerial_png)?,
-            "png_scale": "grey = intensity / max intensity",
-        },
-        "resist": {
-            "npy": write(dir, "resist_nominal.npy", &npy_f32(response))?,
-            "png": write(dir, "resist_nominal.png", &resist_png)?,
-            "png_scale": "grey = resist response 0..1",
-        },
-        "printed": {
-            "npy": write(dir, "printed_nominal.npy", &npy_u8(printed))?,
-            "png": write(dir, "printed_nominal.png", &printed_png)?,
-            "png_scale": "white printed and drawn, green printed only, red drawn only",
-        },
-    });
-    Ok(images)
+    let image = |[npy_name, png_name]: [&'static str; 2], npy: Vec<u8>, png: &[u8], scale: &str| {
+        Ok::<_, ToolError>(ImageFile {
+            npy: write(dir, npy_name, &npy)?,
+            png: write(dir, png_name, png)?,
+            png_scale: scale.to_owned(),
+        })
+    };
+    Ok(ImageFiles {
+        corner: "nominal".to_owned(),
+        orientation: "row 0 of the .npy and the bottom row of the PNG are the bottom of the window"
+            .to_owned(),
+        aerial: image(
+            ["aerial_nominal.npy", "aerial_nominal.png"],
+            npy_f32(aerial),
+            &aerial_png,
+            "grey = intensity / max intensity",
+        )?,
+        resist: image(
+            ["resist_nominal.npy", "resist_nominal.png"],
+            npy_f32(response),
+            &resist_png,
+            "grey = resist response 0..1",
+        )?,
+        printed: image(
+            ["printed_nominal.npy", "printed_nominal.png"],
+            npy_u8(printed),
+            &printed_png,
+            "white printed and drawn, green printed only, red drawn only",
+        )?,
+        origin_px: None,
+    })
 }
 
 #[cfg(test)]
@@ -220,7 +244,7 @@ mod tests {
         assert!(write(tmp.path(), "../x", b"").is_err());
         assert!(write(tmp.path(), ".x", b"").is_err());
         let v = write(tmp.path(), "a.png", b"abc").unwrap();
-        assert_eq!(v["bytes"], 3);
+        assert_eq!(v.bytes, 3);
         assert_eq!(std::fs::read(tmp.path().join("a.png")).unwrap(), b"abc");
     }
 }

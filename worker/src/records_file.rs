@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use reticle_protocol::error::{ErrorCode, ToolError};
+use reticle_protocol::files::FileRef;
 use serde_json::{Value, json};
 
 use crate::tiled::internal;
@@ -59,7 +60,7 @@ impl RecordWriter {
     }
 
     /// Renames the file into place; its description as `artifacts::write` gives one.
-    pub(crate) fn finish(self) -> Result<Value, ToolError> {
+    pub(crate) fn finish(self) -> Result<FileRef, ToolError> {
         use sha2::Digest as _;
         use std::io::Write as _;
         let Self {
@@ -75,7 +76,7 @@ impl RecordWriter {
         std::fs::rename(&tmp, &target)
             .map_err(|e| internal(format!("cannot write {}: {e}", target.display())))?;
         let sha: String = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
-        Ok(json!({"path": target, "sha256": sha, "bytes": bytes}))
+        Ok(crate::artifacts::file_ref(&target, sha, bytes))
     }
 }
 

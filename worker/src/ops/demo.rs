@@ -11,8 +11,8 @@ use reticle_eval::report::{ReportLevel, ViolationLimits};
 use reticle_kernel::Grid;
 use reticle_kernel::model::ModelSpec;
 use reticle_protocol::args::EvaluateArgs;
+use reticle_protocol::files::FileRef;
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::artifacts;
 use crate::attempt::AttemptCtx;
@@ -24,8 +24,8 @@ use crate::op::{Op, OpResult, cancelled, parse_args, payload};
 struct DemoResult {
     /// The `evaluate` report at `report_level: detailed`.
     report: ViolationReport,
-    /// The picture (`artifacts::write`'s file entry: path, bytes, sha256).
-    png: Value,
+    /// The picture.
+    png: FileRef,
     /// What each colour of the picture shows.
     legend: Legend,
 }

@@ -11,9 +11,9 @@ use std::time::Instant;
 use reticle_eval::ImagedWindow;
 use reticle_eval::gauges::iccad_epe_config;
 use reticle_eval::payload::{
-    BackendSummary, CornerPrint, GridSize, MinMaxMean, ModelSummary, ResistSummary, SimulatedEpe,
-    SimulatedLayout, SimulationMetrics, SimulationResult, SimulationTiming, Statistics, WindowEpe,
-    WindowNm,
+    BackendSummary, CornerPrint, GridSize, ImageFiles, MinMaxMean, ModelSummary, ResistSummary,
+    SimulatedEpe, SimulatedLayout, SimulationMetrics, SimulationResult, SimulationTiming,
+    Statistics, WindowEpe, WindowNm,
 };
 use reticle_eval::report::model_kind;
 use reticle_kernel::metrics::epe;
@@ -22,7 +22,6 @@ use reticle_kernel::resist::CORNER_NAMES;
 use reticle_kernel::{Grid, Resist};
 use reticle_protocol::args::SimulateArgs;
 use reticle_protocol::error::ToolError;
-use serde_json::Value;
 
 use crate::artifacts;
 use crate::attempt::AttemptCtx;
@@ -60,7 +59,7 @@ fn region_images(
     target: &Grid<u8>,
     resist: Resist,
     pixel_nm: f64,
-) -> Result<(Option<Statistics>, Option<Value>), ToolError> {
+) -> Result<(Option<Statistics>, Option<ImageFiles>), ToolError> {
     let nominal = &output.corners[0];
     let Some(aerial) = nominal.aerial.as_ref() else {
         return Ok((None, None));

@@ -224,9 +224,9 @@ impl Op for OptimizeMerge {
                 "mask_style": args.call.mask_style,
             },
             "layout_out": {
-                "path": file["path"],
-                "sha256": file["sha256"],
-                "bytes": file["bytes"],
+                "path": file.path,
+                "sha256": file.sha256,
+                "bytes": file.bytes,
                 "format": format.name(),
                 "mask_layer": format!("{}/{}", mask_layer.layer, mask_layer.datatype),
                 "target_layer": setup.target.to_string(),

@@ -7,9 +7,9 @@ use std::io::Write as _;
 use std::path::Path;
 
 use reticle_eval::payload::{
-    BackendSummary, CornerPrint, GridSize, MinMaxMean, ModelSummary, ResistSummary, SimulatedEpe,
-    SimulatedLayout, SimulatedRegion, SimulationMetrics, SimulationResult, SimulationTiming,
-    Statistics, TiledImaging, WindowNm,
+    BackendSummary, CornerPrint, GridSize, ImageFiles, MinMaxMean, ModelSummary, ResistSummary,
+    SimulatedEpe, SimulatedLayout, SimulatedRegion, SimulationMetrics, SimulationResult,
+    SimulationTiming, Statistics, TiledImaging, WindowNm,
 };
 use reticle_eval::tile::{CoreBlock, TileJob, TileMetrics, core_block, evaluate_tile, pixel_span};
 use reticle_eval::tiles::{RegionPlan, TileIndex};
@@ -17,7 +17,7 @@ use reticle_kernel::model::ModelSpec;
 use reticle_kernel::{Grid, Resist};
 use reticle_protocol::args::SimulateArgs;
 use reticle_protocol::error::{ErrorCode, ToolError};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use reticle_eval::region_source::RegionSource;
 
@@ -331,7 +331,7 @@ impl Op for SimulateMerge {
 
 /// The region's nominal aerial, resist and print images stitched from the tiles' core
 /// blocks, written as `simulate` writes one window's.
-fn stitched_images(dir: &Path, plan: &RegionPlan) -> Result<Value, ToolError> {
+fn stitched_images(dir: &Path, plan: &RegionPlan) -> Result<ImageFiles, ToolError> {
     let (x0, y0, width, height) = region_pixels(plan);
     let mut aerial = Grid::filled(width, height, 0.0f32);
     let mut printed = Grid::filled(width, height, 0u8);
@@ -368,8 +368,8 @@ fn stitched_images(dir: &Path, plan: &RegionPlan) -> Result<Value, ToolError> {
             .collect(),
     };
     let mut images = image_files(dir, &aerial, &response, &printed, &target)?;
-    images["orientation"] =
-        json!("row 0 of the .npy and the bottom row of the PNG are the bottom of the region");
-    images["origin_px"] = json!([x0, y0]);
+    images.orientation =
+        "row 0 of the .npy and the bottom row of the PNG are the bottom of the region".to_owned();
+    images.origin_px = Some([x0, y0]);
     Ok(images)
 }
