@@ -118,6 +118,9 @@ pub fn image_window(
 pub struct Reads {
     /// The pixels read: those whose centres lie in this box (dbu).
     pub pixels: BBox,
+    /// How many corners, from the nominal one, whose aerial image is read
+    /// ([`reticle_kernel::FramePart::aerial_corners`], D228).
+    pub aerial_corners: usize,
     /// An earlier window's buffers the new images may go into (D194, D195);
     /// `Buffers::default()` for none.
     pub reuse: Buffers,
@@ -172,7 +175,11 @@ pub fn image_window_reading(
     let frame = raster::PixelFrame::for_window(layout.window, pixel_dbu)
         .map_err(|e| invalid(e.to_string(), json!({})))?;
     let (reads, reuse) = match reads {
-        Some(Reads { pixels, reuse }) => (Some(pixels), reuse),
+        Some(Reads {
+            pixels,
+            aerial_corners,
+            reuse,
+        }) => (Some((pixels, aerial_corners)), reuse),
         None => (None, Buffers::default()),
     };
     // The target: the drawn layer's pixels at least half covered. With a mask layer
@@ -209,8 +216,8 @@ pub fn image_window_reading(
     let report = |_p: reticle_kernel::Progress| {};
     let output = match reads {
         None => engine.litho(&job, cancel, &report)?,
-        Some(pixels) => {
-            let part = frame_part(&frame, &pixels);
+        Some((pixels, aerial_corners)) => {
+            let part = frame_part(&frame, &pixels, aerial_corners);
             engine.litho_part(&job, part, reuse.output, cancel, &report)?
         }
     };
@@ -235,8 +242,9 @@ pub fn image_window_reading(
     })
 }
 
-/// The pixels of `frame` meeting `b` (dbu), and two more on every side, clamped to the frame.
-fn frame_part(frame: &PixelFrame, b: &BBox) -> FramePart {
+/// The pixels of `frame` meeting `b` (dbu), and two more on every side, clamped to the
+/// frame; the aerial images of the first `aerial_corners` corners.
+fn frame_part(frame: &PixelFrame, b: &BBox, aerial_corners: usize) -> FramePart {
     let span = |lo: i64, hi: i64, origin: f64, n: usize| {
         let at = |v: i64| (v as f64 - origin) / frame.pixel_nm;
         let first = (at(lo).floor() - 2.0).clamp(0.0, n as f64) as usize;
@@ -245,7 +253,13 @@ fn frame_part(frame: &PixelFrame, b: &BBox) -> FramePart {
     };
     let (x0, x1) = span(b.left, b.right, frame.left_nm, frame.width);
     let (y0, y1) = span(b.bottom, b.top, frame.bottom_nm, frame.height);
-    FramePart { x0, x1, y0, y1 }
+    FramePart {
+        x0,
+        x1,
+        y0,
+        y1,
+        aerial_corners,
+    }
 }
 
 /// `INVALID_INPUT` when `pixel_nm` is larger than the largest pixel the model allows

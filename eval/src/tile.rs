@@ -481,6 +481,19 @@ pub fn image_reach_dbu(grid: &TileGrid, rules: &[&Rule]) -> i64 {
     }
 }
 
+/// How many corners, from the nominal one, whose aerial image [`evaluate_tile`] reads: all
+/// three when `rules` hold a PV-band rule (it measures the high- and low-dose corners'
+/// contours), else the nominal corner only (EPE, printed contours, D228). The other
+/// corners are still printed (the PV band's pixel count).
+#[must_use]
+pub fn image_aerial_corners(rules: &[&Rule]) -> usize {
+    if rules.iter().any(|r| r.kind == RuleKind::Pvband) {
+        usize::MAX
+    } else {
+        1
+    }
+}
+
 /// Printed rules on the contours of the tile's image inside the core plus half the halo.
 fn printed_rules(
     job: &TileJob<'_>,

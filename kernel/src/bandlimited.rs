@@ -295,11 +295,22 @@ pub fn upsample_rows(
     rows: std::ops::Range<usize>,
     cancel: &CancelToken,
 ) -> Result<Grid<f32>, Cancelled> {
-    upsample_rows_into(coarse, m, half, n, scale, rows, vec![0.0; n * n], cancel)
+    upsample_rows_into(
+        coarse,
+        m,
+        half,
+        n,
+        scale,
+        (rows, 0..n),
+        vec![0.0; n * n],
+        cancel,
+    )
 }
 
-/// [`upsample_rows`] writing into `out` (resized to `n²`): the rows computed are
-/// [`upsample_rows`]'s bits, the others keep `out`'s old values (D195).
+/// [`upsample_rows`] writing into `out` (resized to `n²`) only the pixels of `part`
+/// (rows, columns): those are [`upsample_rows`]'s bits, the others keep `out`'s old values
+/// (D195). Each row's transform is the whole row's; only its conversion to `f32` and the
+/// store are limited to the part's columns (D228).
 #[allow(clippy::too_many_arguments)]
 pub fn upsample_rows_into(
     coarse: &[f64],
@@ -307,18 +318,83 @@ pub fn upsample_rows_into(
     half: usize,
     n: usize,
     scale: f64,
-    rows: std::ops::Range<usize>,
+    (rows, cols): (std::ops::Range<usize>, std::ops::Range<usize>),
     mut out: Vec<f32>,
     cancel: &CancelToken,
 ) -> Result<Grid<f32>, Cancelled> {
+    let (x0, x1) = (cols.start.min(n), cols.end.min(n));
+    let x1 = x1.max(x0);
+    let pairs = row_pairs(&rows, n);
+    out.resize(n * n, 0.0);
+    let items: Vec<&mut [f32]> = out
+        .chunks_mut(2 * n)
+        .skip(pairs.start)
+        .take(pairs.len())
+        .collect();
+    upsample_pairs(
+        coarse,
+        (m, half, n, scale),
+        pairs.start,
+        items,
+        cancel,
+        |rows, _, buf| {
+            let (a, b) = rows.split_at_mut(n.min(rows.len()));
+            let src = &buf[x0..x1];
+            for (v, z) in a[x0..x1].iter_mut().zip(src) {
+                *v = z.re as f32;
+            }
+            if !b.is_empty() {
+                for (v, z) in b[x0..x1].iter_mut().zip(src) {
+                    *v = z.im as f32;
+                }
+            }
+        },
+    )?;
+    Ok(Grid {
+        width: n,
+        height: n,
+        data: out,
+    })
+}
+
+/// The pairs of rows `(2p, 2p+1)` that meet `rows` (clamped to `0..n`): two real rows share
+/// one complex FFT, always the whole frame's pairs, so each row's rounding is the same
+/// whichever rows are asked for (D193).
+#[must_use]
+pub fn row_pairs(rows: &std::ops::Range<usize>, n: usize) -> std::ops::Range<usize> {
+    let first = rows.start.min(n) / 2;
+    let last = rows.end.min(n).div_ceil(2);
+    first..last.max(first)
+}
+
+/// The band-limited interpolation of [`upsample_rows`], handed over pair of rows by pair of
+/// rows: `f(item, y, row)` for the `i`-th item of `items`, the pair `first_pair + i`, whose
+/// rows `y` and `y + 1` are `row`'s real and imaginary parts (an `n`-long buffer); `(m, half,
+/// n, scale)` as for [`upsample_rows`]. [`upsample_rows_into`] stores the rows; the CPU
+/// backend's tile path turns them into the corners' images while they are in cache (D228).
+/// Each row's values are the same bits whatever `f` does with them.
+///
+/// # Errors
+/// [`Cancelled`].
+pub fn upsample_pairs<T: Send>(
+    coarse: &[f64],
+    (m, half, n, scale): (usize, usize, usize, f64),
+    first_pair: usize,
+    items: Vec<T>,
+    cancel: &CancelToken,
+    f: impl Fn(T, usize, &[Complex64]) + Sync,
+) -> Result<(), Cancelled> {
     if m == n {
-        out.clear();
-        out.extend(coarse.iter().map(|&v| (v * scale) as f32));
-        return Ok(Grid {
-            width: n,
-            height: n,
-            data: out,
+        // Nothing to interpolate: each pair's rows are the samples (times `scale`).
+        items.into_par_iter().enumerate().for_each(|(i, item)| {
+            let y = 2 * (first_pair + i);
+            let at = |y: usize, x: usize| coarse.get(y * n + x).map_or(0.0, |&v| v * scale);
+            let row: Vec<Complex64> = (0..n)
+                .map(|x| Complex64::new(at(y, x), if y + 1 < n { at(y + 1, x) } else { 0.0 }))
+                .collect();
+            f(item, y, &row);
         });
+        return Ok(());
     }
     let half = half.min((m - 1) / 2);
     let side = 2 * half + 1;
@@ -346,51 +422,32 @@ pub fn upsample_rows_into(
     scratch::give(spec);
     cancel.check()?;
     // Row pass, two real rows per complex FFT: Z = G_a + i·G_b → I_a + i·I_b.
-    // The pairs (2p, 2p+1) meeting `rows`: the same pairing as the whole frame's.
     let bins: Vec<usize> = (0..side)
         .map(|j| fft::wrap(j as isize - half as isize, n))
         .collect();
-    let first_pair = rows.start.min(n) / 2;
-    let last_pair = rows.end.min(n).div_ceil(2);
-    out.resize(n * n, 0.0);
-    let done = out
-        .par_chunks_mut(2 * n)
-        .enumerate()
-        .skip(first_pair)
-        .take(last_pair.saturating_sub(first_pair))
-        .try_for_each(|(pi, rows)| {
-            if pi % 64 == 0 {
-                cancel.check()?;
-            }
-            let y0 = 2 * pi;
-            let mut buf = vec![Complex64::default(); n];
-            for (j, &bin) in bins.iter().enumerate() {
-                let ga = cols[j * n + y0];
-                let gb = if y0 + 1 < n {
-                    cols[j * n + y0 + 1]
-                } else {
-                    Complex64::default()
-                };
-                buf[bin] = ga + Complex64::new(-gb.im, gb.re);
-            }
-            let mut scratch = vec![Complex64::default(); inv.get_inplace_scratch_len()];
-            inv.process_with_scratch(&mut buf, &mut scratch);
-            let (a, b) = rows.split_at_mut(n.min(rows.len()));
-            for x in 0..n {
-                a[x] = buf[x].re as f32;
-            }
-            for (x, v) in b.iter_mut().enumerate() {
-                *v = buf[x].im as f32;
-            }
-            Ok(())
-        });
+    let done = items.into_par_iter().enumerate().try_for_each(|(i, item)| {
+        let pi = first_pair + i;
+        if pi.is_multiple_of(64) {
+            cancel.check()?;
+        }
+        let y0 = 2 * pi;
+        let mut buf = vec![Complex64::default(); n];
+        for (j, &bin) in bins.iter().enumerate() {
+            let ga = cols[j * n + y0];
+            let gb = if y0 + 1 < n {
+                cols[j * n + y0 + 1]
+            } else {
+                Complex64::default()
+            };
+            buf[bin] = ga + Complex64::new(-gb.im, gb.re);
+        }
+        let mut scratch = vec![Complex64::default(); inv.get_inplace_scratch_len()];
+        inv.process_with_scratch(&mut buf, &mut scratch);
+        f(item, y0, &buf);
+        Ok(())
+    });
     scratch::give(cols);
-    done?;
-    Ok(Grid {
-        width: n,
-        height: n,
-        data: out,
-    })
+    done
 }
 
 /// Aerial image of `dose · mask` under `kernels` by the band-limited method.
@@ -425,17 +482,25 @@ pub fn aerial_rows_from_band(
     rows: std::ops::Range<usize>,
     cancel: &CancelToken,
 ) -> Result<Grid<f32>, crate::ImagingError> {
-    aerial_rows_into(band, kernels, dose2, n, rows, vec![0.0; n * n], cancel)
+    aerial_rows_into(
+        band,
+        kernels,
+        dose2,
+        n,
+        (rows, 0..n),
+        vec![0.0; n * n],
+        cancel,
+    )
 }
 
-/// [`aerial_rows_from_band`] writing into `out` (the rows outside `rows` keep its old
-/// values; see [`upsample_rows_into`]).
+/// [`aerial_rows_from_band`] writing into `out` only the pixels of `part` (rows, columns;
+/// the others keep `out`'s old values; see [`upsample_rows_into`]).
 pub fn aerial_rows_into(
     band: &MaskBand,
     kernels: &KernelSet,
     dose2: f64,
     n: usize,
-    rows: std::ops::Range<usize>,
+    part: (std::ops::Range<usize>, std::ops::Range<usize>),
     out: Vec<f32>,
     cancel: &CancelToken,
 ) -> Result<Grid<f32>, crate::ImagingError> {
@@ -452,8 +517,41 @@ pub fn aerial_rows_into(
         2 * (kernels.size / 2),
         n,
         dose2,
-        rows,
+        part,
         out,
         cancel,
+    )?)
+}
+
+/// The aerial image at dose 1 of the mask whose band is `band` under `kernels` (`n × n`),
+/// handed over pair of rows by pair of rows as [`upsample_pairs`] does: the same bits as
+/// [`aerial_rows_into`]'s rows (D228).
+///
+/// # Errors
+/// A band narrower than the kernels; [`Cancelled`].
+pub fn aerial_pairs<T: Send>(
+    band: &MaskBand,
+    kernels: &KernelSet,
+    n: usize,
+    first_pair: usize,
+    items: Vec<T>,
+    cancel: &CancelToken,
+    f: impl Fn(T, usize, &[Complex64]) + Sync,
+) -> Result<(), crate::ImagingError> {
+    if band.half < kernels.size / 2 {
+        return Err(crate::ImagingError::Invalid(
+            "mask band narrower than the kernels".into(),
+        ));
+    }
+    let m = coarse_side(n, kernels.size);
+    let coarse = coarse_intensity(band, kernels, m, cancel)?;
+    let half = 2 * (kernels.size / 2);
+    Ok(upsample_pairs(
+        &coarse,
+        (m, half, n, 1.0),
+        first_pair,
+        items,
+        cancel,
+        f,
     )?)
 }

@@ -4,6 +4,8 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+mod part;
+
 use crate::bandlimited;
 use crate::imaging::{
     BackendInfo, CornerOutput, FramePart, ImagingBackend, ImagingError, LithoJob, LithoOutput,
@@ -105,86 +107,19 @@ impl ImagingBackend for CpuBackend {
     }
 }
 
-/// `f` of each pixel of `img` (`n` wide): all of them, or with a `part` only those in
-/// it, written into `reuse` when it has the image's size (the other pixels keep what it
-/// held; D194), else into a new buffer (the others `T::default()`). `f` is taken by value
-/// and copied into each row's loop, so the loop holds its constants in registers and
-/// vectorizes (D196).
-fn per_pixel<T: Copy + Default + Send>(
-    img: &[f32],
-    n: usize,
-    part: Option<FramePart>,
-    reuse: Option<Vec<T>>,
-    f: impl Fn(f32) -> T + Sync + Send + Copy,
-) -> Vec<T> {
-    let Some(p) = part else {
-        return img.par_iter().map(|&i| f(i)).collect();
-    };
-    let mut out = match reuse {
-        Some(v) if v.len() == img.len() => v,
-        _ => vec![T::default(); img.len()],
-    };
-    let (x0, x1) = (p.x0.min(n), p.x1.min(n));
-    let x1 = x1.max(x0);
-    out.par_chunks_mut(n)
-        .enumerate()
-        .skip(p.y0)
-        .take(p.y1.saturating_sub(p.y0))
-        .for_each(move |(y, row)| {
-            let f = f;
-            let src = &img[y * n + x0..y * n + x1];
-            for (o, &i) in row[x0..x1].iter_mut().zip(src) {
-                *o = f(i);
-            }
-        });
-    out
+/// `f` of each pixel of `img`, in one parallel pass; `f` is taken by value and copied
+/// into each task, so the loop holds its constants in registers and vectorizes (D196).
+fn per_pixel<T: Copy + Send>(img: &[f32], f: impl Fn(f32) -> T + Sync + Send + Copy) -> Vec<T> {
+    img.par_iter().map(|&i| f(i)).collect()
 }
 
-/// A corner's aerial image (`d·I`) and print (`d·I > th`) in one pass over the image
-/// when both are asked for (`Some`, with the buffer to reuse, if any), each as
-/// [`per_pixel`] would write it (D196).
-#[allow(clippy::option_option)]
-fn scaled_and_printed(
-    img: &[f32],
-    n: usize,
-    part: Option<FramePart>,
-    aerial: Option<Option<Vec<f32>>>,
-    printed: Option<Option<Vec<u8>>>,
-    d: f32,
-    th: f32,
-) -> (Option<Vec<f32>>, Option<Vec<u8>>) {
-    let (Some(p), Some(a), Some(pr)) = (part, aerial.as_ref(), printed.as_ref()) else {
-        return (
-            aerial.map(|reuse| per_pixel(img, n, part, reuse, move |i| d * i)),
-            printed.map(|reuse| per_pixel(img, n, part, reuse, move |i| u8::from(d * i > th))),
-        );
-    };
-    let fresh_a = a.as_ref().is_none_or(|v| v.len() != img.len());
-    let fresh_p = pr.as_ref().is_none_or(|v| v.len() != img.len());
-    let mut a = match aerial.flatten() {
-        Some(v) if !fresh_a => v,
-        _ => vec![0.0; img.len()],
-    };
-    let mut pr = match printed.flatten() {
-        Some(v) if !fresh_p => v,
-        _ => vec![0; img.len()],
-    };
-    let (x0, x1) = (p.x0.min(n), p.x1.min(n));
-    let x1 = x1.max(x0);
-    a.par_chunks_mut(n)
-        .zip(pr.par_chunks_mut(n))
-        .enumerate()
-        .skip(p.y0)
-        .take(p.y1.saturating_sub(p.y0))
-        .for_each(move |(y, (ra, rp))| {
-            let src = &img[y * n + x0..y * n + x1];
-            for ((oa, op), &i) in ra[x0..x1].iter_mut().zip(&mut rp[x0..x1]).zip(src) {
-                let v = d * i;
-                *oa = v;
-                *op = u8::from(v > th);
-            }
-        });
-    (Some(a), Some(pr))
+/// An `n × n` grid of `data`.
+fn square<T>(n: usize, data: Vec<T>) -> Grid<T> {
+    Grid {
+        width: n,
+        height: n,
+        data,
+    }
 }
 
 /// Index of the first corner whose kernel set is the same set as corner `i`'s.
@@ -205,7 +140,7 @@ fn first_with_same_kernels(job: &LithoJob<'_>, i: usize) -> usize {
 fn litho(
     job: &LithoJob<'_>,
     part: Option<FramePart>,
-    mut reuse: LithoOutput,
+    reuse: LithoOutput,
     cancel: &CancelToken,
     progress: ProgressFn<'_>,
 ) -> Result<LithoOutput, ImagingError> {
@@ -238,17 +173,30 @@ fn litho(
         .collect();
     let distinct: Vec<usize> = (0..job.corners.len()).filter(|&i| owners[i] == i).collect();
     let total = distinct.len() as u64 + job.corners.len() as u64;
+    if let Some(p) = part {
+        let images = part::Images {
+            band: &band,
+            owners: &owners,
+            distinct: &distinct,
+            n,
+        };
+        let corners = part::corners(job, p, reuse, &images, cancel, progress)?;
+        return Ok(LithoOutput {
+            corners,
+            l2: None,
+            pvb: None,
+        });
+    }
     let mut images: Vec<Option<Grid<f32>>> = vec![None; job.corners.len()];
     for (done, &i) in distinct.iter().enumerate() {
         cancel.check()?;
-        let rows = part.map_or(0..n, |p| p.y0..p.y1);
-        // Into a pooled buffer (D195): only `rows` are written and read.
+        // Into a pooled buffer (D195).
         images[i] = Some(bandlimited::aerial_rows_into(
             &band,
             &job.corners[i].kernels,
             1.0,
             n,
-            rows,
+            (0..n, 0..n),
             scratch::take(n * n),
             cancel,
         )?);
@@ -258,19 +206,17 @@ fn litho(
             stage: "aerial",
         });
     }
+    let th = job.resist.threshold;
+    let steepness = job.resist.steepness;
+    let d2: Vec<f32> = job.corners.iter().map(|c| c.dose * c.dose).collect();
     let image = |i: usize| {
         images[owners[i]]
             .as_ref()
             .map(|g| g.data.as_slice())
             .unwrap_or(&[])
     };
-
-    let th = job.resist.threshold;
-    let steepness = job.resist.steepness;
-    let d2: Vec<f32> = job.corners.iter().map(|c| c.dose * c.dose).collect();
     // Printed ⇔ sigmoid(s·(d²I − t)) > 0.5 ⇔ d²I > t: no exp needed for counting.
-    let counts = part.is_none();
-    let l2 = job.target.filter(|_| counts).map(|t| {
+    let l2 = job.target.map(|t| {
         let img = image(0);
         t.data
             .par_iter()
@@ -278,7 +224,7 @@ fn litho(
             .filter(|(t, i)| (**t != 0) != (d2[0] * **i > th))
             .count() as u64
     });
-    let pvb = (counts && job.corners.len() >= 3).then(|| {
+    let pvb = (job.corners.len() >= 3).then(|| {
         let (a, b) = (image(1), image(2));
         a.par_iter()
             .zip(b.par_iter())
@@ -294,54 +240,23 @@ fn litho(
         cancel.check()?;
         let img = image(ci);
         let d = d2[ci];
-        let mut old = reuse
-            .corners
-            .get_mut(ci)
-            .map(std::mem::take)
-            .unwrap_or_default();
-        let printed_pixels = if counts {
-            img.par_iter().filter(|&&i| d * i > th).count() as u64
-        } else {
-            0
-        };
-        let grid = |data| Grid {
-            width: n,
-            height: n,
-            data,
-        };
+        let printed_pixels = img.par_iter().filter(|&&i| d * i > th).count() as u64;
+        let grid = |data| square(n, data);
         let move_image =
             job.keep.aerial && d == 1.0 && !moved.iter().any(|m| *m == Some(owners[ci]));
         if move_image {
             moved[ci] = Some(owners[ci]);
-            if let Some(g) = old.aerial.take() {
-                scratch::give(g.data);
-            }
         }
-        let (aerial, printed) = scaled_and_printed(
-            img,
-            n,
-            part,
-            (job.keep.aerial && !move_image).then(|| old.aerial.map(|g| g.data)),
-            job.keep.printed.then(|| old.printed.map(|g| g.data)),
-            d,
-            th,
-        );
         corners.push(CornerOutput {
-            aerial: aerial.map(grid),
-            resist: job.keep.resist.then(|| {
-                grid(per_pixel(
-                    img,
-                    n,
-                    part,
-                    old.resist.map(|g| g.data),
-                    move |i| sigmoid(steepness * (d * i - th)),
-                ))
-            }),
-            printed: printed.map(|data| Grid {
-                width: n,
-                height: n,
-                data,
-            }),
+            aerial: (job.keep.aerial && !move_image).then(|| grid(per_pixel(img, move |i| d * i))),
+            resist: job
+                .keep
+                .resist
+                .then(|| grid(per_pixel(img, move |i| sigmoid(steepness * (d * i - th))))),
+            printed: job
+                .keep
+                .printed
+                .then(|| square(n, per_pixel(img, move |i| u8::from(d * i > th)))),
             printed_pixels,
         });
         progress(Progress {

@@ -304,6 +304,7 @@ pub(crate) fn image_tile_for_evaluation(
         .unwrap_or_default();
     let reads = Reads {
         pixels: reads,
+        aerial_corners: reticle_eval::tile::image_aerial_corners(rules),
         reuse,
     };
     image_tile_reading(ctx, plan, tile, source, model, Some(reads))

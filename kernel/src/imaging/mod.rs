@@ -107,6 +107,10 @@ pub struct FramePart {
     pub y0: usize,
     /// One past the last row read.
     pub y1: usize,
+    /// How many corners, from the first, whose aerial image the caller reads (with
+    /// `keep.aerial`); the later corners' aerial images are not made (`None`), only their
+    /// other kept images. `usize::MAX` for every corner (D228).
+    pub aerial_corners: usize,
 }
 
 /// Per-corner output of a [`LithoJob`].
