@@ -187,12 +187,14 @@ pub fn coarse_intensity(
     // columns `wrap(u, m)` of the field's rows (the same map), computed once (D207).
     let band_side = band.side();
     let offset = band.half - s / 2;
-    // Kernels are independent: one task per kernel, partial sums reduced at the end.
+    // Kernels are independent: two halves in parallel, their sums added in one order
+    // whatever the thread count (D238).
     let zero = || vec![0.0f64; m * m];
     let start = || (zero(), vec![Complex64::default(); s * m]);
-    let (acc, _) = (0..kernels.count())
-        .into_par_iter()
-        .try_fold(start, |(mut acc, mut rows), k| {
+    let (acc, _) = crate::fold::in_halves(
+        kernels.count(),
+        start,
+        |(mut acc, mut rows), k| {
             cancel.check()?;
             let ker = kernels.kernel(k);
             let w = f64::from(kernels.scales[k]) * inv_n2 * inv_n2;
@@ -239,13 +241,14 @@ pub fn coarse_intensity(
                 }
             }
             Ok((acc, rows))
-        })
-        .try_reduce(start, |(mut a, rows), (b, _)| {
+        },
+        |(mut a, rows), (b, _)| {
             for (x, y) in a.iter_mut().zip(&b) {
                 *x += y;
             }
-            Ok((a, rows))
-        })?;
+            (a, rows)
+        },
+    )?;
     Ok(acc)
 }
 

@@ -22,6 +22,7 @@ pub mod contour;
 pub mod cpu;
 pub mod data;
 pub mod fft;
+mod fold;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod grid;
