@@ -374,6 +374,8 @@ DRC_DECK = ROOT / "fixtures" / "decks" / "width_space.drc"
 
 
 async def test_state_after_on_every_state_changing_tool(reticle_bin, server_env):
+    gcd = gcd_path()
+    server_env["RETICLE_ALLOWED_ROOTS"] += os.pathsep + str(gcd.parent)
     with anyio.fail_after(120):
         async with Client(params(reticle_bin, server_env), mode="auto") as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
@@ -405,7 +407,10 @@ async def test_state_after_on_every_state_changing_tool(reticle_bin, server_env)
             assert closed["closed"] is True
             assert closed["state_after"] == {"session_id": sid, "open": False, "live_sessions": 0}
             # cancel: the job and the table after the call.
-            started = await call("simulate", {"layout": str(LAYOUT), "pixel_nm": 0.5})
+            # The whole gcd_45nm at 1 nm (675 tiles), as the G2 test polls: a 0.5 nm
+            # simulate of the clip completed before the cancel arrived in a CI run.
+            started = await call(
+                "evaluate", {"layout": str(gcd), "deck": "nangate45_m1v1", "layer": "11/0"})
             cancelled = await call("cancel", {"job_id": started["job_id"]})
             after = cancelled["state_after"]
             assert after["job_id"] == started["job_id"] and after["status"] == "cancelled"
