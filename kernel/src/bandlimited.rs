@@ -298,22 +298,11 @@ pub fn upsample_rows(
     rows: std::ops::Range<usize>,
     cancel: &CancelToken,
 ) -> Result<Grid<f32>, Cancelled> {
-    upsample_rows_into(
-        coarse,
-        m,
-        half,
-        n,
-        scale,
-        (rows, 0..n),
-        vec![0.0; n * n],
-        cancel,
-    )
+    upsample_rows_into(coarse, m, half, n, scale, rows, vec![0.0; n * n], cancel)
 }
 
-/// [`upsample_rows`] writing into `out` (resized to `n²`) only the pixels of `part`
-/// (rows, columns): those are [`upsample_rows`]'s bits, the others keep `out`'s old values
-/// (D195). Each row's transform is the whole row's; only its conversion to `f32` and the
-/// store are limited to the part's columns (D228).
+/// [`upsample_rows`] writing into `out` (resized to `n²`): the rows computed are
+/// [`upsample_rows`]'s bits, the others keep `out`'s old values (D195).
 #[allow(clippy::too_many_arguments)]
 pub fn upsample_rows_into(
     coarse: &[f64],
@@ -321,12 +310,10 @@ pub fn upsample_rows_into(
     half: usize,
     n: usize,
     scale: f64,
-    (rows, cols): (std::ops::Range<usize>, std::ops::Range<usize>),
+    rows: std::ops::Range<usize>,
     mut out: Vec<f32>,
     cancel: &CancelToken,
 ) -> Result<Grid<f32>, Cancelled> {
-    let (x0, x1) = (cols.start.min(n), cols.end.min(n));
-    let x1 = x1.max(x0);
     let pairs = row_pairs(&rows, n);
     out.resize(n * n, 0.0);
     let items: Vec<&mut [f32]> = out
@@ -342,14 +329,11 @@ pub fn upsample_rows_into(
         cancel,
         |rows, _, buf| {
             let (a, b) = rows.split_at_mut(n.min(rows.len()));
-            let src = &buf[x0..x1];
-            for (v, z) in a[x0..x1].iter_mut().zip(src) {
+            for (v, z) in a.iter_mut().zip(buf) {
                 *v = z.re as f32;
             }
-            if !b.is_empty() {
-                for (v, z) in b[x0..x1].iter_mut().zip(src) {
-                    *v = z.im as f32;
-                }
+            for (v, z) in b.iter_mut().zip(buf) {
+                *v = z.im as f32;
             }
         },
     )?;
@@ -485,28 +469,18 @@ pub fn aerial_rows_from_band(
     rows: std::ops::Range<usize>,
     cancel: &CancelToken,
 ) -> Result<Grid<f32>, crate::ImagingError> {
-    aerial_rows_into(
-        band,
-        kernels,
-        dose2,
-        n,
-        (rows, 0..n),
-        vec![0.0; n * n],
-        cancel,
-    )
+    aerial_rows_into(band, kernels, dose2, n, rows, vec![0.0; n * n], cancel)
 }
 
-/// [`aerial_rows_from_band`] writing into `out` only the pixels of `part` (rows, columns;
-/// the others keep `out`'s old values; see [`upsample_rows_into`]).
-pub fn aerial_rows_into(
+/// The coarse intensity of the mask whose band is `band` under `kernels` on an `n` grid,
+/// with its side and the upsampling's half-width: what [`aerial_rows_into`] and
+/// [`aerial_pairs`] interpolate.
+fn coarse_for(
     band: &MaskBand,
     kernels: &KernelSet,
-    dose2: f64,
     n: usize,
-    part: (std::ops::Range<usize>, std::ops::Range<usize>),
-    out: Vec<f32>,
     cancel: &CancelToken,
-) -> Result<Grid<f32>, crate::ImagingError> {
+) -> Result<(Vec<f64>, usize, usize), crate::ImagingError> {
     if band.half < kernels.size / 2 {
         return Err(crate::ImagingError::Invalid(
             "mask band narrower than the kernels".into(),
@@ -514,15 +488,23 @@ pub fn aerial_rows_into(
     }
     let m = coarse_side(n, kernels.size);
     let coarse = coarse_intensity(band, kernels, m, cancel)?;
+    Ok((coarse, m, 2 * (kernels.size / 2)))
+}
+
+/// [`aerial_rows_from_band`] writing into `out` (the rows outside `rows` keep its old
+/// values; see [`upsample_rows_into`]).
+pub fn aerial_rows_into(
+    band: &MaskBand,
+    kernels: &KernelSet,
+    dose2: f64,
+    n: usize,
+    rows: std::ops::Range<usize>,
+    out: Vec<f32>,
+    cancel: &CancelToken,
+) -> Result<Grid<f32>, crate::ImagingError> {
+    let (coarse, m, half) = coarse_for(band, kernels, n, cancel)?;
     Ok(upsample_rows_into(
-        &coarse,
-        m,
-        2 * (kernels.size / 2),
-        n,
-        dose2,
-        part,
-        out,
-        cancel,
+        &coarse, m, half, n, dose2, rows, out, cancel,
     )?)
 }
 
@@ -541,14 +523,7 @@ pub fn aerial_pairs<T: Send>(
     cancel: &CancelToken,
     f: impl Fn(T, usize, &[Complex64]) + Sync,
 ) -> Result<(), crate::ImagingError> {
-    if band.half < kernels.size / 2 {
-        return Err(crate::ImagingError::Invalid(
-            "mask band narrower than the kernels".into(),
-        ));
-    }
-    let m = coarse_side(n, kernels.size);
-    let coarse = coarse_intensity(band, kernels, m, cancel)?;
-    let half = 2 * (kernels.size / 2);
+    let (coarse, m, half) = coarse_for(band, kernels, n, cancel)?;
     Ok(upsample_pairs(
         &coarse,
         (m, half, n, 1.0),

@@ -196,7 +196,7 @@ fn litho(
             &job.corners[i].kernels,
             1.0,
             n,
-            (0..n, 0..n),
+            0..n,
             scratch::take(n * n),
             cancel,
         )?);
