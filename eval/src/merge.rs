@@ -7,8 +7,11 @@
 //! caller (the worker writes them to the job's artifact directory, where `violations`
 //! pages through them).
 //!
-//! Tiles are read one at a time, in the order given (row-major); the memory of a merge is
-//! the found violations (a few hundred bytes each), independent of the region's size.
+//! Tiles are taken in the order given (row-major; the worker reads and parses them a chunk
+//! at a time on every core, D240) and their sums added in that order; the records are
+//! built a chunk of groups at a time on the compute threads and handed on in report order.
+//! The memory of a merge is the found violations (a few hundred bytes each) and one chunk,
+//! independent of the region's size.
 
 use std::collections::BTreeMap;
 
@@ -19,6 +22,7 @@ use serde_json::{Value, json};
 
 use crate::error::{EvalError, check_cancel};
 use crate::found::{Found, RuleRun, rule_run};
+use crate::payload::ViolationRecord;
 use crate::r3;
 use crate::records::{RecordContext, build_with, tile_dbu};
 use crate::report::{HeadParts, Setup, head};
@@ -95,6 +99,16 @@ pub struct Merged {
     pub canonical_nm: Vec<(f64, f64)>,
 }
 
+/// A record as the merge hands it on: its JSON value and that value serialized (one line
+/// of `violations.jsonl`, without the newline).
+#[derive(Debug, Clone)]
+pub struct MergedRecord {
+    /// The record.
+    pub value: Value,
+    /// `serde_json::to_vec(&value)`.
+    pub line: Vec<u8>,
+}
+
 /// What the merge keeps of the records it hands on: enough for the summary.
 #[derive(Debug, Default)]
 struct RecordsSummary {
@@ -142,7 +156,7 @@ struct Sums {
 pub fn merge(
     job: &MergeJob<'_>,
     tiles: impl IntoIterator<Item = Result<TileOutput, ToolError>>,
-    sink: &mut dyn FnMut(&Value) -> Result<(), ToolError>,
+    sink: &mut dyn FnMut(&MergedRecord) -> Result<(), ToolError>,
     cancel: &reticle_kernel::CancelToken,
 ) -> Result<Merged, EvalError> {
     let mut sums = Sums::default();
@@ -189,11 +203,16 @@ pub fn merge(
     };
     let mut summary = RecordsSummary::default();
     let mut failed: Option<ToolError> = None;
-    let counts = build_with(&found, job.rules, &context, &mut |record| {
+    // The merge's summary and the records file read records as JSON still: each is made
+    // and serialized once, on the compute threads (D240).
+    let prepare = |record: ViolationRecord| {
+        let value = serde_json::to_value(&record).unwrap_or(Value::Null);
+        let line = serde_json::to_vec(&value).unwrap_or_default();
+        MergedRecord { value, line }
+    };
+    let counts = build_with(&found, job.rules, &context, &prepare, &mut |record| {
         if failed.is_none() {
-            // The merge's summary and the records file read records as JSON still.
-            let record = serde_json::to_value(&record).unwrap_or(Value::Null);
-            summary.see(job, &record);
+            summary.see(job, &record.value);
             if let Err(e) = sink(&record) {
                 failed = Some(e);
             }

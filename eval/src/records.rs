@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 
 use blake2::{Blake2b512, Digest};
+use rayon::prelude::*;
 use reticle_kernel::rules::{AppliesTo, Rule, RuleKind, Severity};
 use reticle_layout::BBox;
 use reticle_protocol::ViolationId;
@@ -68,6 +69,9 @@ impl StitchGrid {
         ("post_transform_canvas".to_owned(), vec![transform])
     }
 }
+
+/// Groups whose records are written at once, on every compute thread (D240).
+const GROUP_CHUNK: usize = 1024;
 
 /// Records and groups of one rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -238,17 +242,22 @@ type Placed<'f> = (bool, &'f Found, (i64, i64));
 #[must_use]
 pub fn build(found: &[Found], rules: &[&Rule], ctx: &RecordContext<'_>) -> Records {
     let mut records = Vec::new();
-    let counts = build_with(found, rules, ctx, &mut |record| records.push(record));
+    let counts = build_with(found, rules, ctx, &|record| record, &mut |record| {
+        records.push(record);
+    });
     Records { records, counts }
 }
 
-/// [`build`], handing each record to `emit` as soon as its group is complete instead of
-/// collecting them: a report of any size costs the memory of its largest group.
-pub fn build_with(
+/// [`build`], handing each record to `emit` as soon as its chunk of groups is complete
+/// instead of collecting them: a report of any size costs the memory of a chunk. Each
+/// record goes through `prepare` first, on the compute threads with the rest of its chunk
+/// (the caller's serialization, D240); `emit` gets them in report order.
+pub fn build_with<P: Send>(
     found: &[Found],
     rules: &[&Rule],
     ctx: &RecordContext<'_>,
-    emit: &mut dyn FnMut(ViolationRecord),
+    prepare: &(dyn Fn(ViolationRecord) -> P + Sync),
+    emit: &mut dyn FnMut(P),
 ) -> RecordCounts {
     let mut counts = RecordCounts {
         records: 0,
@@ -259,7 +268,8 @@ pub fn build_with(
     };
     for (ri, rule) in rules.iter().enumerate() {
         let mut mine: Vec<&Found> = found.iter().filter(|f| f.rule == ri).collect();
-        mine.sort_by(|a, b| {
+        // A stable sort, as `sort_by`: the same order (D240).
+        mine.par_sort_by(|a, b| {
             (a.at_pm, a.bbox, a.marker.sort_key()).cmp(&(b.at_pm, b.bbox, b.marker.sort_key()))
         });
         let radius_pm = (rule.dedup_radius_nm * 1000.0).round() as i64;
@@ -273,14 +283,25 @@ pub fn build_with(
             .groups_by_severity
             .entry(severity_name(rule.severity))
             .or_default() += members.len();
-        for (root, list) in &members {
-            let placed = place_group(&mine, *root, list, ctx);
-            counts.per_rule[ri].records += placed.len();
-            counts.records += placed.len();
-            let mut records = Vec::with_capacity(placed.len());
-            write_group(&placed, mine[*root], rule, ctx, &mut records);
-            for record in records {
-                emit(record);
+        // Groups are independent: a chunk of them is written on every compute thread, then
+        // handed on in order (D240), so memory is a chunk's records, not the report's.
+        let groups: Vec<(usize, &Vec<usize>)> = members.iter().map(|(r, l)| (*r, l)).collect();
+        for chunk in groups.chunks(GROUP_CHUNK) {
+            let written: Vec<Vec<P>> = chunk
+                .par_iter()
+                .map(|&(root, list)| {
+                    let placed = place_group(&mine, root, list, ctx);
+                    let mut records = Vec::with_capacity(placed.len());
+                    write_group(&placed, mine[root], rule, ctx, &mut records);
+                    records.into_iter().map(prepare).collect()
+                })
+                .collect();
+            for records in written {
+                counts.per_rule[ri].records += records.len();
+                counts.records += records.len();
+                for record in records {
+                    emit(record);
+                }
             }
         }
     }

@@ -61,10 +61,30 @@ pub fn mask_band(
 /// real rows share one complex row FFT; only the band's columns are transformed. A
 /// `half` past the Nyquist bin reads aliased bins (the DFT is periodic); [`mask_band`]
 /// caps it, the ILT's exact transposes rely on it not being capped.
-pub fn real_band<T: Copy + Into<f64> + Sync>(
+pub fn real_band<T: bytemuck::Pod + Into<f64> + Sync>(
     image: &[T],
     n: usize,
     half: usize,
+    cancel: &CancelToken,
+) -> Result<Vec<Complex64>, Cancelled> {
+    real_band_of(image, n, half, Repeats::Copied, cancel)
+}
+
+/// Whether [`real_band_of`] copies the transform of a pair of rows equal to the pair
+/// before (D239) or transforms every pair (the reference the tests compare with).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Repeats {
+    Copied,
+    #[cfg_attr(not(test), allow(dead_code))]
+    Transformed,
+}
+
+/// [`real_band`], with repeated pairs of rows handled as `repeats` says.
+fn real_band_of<T: bytemuck::Pod + Into<f64> + Sync>(
+    image: &[T],
+    n: usize,
+    half: usize,
+    repeats: Repeats,
     cancel: &CancelToken,
 ) -> Result<Vec<Complex64>, Cancelled> {
     let side = 2 * half + 1;
@@ -87,16 +107,32 @@ pub fn real_band<T: Copy + Into<f64> + Sync>(
             cancel.check()?;
             let mut buf = vec![Complex64::default(); n];
             let mut scratch = vec![Complex64::default(); row_fft.get_inplace_scratch_len()];
-            for (pi, pair) in out.chunks_mut(2 * side).enumerate() {
+            let row = |y: usize| -> &[T] {
+                if y < n {
+                    &image[y * n..(y + 1) * n]
+                } else {
+                    &[]
+                }
+            };
+            let (width, len) = (2 * side, out.len());
+            for pi in 0..len.div_ceil(width) {
                 let y0 = (ti * pairs_per_task + pi) * 2;
-                let row = |y: usize| -> &[T] {
-                    if y < n {
-                        &image[y * n..(y + 1) * n]
-                    } else {
-                        &[]
-                    }
-                };
                 let (a, b) = (row(y0), row(y0 + 1));
+                // A layout's raster repeats its rows between horizontal edges: a pair whose
+                // rows have the same bits as the pair before has that pair's transform,
+                // copied instead of computed (D239; the same bits, since the FFT is
+                // deterministic).
+                if repeats == Repeats::Copied
+                    && pi > 0
+                    && same_bits(a, row(y0 - 2))
+                    && same_bits(b, row(y0 - 1))
+                {
+                    let at = pi * width;
+                    let end = (at + width).min(len);
+                    out.copy_within(at - width..end - width, at);
+                    continue;
+                }
+                let pair = &mut out[pi * width..((pi + 1) * width).min(len)];
                 if a.len() == n && b.len() == n {
                     // Both rows exist: one plain loop (D196).
                     for ((z, &x), &y) in buf.iter_mut().zip(a).zip(b) {
@@ -146,6 +182,12 @@ pub fn real_band<T: Copy + Into<f64> + Sync>(
     }
     scratch::give(cols);
     Ok(data)
+}
+
+/// Whether two rows hold the same values bit for bit (a `-0.0` differs from `0.0`: the
+/// transform of each is not the same bits); one `memcmp`.
+fn same_bits<T: bytemuck::Pod>(a: &[T], b: &[T]) -> bool {
+    bytemuck::cast_slice::<T, u8>(a) == bytemuck::cast_slice::<T, u8>(b)
 }
 
 /// Side of the coarse grid used for kernels of side `s` on an `n` grid: the smallest
@@ -412,27 +454,37 @@ pub fn upsample_pairs<T: Send>(
     let bins: Vec<usize> = (0..side)
         .map(|j| fft::wrap(j as isize - half as isize, n))
         .collect();
-    let done = items.into_par_iter().enumerate().try_for_each(|(i, item)| {
-        let pi = first_pair + i;
-        if pi.is_multiple_of(64) {
-            cancel.check()?;
-        }
-        let y0 = 2 * pi;
-        let mut buf = vec![Complex64::default(); n];
-        for (j, &bin) in bins.iter().enumerate() {
-            let ga = cols[j * n + y0];
-            let gb = if y0 + 1 < n {
-                cols[j * n + y0 + 1]
-            } else {
-                Complex64::default()
-            };
-            buf[bin] = ga + Complex64::new(-gb.im, gb.re);
-        }
-        let mut scratch = vec![Complex64::default(); inv.get_inplace_scratch_len()];
-        inv.process_with_scratch(&mut buf, &mut scratch);
-        f(item, y0, &buf);
-        Ok(())
-    });
+    // A row buffer and the FFT's scratch per rayon task, not per pair: the row is cleared
+    // for each pair (its bins outside the band must be 0), the scratch never needs to be.
+    let buffers = || {
+        (
+            vec![Complex64::default(); n],
+            vec![Complex64::default(); inv.get_inplace_scratch_len()],
+        )
+    };
+    let done = items.into_par_iter().enumerate().try_for_each_init(
+        buffers,
+        |(buf, scratch), (i, item)| {
+            let pi = first_pair + i;
+            if pi.is_multiple_of(64) {
+                cancel.check()?;
+            }
+            let y0 = 2 * pi;
+            buf.fill(Complex64::default());
+            for (j, &bin) in bins.iter().enumerate() {
+                let ga = cols[j * n + y0];
+                let gb = if y0 + 1 < n {
+                    cols[j * n + y0 + 1]
+                } else {
+                    Complex64::default()
+                };
+                buf[bin] = ga + Complex64::new(-gb.im, gb.re);
+            }
+            inv.process_with_scratch(buf, scratch);
+            f(item, y0, buf);
+            Ok(())
+        },
+    );
     scratch::give(cols);
     done
 }
@@ -532,4 +584,50 @@ pub fn aerial_pairs<T: Send>(
         cancel,
         f,
     )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A raster like a layout's: runs of equal rows between edges, an odd side (the last
+    /// pair has one row), a run of `-0.0` rows after `0.0` rows (equal values, other bits).
+    fn repeating_image(n: usize) -> Vec<f32> {
+        let mut image = vec![0.0f32; n * n];
+        for y in 0..n {
+            let row = &mut image[y * n..(y + 1) * n];
+            match y {
+                0..=6 => {}
+                7..=12 => row.fill(-0.0),
+                13..=30 => row[5..20].fill(1.0),
+                31 => row[5..20].fill(0.5),
+                _ => {
+                    row[(y % 7)..(y % 7) + 9].fill(1.0);
+                    row[25] = 0.25;
+                }
+            }
+        }
+        image
+    }
+
+    #[test]
+    fn copied_pairs_have_the_bits_of_transformed_ones() {
+        let cancel = CancelToken::new();
+        for n in [45usize, 64] {
+            let image = repeating_image(n);
+            let copied = real_band_of(&image, n, 6, Repeats::Copied, &cancel).unwrap();
+            let each = real_band_of(&image, n, 6, Repeats::Transformed, &cancel).unwrap();
+            let bits = |v: &[Complex64]| -> Vec<(u64, u64)> {
+                v.iter().map(|z| (z.re.to_bits(), z.im.to_bits())).collect()
+            };
+            assert_eq!(bits(&copied), bits(&each), "n = {n}");
+        }
+    }
+
+    #[test]
+    fn a_negative_zero_row_is_not_a_repeat_of_a_zero_row() {
+        assert!(!same_bits(&[0.0f32, 1.0], &[-0.0f32, 1.0]));
+        assert!(same_bits(&[0.5f32, 1.0], &[0.5f32, 1.0]));
+        assert!(!same_bits(&[0.5f32], &[0.5f32, 1.0]));
+    }
 }

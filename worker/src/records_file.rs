@@ -46,16 +46,17 @@ impl RecordWriter {
         })
     }
 
-    pub(crate) fn write(&mut self, record: &Value) -> Result<(), ToolError> {
+    /// Writes one record already serialized (`line`, without its newline).
+    pub(crate) fn write_line(&mut self, line: &[u8]) -> Result<(), ToolError> {
         use sha2::Digest as _;
         use std::io::Write as _;
-        let mut line = serde_json::to_vec(record).map_err(|e| internal(format!("record: {e}")))?;
-        line.push(b'\n');
-        self.out
-            .write_all(&line)
-            .map_err(|e| internal(format!("cannot write {}: {e}", self.tmp.display())))?;
-        self.hash.update(&line);
-        self.bytes += line.len() as u64;
+        for part in [line, b"\n"] {
+            self.out
+                .write_all(part)
+                .map_err(|e| internal(format!("cannot write {}: {e}", self.tmp.display())))?;
+            self.hash.update(part);
+        }
+        self.bytes += line.len() as u64 + 1;
         Ok(())
     }
 

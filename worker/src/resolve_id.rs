@@ -260,7 +260,7 @@ fn evaluate_box(
         &job,
         outputs,
         &mut |record| {
-            records.push(record.clone());
+            records.push(record.value.clone());
             Ok(())
         },
         ctx.cancel,

@@ -413,17 +413,31 @@ pub(crate) fn tile_summary(out: &TileOutput) -> Value {
     })
 }
 
-/// Every tile's output of `plan`, in order, reporting merge progress.
+/// Tiles the merge reads and parses at once (D240): enough for every core of a cluster
+/// node, and the merge holds only that many parsed tiles beyond what it keeps.
+const MERGE_CHUNK: usize = 256;
+
+/// Every tile's output of `plan`, in order, reporting merge progress: read and parsed a
+/// chunk at a time on every compute thread (D240), handed on in the plan's order.
 pub(crate) fn tiles_in_order<'a>(
     ctx: &'a AttemptCtx<'_>,
     dir: &'a Path,
     plan: &'a RegionPlan,
 ) -> impl Iterator<Item = Result<TileOutput, ToolError>> + 'a {
+    use rayon::prelude::*;
     let total = plan.range.count();
-    plan.range.iter().enumerate().map(move |(n, t)| {
-        if n % 64 == 0 {
-            ctx.progress.report(n as u64, total, "merging tiles");
+    let mut order = plan.range.iter();
+    let mut done = 0u64;
+    std::iter::from_fn(move || {
+        let chunk: Vec<TileIndex> = order.by_ref().take(MERGE_CHUNK).collect();
+        if chunk.is_empty() {
+            return None;
         }
-        read_tile(dir, t)
+        ctx.progress.report(done, total, "merging tiles");
+        done += chunk.len() as u64;
+        let read: Vec<Result<TileOutput, ToolError>> =
+            chunk.par_iter().map(|&t| read_tile(dir, t)).collect();
+        Some(read)
     })
+    .flatten()
 }

@@ -184,3 +184,64 @@ fn group_id_is_the_seed_recipe_and_re_derives_from_a_records_own_fields() {
         assert_eq!(record["violation_group_id"], json!(derived), "{record}");
     }
 }
+
+/// The groups of a report are written a chunk at a time on every compute thread (D240):
+/// what comes out is the same records in the same order whatever the thread count, with
+/// more groups than a chunk holds.
+#[test]
+fn records_are_the_same_whatever_the_thread_count() {
+    let deck = deck();
+    let hash = deck.deck_hash();
+    let rules: Vec<&Rule> = deck.rules.iter().take(2).collect();
+    assert_eq!(rules.len(), 2);
+    // 2 × 3,000 violations, in an order that is not the location order; pairs of them
+    // closer than any dedup radius, so groups have shadows.
+    let mut all = Vec::new();
+    for i in 0..3_000i64 {
+        let scrambled = (i * 7_919) % 3_000;
+        let (x, y) = (scrambled * 1_000, (scrambled % 37) * 500);
+        for rule in 0..2 {
+            all.push(found(
+                rule,
+                x * 1_000,
+                y * 1_000,
+                bbox(x - 1, y - 1, x + 1, y + 1),
+            ));
+            if scrambled % 3 == 0 {
+                all.push(found(
+                    rule,
+                    x * 1_000 + 1,
+                    y * 1_000,
+                    bbox(x, y, x + 2, y + 1),
+                ));
+            }
+        }
+    }
+    let run = |threads: usize| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| build(&all, &rules, &context(&hash)))
+    };
+    let one = run(1);
+    assert!(
+        one.counts
+            .per_rule
+            .iter()
+            .all(|c| c.groups > 2 * GROUP_CHUNK)
+    );
+    let reference = json_records(&one);
+    // Report order: rule by rule, groups by their canonical location.
+    for pair in reference.windows(2) {
+        if pair[0]["rule_id"] == pair[1]["rule_id"] {
+            let at = |r: &Value| r["dedup_provenance"]["canonical_location_nm"][0].as_f64();
+            assert!(at(&pair[0]) <= at(&pair[1]), "{pair:?}");
+        }
+    }
+    for threads in [2, 4] {
+        let many = run(threads);
+        assert_eq!(many.counts, one.counts, "{threads} threads");
+        assert_eq!(json_records(&many), reference, "{threads} threads");
+    }
+}
