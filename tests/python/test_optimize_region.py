@@ -9,8 +9,9 @@ target outside the box), and `reticle eval --mask-layer` re-checks the written l
 user would. A worker killed in the middle of the tiles must not change a byte of the layout
 or of the report.
 
-The box is 2 x 2 tiles at 2 nm pixels; the 6 µm acceptance box's
-figures are in docs/PERFORMANCE.md.
+The box is issue 28's acceptance box: 6 µm x 6 µm of gcd_45nm, 6 x 6 tiles at 2 nm pixels
+(D241 set the ILT iterations that make it pass the 80 % bar, measured there and on two
+other boxes).
 """
 
 import json
@@ -26,7 +27,7 @@ from layouts import gcd_path
 from wholelayout import eval_env, release_bin, run_eval  # noqa: F401 (fixture)
 
 DECK = "nangate45_m1_litho"
-BOX_UM = [6.0, 6.5, 7.8, 7.8]
+BOX_UM = [5.0, 5.0, 11.0, 11.0]
 PIXEL_NM = 2
 ARGS = {"deck": DECK, "layer": "11/0", "box_um": BOX_UM, "pixel_nm": PIXEL_NM,
         "render": "json"}
@@ -74,8 +75,10 @@ def runs(release_bin, tmp_path_factory):  # noqa: F811
 
     async def main():
         out = {}
-        with anyio.fail_after(300):
-            async with Client(params(release_bin, env), read_timeout_seconds=300) as client:
+        # Two runs of 36 tiles each (about 35 s apiece on two idle cores), beside the other
+        # test streams in CI.
+        with anyio.fail_after(900):
+            async with Client(params(release_bin, env), read_timeout_seconds=900) as client:
                 done = await client.call_tool("optimize", {**ARGS, "layout": layout, "wait": True})
                 assert not done.is_error, done.structured_content
                 out["undisturbed"] = done.structured_content
@@ -109,7 +112,7 @@ def test_optimize_of_a_box_writes_the_layout_back_and_re_evaluates_it(runs):
     print(json.dumps(r["changes"]["totals"]), json.dumps(r["changes"]["printed_groups"]))
     assert r["target"]["mode"] == "region"
     tiles = r["tiles"]
-    assert tiles["total"] == 4 and sum(tiles["waves"]) == 4, tiles
+    assert tiles["total"] == 36 and sum(tiles["waves"]) == 36, tiles
     out_layout = r["layout_out"]
     assert out_layout["format"] == "gds" and out_layout["mask_layer"] == "11/1", out_layout
     assert os.path.getsize(out_layout["path"]) == out_layout["bytes"]
@@ -207,11 +210,10 @@ def test_a_killed_worker_changes_no_byte_of_the_layout_or_the_report(runs):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "issue 28's bar (no new printed group within 200 nm of a seam) is not met: every tile now "
-    "keeps its legal ILT mask (D176-D178), and the new groups it leaves (EPE just over 10 nm, "
-    "PV band) fall near seams about as often as the seam bands' share of the area; new "
-    "printed-width groups sit at seams, where the optimizer's block grid (anchored at the "
-    "frame, not the ILT box) freezes a 2-14 nm strip inside each box edge (D179)"))
+    "issue 28's bar (no new printed group within 200 nm of a seam) is not met on its 6 um box: "
+    "with the region's early-stopped ILT (D241) 17 of the 36 new groups in region + halo lie "
+    "within 200 nm of a seam (46 of 83 before D241); they are mostly EPE just over 10 nm and PV "
+    "band, near seams about as often as the seam bands' share of the area (D179)"))
 def test_no_new_group_within_200_nm_of_a_seam(runs):
     (out, _, _) = runs
     changes = out["undisturbed"]["changes"]

@@ -21,14 +21,13 @@ mod targets;
 use std::path::{Path, PathBuf};
 
 use reticle_eval::optimize::region::{
-    Finished, OptTile, TileScore, clipped_to, frozen_context, ilt_box, nth_in_waves, snap_region,
-    wave_counts, wave_of,
+    Finished, OptTile, REGION_ITERATIONS, TileScore, clipped_to, frozen_context, ilt_box,
+    nth_in_waves, snap_region, wave_counts, wave_of,
 };
 use reticle_eval::optimize::{IltRun, MaskOptions, run_ilt_with};
 use reticle_eval::region_source::RegionSource;
 use reticle_eval::report::{ReportLevel, Setup, ViolationLimits};
 use reticle_eval::tiles::TileIndex;
-use reticle_kernel::ilt::IltParams;
 use reticle_kernel::model::ModelSpec;
 use reticle_kernel::mrc::MaskStyle;
 use reticle_protocol::error::ToolError;
@@ -253,7 +252,6 @@ impl Op for OptimizeTile {
                 px(own.right, frame.left_nm),
                 px(own.top, frame.bottom_nm),
             );
-            let defaults = IltParams::default();
             let rules: Vec<_> = setup.rules().into_iter().cloned().collect();
             let options = MaskOptions {
                 style: args.call.mask_style,
@@ -271,11 +269,11 @@ impl Op for OptimizeTile {
                 &imaged,
                 &IltRun {
                     px: window,
-                    iterations: args.call.iterations.unwrap_or(defaults.iterations),
+                    iterations: args.call.iterations.unwrap_or(REGION_ITERATIONS.0),
                     refine_iterations: args
                         .call
                         .refine_iterations
-                        .unwrap_or(defaults.refine_iterations),
+                        .unwrap_or(REGION_ITERATIONS.1),
                     rules: &rules,
                     context: &context,
                     frozen: Some(&frozen),
