@@ -205,11 +205,15 @@ fn start_attempt(
 /// panic as `INTERNAL_ERROR`. The one way an op runs: the pool worker's job thread above
 /// and a batch element (`crate::batch`).
 pub(crate) fn run_op(ctx: &AttemptCtx<'_>, op: &dyn ops::Op, args_json: &str) -> JobOutcome {
+    // The op runs on a thread of the compute pool, so that its parallel loops start there
+    // instead of each being handed over from this thread and waited for (D242).
     let run = || {
-        let result = op.run(ctx, args_json)?;
-        result
-            .to_json()
-            .map_err(|e| ToolError::new(ErrorCode::InternalError, format!("serialize: {e}")))
+        rayon::scope(|_| {
+            let result = op.run(ctx, args_json)?;
+            result
+                .to_json()
+                .map_err(|e| ToolError::new(ErrorCode::InternalError, format!("serialize: {e}")))
+        })
     };
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
         Ok(Ok(payload_json)) => JobOutcome::Ok { payload_json },

@@ -270,10 +270,7 @@ impl Op for OptimizeTile {
                 &IltRun {
                     px: window,
                     iterations: args.call.iterations.unwrap_or(REGION_ITERATIONS.0),
-                    refine_iterations: args
-                        .call
-                        .refine_iterations
-                        .unwrap_or(REGION_ITERATIONS.1),
+                    refine_iterations: args.call.refine_iterations.unwrap_or(REGION_ITERATIONS.1),
                     rules: &rules,
                     context: &context,
                     frozen: Some(&frozen),
