@@ -207,6 +207,7 @@ pub fn merge(
     // and serialized once, on the compute threads (D240).
     let prepare = |record: ViolationRecord| {
         let value = serde_json::to_value(&record).unwrap_or(Value::Null);
+        // Infallible: a `Value` always serializes, into a `Vec` that cannot fail to grow.
         let line = serde_json::to_vec(&value).unwrap_or_default();
         MergedRecord { value, line }
     };

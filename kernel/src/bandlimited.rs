@@ -184,8 +184,8 @@ fn real_band_of<T: bytemuck::Pod + Into<f64> + Sync>(
     Ok(data)
 }
 
-/// Whether two rows hold the same values bit for bit (a `-0.0` differs from `0.0`: the
-/// transform of each is not the same bits); one `memcmp`.
+/// Whether two rows hold the same values bit for bit (a `-0.0` differs from a `0.0`: its
+/// transform may have other bits); one `memcmp`.
 fn same_bits<T: bytemuck::Pod>(a: &[T], b: &[T]) -> bool {
     bytemuck::cast_slice::<T, u8>(a) == bytemuck::cast_slice::<T, u8>(b)
 }
