@@ -168,7 +168,12 @@ impl Op for EvaluateMerge {
                 ctx.cancel,
             )
         };
-        let merged = match merge_pool() {
+        let pool = merge_pool();
+        let threads = pool.as_ref().map_or_else(
+            rayon::current_num_threads,
+            rayon::ThreadPool::current_num_threads,
+        );
+        let merged = match pool {
             Some(pool) => pool.install(run),
             None => run(),
         }
@@ -178,7 +183,7 @@ impl Op for EvaluateMerge {
             tiles = plan.range.count(),
             records = merged.records,
             seconds = started.elapsed().as_secs_f64(),
-            threads = rayon::current_num_threads(),
+            threads,
             "evaluate.merge: tiles merged"
         );
         let mut payload = merged.payload;
