@@ -8,6 +8,7 @@
 //! `reticle-worker bench ...` runs the engine benchmarks instead (see [`bench`]);
 //! `reticle-worker batch MANIFEST` runs one element of a cluster job array (see [`batch`]).
 
+mod allocator;
 mod artifacts;
 mod attempt;
 mod backend;

@@ -215,7 +215,10 @@ pub(crate) fn run_op(ctx: &AttemptCtx<'_>, op: &dyn ops::Op, args_json: &str) ->
                 .map_err(|e| ToolError::new(ErrorCode::InternalError, format!("serialize: {e}")))
         })
     };
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
+    // What the op freed goes back to the system before the next one (D244).
+    crate::allocator::release_free_heap();
+    match caught {
         Ok(Ok(payload_json)) => JobOutcome::Ok { payload_json },
         Ok(Err(error)) => JobOutcome::Err { error },
         Err(_) => JobOutcome::Err {

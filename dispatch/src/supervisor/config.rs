@@ -80,15 +80,18 @@ pub struct SupervisorConfig {
     pub events: EventHook,
 }
 
-/// glibc allocator settings every worker starts with: up to 256 MiB of free heap is kept
-/// between tiles (docs/DECISIONS.md D57). The mmap threshold stays at glibc's default
-/// (128 KiB, since a trim threshold is set), so a tile's large rasters are mapped and
-/// returned to the system after each tile. D191 raised it to 32 MiB with one arena (page
-/// faults ÷ 7, CPU −21 % at 1 nm), but then the heap's resident size crept with the
-/// number of tiles (+11 % worker peak for the 16× array of
-/// `tests/python/test_whole_layout_memory.py`), against the bounded-memory guarantee; the
-/// guarantee wins until the creep is understood (D191, reverted).
-pub const WORKER_ALLOCATOR: [(&str, &str); 1] = [("MALLOC_TRIM_THRESHOLD_", "268435456")];
+/// glibc allocator settings every worker starts with (docs/DECISIONS.md D57, D191, D244):
+/// blocks up to 32 MiB (the largest mmap threshold glibc takes on 64-bit) come from the
+/// heap instead of a mapping of their own, and up to 256 MiB of free heap is kept while an
+/// op runs, so an op that allocates and frees its rasters over and over (the ILT's
+/// iterations) reuses memory instead of faulting fresh pages in each time: −30 % wall on
+/// a region optimize. The worker hands the free heap back after every op
+/// (`malloc_trim`), which keeps its resident size from creeping with the number of
+/// tiles, the reason D191's first attempt was reverted.
+pub const WORKER_ALLOCATOR: [(&str, &str); 2] = [
+    ("MALLOC_MMAP_THRESHOLD_", "33554432"),
+    ("MALLOC_TRIM_THRESHOLD_", "268435456"),
+];
 
 impl Default for SupervisorConfig {
     fn default() -> Self {
