@@ -84,7 +84,7 @@ pub struct SupervisorConfig {
 /// blocks up to 32 MiB (the largest mmap threshold glibc takes on 64-bit) come from the
 /// heap instead of a mapping of their own, and up to 256 MiB of free heap is kept while an
 /// op runs, so an op that allocates and frees its rasters over and over (the ILT's
-/// iterations) reuses memory instead of faulting fresh pages in each time: −30 % wall on
+/// iterations) reuses memory instead of faulting fresh pages in each time: −38 % wall on
 /// a region optimize. The worker hands the free heap back after every op
 /// (`malloc_trim`), which keeps its resident size from creeping with the number of
 /// tiles, the reason D191's first attempt was reverted.
