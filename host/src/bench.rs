@@ -45,7 +45,8 @@ pub fn output_schema(args: &[String]) -> ExitCode {
     };
     let mut rows = Vec::new();
     let small = json!({"schema_version": SCHEMA_VERSION, "session_id": "ses_0123456789ab",
-                       "closed": true, "artifact_dir_deleted": true});
+                       "closed": true, "artifact_dir_deleted": true,
+                       "state_after": {"session_id": "ses_0123456789ab", "open": false, "live_sessions": 0}});
     rows.push(measure(
         "close_session answer",
         close,
@@ -132,9 +133,12 @@ fn measure(name: &str, tool: &Tool, payload: &Value, job: bool, iterations: u32)
     } else {
         ToolOutput::Finished(payload.clone())
     };
+    let answer_violations = tool.output_violations(&answer);
+    let result_violations = tool.result_violations(payload);
     assert!(
-        tool.output_violations(&answer).is_empty() && tool.result_violations(payload).is_empty(),
-        "the benchmark's payloads must pass the schema"
+        answer_violations.is_empty() && result_violations.is_empty(),
+        "the benchmark's payload {name:?} must pass the schema: as the answer {answer_violations:?}, \
+         as the stored result {result_violations:?}"
     );
     let check = per_call(iterations, || {
         black_box(tool.output_violations(black_box(&answer)).len());
@@ -248,7 +252,7 @@ fn report(records: usize) -> Value {
         "model": {"kind": "hopkins", "period_nm": 2048.0, "focus_kernels": 24},
         "coordinate_frame": "input_layout_native",
         "tiling": {"tile_nm": 1024.0, "origin_nm": [0.0, 0.0]},
-        "metrics": {"l2_px": 116_661, "pvb_px": 42_918, "epe": {"checkpoints": 400, "violations": 12, "mean_abs_nm": 4.2, "max_abs_nm": 21.0}, "mrc_pass_rate": 0.5, "drc_pass_rate": 0.75},
+        "metrics": {"l2_px": 116_661, "pvb_px": 42_918, "epe_mean_nm": 4.2, "epe_max_nm": 21.0, "epe": {"checkpoints": 400, "violations": 12, "mean_abs_nm": 4.2, "max_abs_nm": 21.0}, "mrc_pass_rate": 0.5, "drc_pass_rate": 0.75},
         "counts": {"records": records, "groups": records / 4, "groups_by_severity": {"error": records / 4},
                    "by_rule": [{"rule_id": "M1.W.1", "kind": "width", "applies_to": "mask", "severity": "error", "engine_path": "mrc.standard", "checked": true, "records": records, "groups": records / 4}]},
         "degraded_to_aggregate": false,

@@ -56,6 +56,31 @@ pub(crate) fn json_report(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout).expect("JSON report on stdout")
 }
 
+/// `reticle bench output-schema` builds its payloads with the tools' shapes and asserts
+/// that they pass the schemas before it times anything: when a schema gains a required
+/// field, this fails until the benchmark's payloads follow (it had rotted unnoticed once).
+#[test]
+fn output_schema_bench_payloads_pass_the_current_schemas() {
+    let out = bench(&["output-schema", "--iterations", "2", "--json"], &[]);
+    let rows = json_report(&out);
+    let rows = rows.as_array().expect("an array of rows");
+    let payloads: Vec<&str> = rows.iter().filter_map(|r| r["payload"].as_str()).collect();
+    assert_eq!(
+        payloads,
+        [
+            "close_session answer",
+            "evaluate job handle",
+            "evaluate report, 0 violations",
+            "evaluate report, 100 violations",
+            "evaluate report, 10000 violations"
+        ]
+    );
+    for row in rows {
+        assert!(row["bytes"].as_u64() > Some(0), "{row}");
+        assert!(row["ratio"].as_f64() > Some(0.0), "{row}");
+    }
+}
+
 #[test]
 fn usage_errors_and_missing_data_exit_2() {
     let out = bench(&["litho", "--repeats", "0"], &[]);
