@@ -18,6 +18,10 @@ from mcp import StdioServerParameters
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # The ICCAD-style clip most tests evaluate.
 LAYOUT = ROOT / "fixtures" / "layouts" / "lines_and_pad.glp"
+# A waited job that runs for seconds on any machine (40 ILT iterations of LAYOUT: about 6 s
+# alone on two cores, sandbox-2c, 2026-12-02; under 300 MB): what tests of giving up on a
+# call cancel.
+LONG_JOB = {"layout": str(LAYOUT), "deck": "iccad13_m1", "iterations": 40, "wait": True}
 
 
 def params(reticle_bin, env):
