@@ -3,6 +3,7 @@
 //! three-corner simulation once and checks the report: the band-limited path is
 //! faster than the naive path of the same run and agrees with it on L2 and PVB.
 //! `reticle bench ilt` runs a few ILT iterations on one clip and must lower its L2.
+//! `reticle bench output-schema` must find its payloads valid under the current schemas.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
