@@ -221,6 +221,7 @@ mod tests {
             members: vec![&before[0], &before[1]],
             targeted: Some(&before[0]),
             window_nm: [0.0, 0.0, 400.0, 400.0],
+            halo_nm: 0.0,
         };
         let c = compare(&before, &after, &target, TargetScope::Group, 1.0);
         let resolved: Vec<&Value> = c.groups_in_window.iter().map(|g| &g["resolved"]).collect();

@@ -66,7 +66,7 @@ fn a_shadow_with_scope_group_resolves_to_the_canonical_record_and_the_group_box(
         violation: Some((&shadow_id, &parsed)),
         scope: TargetScope::Group,
         box_um: None,
-        halo_nm: 5.0,
+        halo_nm: Some(5.0),
         resolved_from: None,
     };
     let t = resolve(&records, &request, CLIP).unwrap();
@@ -95,7 +95,7 @@ fn boxes_the_clip_and_misses() {
         violation: None,
         scope: TargetScope::Group,
         box_um: None,
-        halo_nm: 0.0,
+        halo_nm: Some(0.0),
         resolved_from: None,
     };
     let t = resolve(&records, &request, CLIP).unwrap();
@@ -122,8 +122,20 @@ fn boxes_the_clip_and_misses() {
 
 #[test]
 fn halos_are_non_negative() {
-    assert_eq!(halo(None).unwrap(), DEFAULT_HALO_NM);
-    assert_eq!(halo(Some(0.0)).unwrap(), 0.0);
+    assert_eq!(halo(None).unwrap(), None);
+    assert_eq!(halo(Some(0.0)).unwrap(), Some(0.0));
     assert!(halo(Some(-1.0)).is_err());
     assert!(halo(Some(f64::NAN)).is_err());
+}
+
+#[test]
+fn the_default_halo_follows_what_the_rule_applies_to() {
+    assert_eq!(
+        default_halo(&json!({"applies_to": "printed"})),
+        DEFAULT_PRINTED_HALO_NM
+    );
+    assert_eq!(
+        default_halo(&json!({"applies_to": "mask"})),
+        DEFAULT_HALO_NM
+    );
 }
