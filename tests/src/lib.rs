@@ -80,6 +80,32 @@ pub fn fixtures_dir() -> PathBuf {
     repo_root().join("fixtures")
 }
 
+/// The tool of [`long_job`].
+pub const LONG_JOB_TOOL: &str = "optimize";
+
+/// The arguments of a [`LONG_JOB_TOOL`] call that runs for seconds on any machine, for
+/// tests that cancel it, kill its worker, or hand it over across a reexec while it runs:
+/// 10 ILT iterations of `lines_and_pad.glp` with the ICCAD-2013 deck (about 2.5 s on two
+/// idle cores, sandbox-2c, 2026-12-02; under 300 MB). The 4096² simulation these tests
+/// ran before takes 0.4 s now, so it could end before the test acted on it.
+pub fn long_job() -> Value {
+    serde_json::json!({
+        "layout": fixtures_dir().join("layouts/lines_and_pad.glp"),
+        "deck": "iccad13_m1",
+        "iterations": 10,
+        "refine_iterations": 0,
+    })
+}
+
+/// [`long_job`] with `key` set to `value` (`wait`, `render`).
+pub fn long_job_with(pairs: &[(&str, Value)]) -> Value {
+    let mut args = long_job();
+    for (key, value) in pairs {
+        args[*key] = value.clone();
+    }
+    args
+}
+
 /// The public reference data (`RETICLE_DATA_DIR`, default `../shared/data` beside the
 /// repository): ICCAD-2013 kernels and clips, the 45 nm GDS.
 pub fn data_dir() -> PathBuf {

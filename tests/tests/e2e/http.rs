@@ -11,7 +11,7 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use reticle_tests::{alive, binary, fixtures_dir};
+use reticle_tests::{LONG_JOB_TOOL, alive, binary, fixtures_dir, long_job_with};
 use serde_json::{Value, json};
 
 const ALICE: &str = "alice-token-0123456789";
@@ -635,12 +635,11 @@ fn log_messages_go_on_the_stream_of_the_call_that_asked() {
 fn sigterm_answers_the_call_in_flight_then_exits_0() {
     let mut host = HttpHost::start(&[]);
     let session = host.initialize(ALICE);
-    let layout = fixtures_dir().join("layouts/lines_and_pad.glp");
     let mut call = host.post(
         Some(ALICE),
         Some(&session),
         &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                "params": {"name": "simulate", "arguments": {"layout": layout, "pixel_nm": 0.5, "wait": true}}}),
+                "params": {"name": LONG_JOB_TOOL, "arguments": long_job_with(&[("wait", json!(true))])}}),
     );
     let (_, priming) = call.next_event().expect("the priming event");
     assert_eq!(priming, "");

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use reticle_tests::{Host, alive, fixtures_dir};
+use reticle_tests::{Host, LONG_JOB_TOOL, alive, fixtures_dir, long_job, long_job_with};
 use serde_json::{Value, json};
 
 fn start() -> Host {
@@ -20,12 +20,6 @@ fn start() -> Host {
     );
     host.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     host
-}
-
-/// Arguments for a job long enough to cancel mid-run (4096×4096 pixels, about 2 s on
-/// two cores; the plain fixture run takes about 0.4 s).
-fn long_job() -> Value {
-    json!({"layout": layout(), "pixel_nm": 0.5})
 }
 
 fn layout() -> String {
@@ -154,7 +148,7 @@ fn simulate_without_token_returns_a_job_to_poll() {
 #[test]
 fn cancel_kills_the_worker_and_the_next_job_succeeds() {
     let mut host = start();
-    let started = call(&mut host, "sim", "simulate", long_job());
+    let started = call(&mut host, "sim", LONG_JOB_TOOL, long_job());
     let job_id = started["structuredContent"]["job_id"]
         .as_str()
         .unwrap()
@@ -255,7 +249,7 @@ fn notifications_cancelled_kills_the_worker_and_the_request_is_never_answered() 
     let mut host = start();
     host.send(
         &json!({"jsonrpc": "2.0", "id": "sim", "method": "tools/call",
-        "params": {"name": "simulate", "arguments": {"layout": layout(), "pixel_nm": 0.5, "wait": true}}}),
+        "params": {"name": LONG_JOB_TOOL, "arguments": long_job_with(&[("wait", json!(true))])}}),
     );
     let pid = wait_for_busy_worker(&mut host);
     host.send(
@@ -292,7 +286,7 @@ fn notifications_cancelled_kills_the_worker_and_the_request_is_never_answered() 
 #[test]
 fn stdin_eof_kills_a_busy_worker_and_the_host_exits_within_a_second() {
     let mut host = start();
-    let started = call(&mut host, "sim", "simulate", long_job());
+    let started = call(&mut host, "sim", LONG_JOB_TOOL, long_job());
     assert!(
         started["structuredContent"]["job_id"].is_string(),
         "{started}"

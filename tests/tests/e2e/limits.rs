@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use reticle_tests::{Host, binary, fixtures_dir};
+use reticle_tests::{Host, LONG_JOB_TOOL, binary, fixtures_dir, long_job_with};
 use serde_json::{Value, json};
 
 fn call(host: &mut Host, id: &str, name: &str, arguments: Value) -> Value {
@@ -79,12 +79,12 @@ fn active_jobs_and_shapes_per_query_are_settings_with_typed_errors() {
     let fixtures = fixtures_dir();
     let glp = fixtures.join("layouts/lines_and_pad.glp");
     let gds = fixtures.join("layouts/observer_demo.gds");
-    // A long job (4096² pixels, seconds on two cores) holds the only place.
+    // A long job (seconds on two cores) holds the only place.
     let first = call(
         &mut host,
         "long",
-        "simulate",
-        json!({"layout": glp, "pixel_nm": 0.5, "render": "json"}),
+        LONG_JOB_TOOL,
+        long_job_with(&[("render", json!("json"))]),
     );
     assert_eq!(first["isError"], false, "{first}");
     let job_id = first["structuredContent"]["job_id"]

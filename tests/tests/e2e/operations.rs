@@ -8,7 +8,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use reticle_tests::{Host, binary, check_jsonrpc_value, fixtures_dir};
+use reticle_tests::{
+    Host, LONG_JOB_TOOL, binary, check_jsonrpc_value, fixtures_dir, long_job, long_job_with,
+};
 use serde_json::{Value, json};
 
 /// `reticle ctl ARGS` against `host`; returns (exit code, stdout, stderr).
@@ -146,11 +148,10 @@ fn reexec_carries_a_request_split_across_the_handover() {
         host.child.try_wait().unwrap().is_none(),
         "the host process is the same"
     );
-    // A second reexec while a call waits on a 2 s job: the next image re-runs the job
+    // A second reexec while a call waits on a job of seconds: the next image re-runs the job
     // under its id and answers the waiting call once, successfully.
-    let layout = fixtures_dir().join("layouts/lines_and_pad.glp");
     host.send(&json!({"jsonrpc": "2.0", "id": "long", "method": "tools/call", "params": {
-        "name": "simulate", "arguments": {"layout": layout, "pixel_nm": 0.5, "wait": true, "render": "json"}}}));
+        "name": LONG_JOB_TOOL, "arguments": long_job_with(&[("wait", json!(true)), ("render", json!("json"))])}}));
     std::thread::sleep(Duration::from_millis(300));
     let (code, out, err) = ctl(&host, runtime.path(), &["reexec"]);
     assert_eq!(code, 0, "{out}{err}");
@@ -208,11 +209,10 @@ fn reexec_carries_a_request_split_across_the_handover() {
 fn a_task_s_status_notifications_continue_across_a_reexec() {
     let runtime = tempfile::tempdir().unwrap();
     let mut host = start(runtime.path(), &[]);
-    let layout = fixtures_dir().join("layouts/lines_and_pad.glp");
     let created = host.request(
         json!("task"),
         "tools/call",
-        json!({"name": "simulate", "arguments": {"layout": layout, "pixel_nm": 0.5},
+        json!({"name": LONG_JOB_TOOL, "arguments": long_job(),
                "task": {"ttl": 600000}, "_meta": {"progressToken": "tok"}}),
     );
     let task_id = created["result"]["task"]["taskId"]

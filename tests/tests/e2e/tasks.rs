@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use reticle_tests::{Host, alive, check_jsonrpc_value, fixtures_dir};
+use reticle_tests::{Host, LONG_JOB_TOOL, alive, check_jsonrpc_value, fixtures_dir, long_job};
 use serde_json::{Value, json};
 
 const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
@@ -36,11 +36,6 @@ fn layout() -> String {
         .join("layouts/lines_and_pad.glp")
         .display()
         .to_string()
-}
-
-/// About 2 s of imaging on two cores: long enough to cancel mid-run.
-fn long_args() -> Value {
-    json!({"layout": layout(), "pixel_nm": 0.5})
 }
 
 /// `_meta` of a 2026-07-28 request, with or without the tasks extension.
@@ -366,7 +361,7 @@ fn legacy_tasks_cancel_kills_the_worker_and_the_next_task_succeeds() {
     let created = host.request(
         json!("task"),
         "tools/call",
-        json!({"name": "simulate", "arguments": long_args(), "task": {}}),
+        json!({"name": LONG_JOB_TOOL, "arguments": long_job(), "task": {}}),
     );
     let task_id = created["result"]["task"]["taskId"]
         .as_str()
@@ -483,7 +478,7 @@ fn modern_tasks_cancel_kills_the_worker_and_the_next_task_succeeds() {
     let created = host.request(
         json!("task"),
         "tools/call",
-        json!({"name": "simulate", "arguments": long_args(), "_meta": meta}),
+        json!({"name": LONG_JOB_TOOL, "arguments": long_job(), "_meta": meta}),
     );
     assert_eq!(created["result"]["resultType"], "task", "{created}");
     let task_id = created["result"]["taskId"].as_str().unwrap().to_owned();
