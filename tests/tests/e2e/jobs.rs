@@ -1,6 +1,6 @@
 //! Long jobs end to end through real worker processes: `simulate` with progress,
-//! as a job polled to completion, and cancelled for real (the worker is killed
-//! and replaced, the next job succeeds).
+//! as a job polled to completion, and [`reticle_tests::long_job`] cancelled for real
+//! (the worker is killed and replaced, the next job succeeds).
 
 use std::time::{Duration, Instant};
 
