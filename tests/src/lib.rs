@@ -97,7 +97,7 @@ pub fn long_job() -> Value {
     })
 }
 
-/// [`long_job`] with `key` set to `value` (`wait`, `render`).
+/// [`long_job`] with each `(key, value)` of `pairs` set (`wait`, `render`).
 pub fn long_job_with(pairs: &[(&str, Value)]) -> Value {
     let mut args = long_job();
     for (key, value) in pairs {
