@@ -244,8 +244,6 @@ pub struct Outcome<'a> {
     pub target: &'a Target<'a>,
     /// The pixels optimized.
     pub px: PixelWindow,
-    /// Margin around the marker(s), nm.
-    pub halo_nm: f64,
     /// ILT iterations asked for (main stage, refinement).
     pub iterations: (u32, u32),
     /// What the ILT did, and the legal mask.
@@ -290,7 +288,7 @@ pub fn payload(outcome: &Outcome<'_>, state_after: Value) -> Value {
             "right": to_nm(clip.left + pixel_dbu(px.2)),
             "top": to_nm(clip.bottom + pixel_dbu(px.3)),
         },
-        "halo_nm": outcome.halo_nm,
+        "halo_nm": target.halo_nm,
         "pixel_nm": imaged.pixel_nm,
         "ilt": {
             "iterations": outcome.iterations.0,

@@ -312,7 +312,6 @@ impl Op for Optimize {
             imaged: &imaged,
             target: &target,
             px,
-            halo_nm: target.halo_nm,
             iterations: (iterations, refine_iterations),
             ilt: &ilt,
             options,
