@@ -231,6 +231,7 @@ pub fn run(bench: &IltBench) -> Result<IltReport, String> {
                                 pixel_dbu: clip.frame.pixel_nm,
                                 dbu_nm: 1.0,
                                 frozen: None,
+                                blend: None,
                             };
                             let o = optimize_legal(
                                 &clip.target,

@@ -75,6 +75,7 @@ pub fn run_ilt(
         rules,
         context,
         frozen: None,
+        blend: None,
         options,
     };
     run_ilt_with(imaged, &ilt, cancel, progress)
@@ -96,6 +97,9 @@ pub struct IltRun<'a> {
     /// The same mask as pixels when it is not the drawn target (a tiled optimize's
     /// finished neighbours, D170); `None`: the target.
     pub frozen: Option<&'a Grid<u8>>,
+    /// The pixels the optimizer may move, when wider than `px` (only `px` is kept,
+    /// D248); `None`: `px`.
+    pub blend: Option<PixelWindow>,
     /// How the mask is drawn.
     pub options: MaskOptions,
 }
@@ -117,6 +121,7 @@ pub fn run_ilt_with(
         rules,
         context,
         frozen,
+        blend,
         options,
     } = *run;
     let model = ModelKernels {
@@ -141,6 +146,7 @@ pub fn run_ilt_with(
         pixel_dbu: frame.pixel_nm,
         dbu_nm: imaged.layout.dbu_nm,
         frozen,
+        blend,
     };
     Ok(optimize_legal(
         &imaged.target,

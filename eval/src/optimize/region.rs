@@ -12,6 +12,10 @@
 //!   neighbours' optimized mask inside their ILT boxes and the drawn layout everywhere
 //!   else; the mask-rule legalizer sees that context, so every seam is legalized by the
 //!   later tile against the earlier tile's final mask.
+//! - The optimizer moves more than the ILT box: [`blend_box`] adds [`SEAM_BLEND_NM`] past
+//!   each seam, where it starts from the frozen mask and moves less the farther it is
+//!   (D248). Only the ILT box is kept, so the seam rule above is unchanged; the tile's
+//!   edge is no longer pinned where it meets its neighbour.
 //! - A tile's output ([`OptTile`]) is the polygons of its ILT box, not a grid: memory and
 //!   files grow with the mask's geometry, not with the region's area.
 //! - [`compare_groups`] matches the groups of the evaluations before and after by rule
@@ -36,6 +40,24 @@ pub const WAVES: usize = 4;
 /// 6 µm boxes of gcd_45nm the printed-rule groups fell by 80–82 % instead of 69–73 %, with
 /// half the new groups, in a third of the time.
 pub const REGION_ITERATIONS: (u32, u32) = (20, 10);
+
+/// How far past its own box a region's tile lets the ILT move the mask (D248): the
+/// pixels of the neighbours' side of each seam, their steps scaled down linearly to 0 at
+/// this distance, start from the mask that is there (a finished neighbour's, else the
+/// drawn target) and are optimized with the tile's own, then dropped: only the tile's
+/// box is kept and legalized. The tile's edge is then not pinned to its neighbour's
+/// mask (no jog at the seam), and what it optimizes against stays close to what is
+/// there. Measured on three 6 µm boxes of gcd_45nm (50, 100, 150, 200, 300, 400 nm
+/// tried): fewer new groups near seams (17 → 13, 29 → 16, 12 → 7) and printed-rule
+/// groups in the box down by 84–88 % instead of 80–82 %.
+pub const SEAM_BLEND_NM: f64 = 100.0;
+
+/// The box whose pixels a tile's ILT moves: its own box `own` grown by `blend` (dbu),
+/// inside the region (the layout outside the region is never changed).
+#[must_use]
+pub fn blend_box(own: BBox, region: BBox, blend: i64) -> BBox {
+    intersection(&crate::tiles::grow(own, blend.max(0)), &region).unwrap_or(own)
+}
 
 /// The GDSII limit on the points of one boundary (8,191 XY pairs, the first repeated at
 /// the end).

@@ -41,6 +41,12 @@ pub struct MaskPlan<'a> {
     /// optimize's finished neighbours, D170): what the optimizer images around its window
     /// and the "before" mask; `None`: the target. `context` must be the same mask.
     pub frozen: Option<&'a Grid<u8>>,
+    /// The pixels the optimizer may move, when wider than the window (a region's tile
+    /// optimizes across its seams and keeps its own box, D248); `None`: the window. Past
+    /// the window the optimizer starts from the mask there and its steps fall linearly
+    /// to 0 at the box's edge; only the window's pixels are kept and legalized: outside
+    /// it the mask is `frozen`'s.
+    pub blend: Option<PixelBox>,
 }
 
 /// The assist features of a mask: polygons that touch no drawn shape.
@@ -109,7 +115,7 @@ pub fn optimize_legal(
 ) -> Result<LegalOutcome, ImagingError> {
     let n = target.width;
     let bx = window.unwrap_or((0, 0, n, n));
-    let mut allowed = window_grid(n, bx);
+    let mut allowed = window_grid(n, plan.blend.unwrap_or(bx));
     if !plan.assist_features {
         let near = morph::dilate_disk(target, 2.0 * f64::from(params.downsample.max(1)));
         for (a, b) in allowed.data.iter_mut().zip(&near.data) {
@@ -132,20 +138,42 @@ pub fn optimize_legal(
         None => target.clone(),
     };
     let before = evaluate_with(&grid_f32(&before_mask), target, &corners, params, cancel)?;
+    // Past the box, the optimizer starts from the mask that is there (D248).
+    let start = plan.blend.is_some_and(|b| b != bx).then_some(&before_mask);
     let run = optimize_latent(
         target,
         Some(&allowed),
         plan.frozen,
+        start,
+        plan.blend.filter(|&b| b != bx).map(|b| {
+            let w = [
+                bx.0.saturating_sub(b.0),
+                bx.1.saturating_sub(b.1),
+                b.2.saturating_sub(bx.2),
+                b.3.saturating_sub(bx.3),
+            ];
+            (bx, w.into_iter().max().unwrap_or(0) as f64)
+        }),
         model,
         params,
         cancel,
         progress,
     )?;
     cancel.check()?;
-    let proposal = match plan.style {
+    let mut proposal = match plan.style {
         MaskStyle::Curvilinear => run.problem.binarised_smooth(&run.latent, outside),
         MaskStyle::Manhattan => run.problem.binarised(&run.latent, outside),
     };
+    if plan.blend.is_some_and(|b| b != bx) {
+        // Optimized across the window's edge, kept inside it only.
+        for y in 0..n {
+            for x in 0..n {
+                if !(bx.0..bx.2).contains(&x) || !(bx.1..bx.3).contains(&y) {
+                    *proposal.at_mut(x, y) = *outside.at(x, y);
+                }
+            }
+        }
+    }
     let curvy_req = LegalizeRequest {
         proposal: &proposal,
         target,

@@ -38,6 +38,7 @@ use crate::imaging::{
     Corner, ImagingBackend, ImagingError, KeepImages, LithoJob, LithoOutput, Resist,
 };
 use crate::metrics::EpeConfig;
+use crate::mrc::PixelBox;
 use crate::{CancelToken, CpuBackend, Grid, ModelKernels, Progress};
 
 use checkpoints::epe_violations_px;
@@ -164,7 +165,9 @@ pub fn optimize_window(
 ) -> Result<IltOutcome, ImagingError> {
     let corners = corners(model, params);
     let before = evaluate_with(&grid_f32(target), target, &corners, params, cancel)?;
-    let run = optimize_latent(target, window, None, model, params, cancel, progress)?;
+    let run = optimize_latent(
+        target, window, None, None, None, model, params, cancel, progress,
+    )?;
     cancel.check()?;
     let mask = run.problem.binarised(&run.latent, target);
     let after = evaluate_with(&grid_f32(&mask), target, &corners, params, cancel)?;
@@ -192,6 +195,8 @@ fn optimize_latent(
     target: &Grid<u8>,
     window: Option<&Grid<u8>>,
     frozen: Option<&Grid<u8>>,
+    start: Option<&Grid<u8>>,
+    soft: Option<(PixelBox, f64)>,
     model: &ModelKernels,
     params: &IltParams,
     cancel: &CancelToken,
@@ -205,11 +210,13 @@ fn optimize_latent(
     };
     let total = u64::from(params.iterations) + u64::from(refine);
     let mut loss = Vec::with_capacity(total as usize);
-    let mut p = problem.initial_latent();
+    let mut p = start.map_or_else(|| problem.initial_latent(), |m| problem.latent_of(m));
     let mut done = 0u32;
+    let mob = soft.map(|(b, w)| mobility(&problem, b, w));
     run_stage(
         &problem,
         &mut p,
+        mob.as_deref(),
         params.iterations,
         params,
         &mut done,
@@ -237,8 +244,18 @@ fn optimize_latent(
                 .collect();
             p = q;
             problem = fine;
+            let mob = soft.map(|(b, w)| mobility(&problem, b, w));
             run_stage(
-                &problem, &mut p, refine, params, &mut done, total, &mut loss, cancel, progress,
+                &problem,
+                &mut p,
+                mob.as_deref(),
+                refine,
+                params,
+                &mut done,
+                total,
+                &mut loss,
+                cancel,
+                progress,
             )?;
         }
     }
@@ -250,11 +267,27 @@ fn optimize_latent(
     })
 }
 
+/// How far each block of `problem` may move per step: 1 inside `core` (pixels), falling
+/// linearly to 0 at `width` pixels outside it (D248).
+fn mobility(problem: &Problem, core: PixelBox, width: f64) -> Vec<f64> {
+    let ds = problem.ds as f64;
+    (0..problem.nc * problem.nc)
+        .map(|i| {
+            let (bx, by) = ((i % problem.nc) as f64, (i / problem.nc) as f64);
+            let (cx, cy) = ((bx + 0.5) * ds, (by + 0.5) * ds);
+            let dx = (core.0 as f64 - cx).max(cx - core.2 as f64).max(0.0);
+            let dy = (core.1 as f64 - cy).max(cy - core.3 as f64).max(0.0);
+            (1.0 - dx.max(dy) / width.max(1.0)).clamp(0.0, 1.0)
+        })
+        .collect()
+}
+
 /// Runs `iterations` Adam steps of `problem` from `p` (a fresh optimiser state).
 #[allow(clippy::too_many_arguments)]
 fn run_stage(
     problem: &Problem,
     p: &mut [f64],
+    mobility: Option<&[f64]>,
     iterations: u32,
     params: &IltParams,
     done: &mut u32,
@@ -271,7 +304,16 @@ fn run_stage(
         let beta = steepness_at(params, it, iters);
         let l = problem.loss_grad(p, beta, Some(&mut grad), cancel)?;
         loss.push(l);
-        adam.step(p, &grad, params.step_size);
+        match mobility {
+            None => adam.step(p, &grad, params.step_size),
+            Some(mob) => {
+                let old = p.to_vec();
+                adam.step(p, &grad, params.step_size);
+                for ((v, o), s) in p.iter_mut().zip(&old).zip(mob) {
+                    *v = o + s * (*v - o);
+                }
+            }
+        }
         *done += 1;
         progress(Progress {
             done: u64::from(*done),

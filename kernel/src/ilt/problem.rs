@@ -230,6 +230,25 @@ impl Problem {
         self.target.iter().map(|&t| 2.0 * t - 1.0).collect()
     }
 
+    /// The latent field of a 0/1 mask: `±1` around its block average (D248: a region's
+    /// tile starts the pixels past its box from its finished neighbours' mask).
+    pub(super) fn latent_of(&self, mask: &Grid<u8>) -> Vec<f64> {
+        let (ds, nc) = (self.ds, self.nc);
+        let inv = 1.0 / (ds * ds) as f64;
+        (0..nc * nc)
+            .map(|i| {
+                let (bx, by) = (i % nc, i / nc);
+                let mut s = 0usize;
+                for dy in 0..ds {
+                    for dx in 0..ds {
+                        s += usize::from(*mask.at(bx * ds + dx, by * ds + dy) != 0);
+                    }
+                }
+                2.0 * s as f64 * inv - 1.0
+            })
+            .collect()
+    }
+
     /// The 0/1 full-resolution mask of a latent field: `P > 0` in active blocks, the
     /// target elsewhere.
     pub(super) fn binarised(&self, p: &[f64], target: &Grid<u8>) -> Grid<u8> {

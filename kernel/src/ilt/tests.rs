@@ -309,3 +309,103 @@ fn raster_checkpoints_match_polygon_checkpoints() {
     assert_eq!(a.len(), 8);
     assert_eq!(a, b);
 }
+
+#[test]
+fn mobility_is_one_in_the_box_and_falls_linearly_past_it() {
+    let n = 64;
+    let params = IltParams {
+        downsample: 4,
+        ..IltParams::default()
+    };
+    let problem = Problem::with_frozen(
+        &target(n),
+        None,
+        None,
+        &model(n),
+        &params,
+        &CancelToken::new(),
+    )
+    .expect("problem");
+    assert_eq!(problem.ds, 4);
+    // The box: pixels 16..32 both ways; the blend: 8 pixels.
+    let mob = mobility(&problem, (16, 16, 32, 32), 8.0);
+    let at = |bx: usize, by: usize| mob[by * problem.nc + bx];
+    // Blocks 4..8 lie inside the box (centres 18, 22, 26, 30).
+    for b in 4..8 {
+        assert_eq!(at(b, 5), 1.0);
+    }
+    // Block 8's centre is 2 pixels past the box, block 9's 6, block 10's 10.
+    assert!((at(8, 5) - 0.75).abs() < 1e-12, "{}", at(8, 5));
+    assert!((at(9, 5) - 0.25).abs() < 1e-12, "{}", at(9, 5));
+    assert_eq!(at(10, 5), 0.0);
+    // A corner block: the farther of its two distances counts.
+    assert!((at(8, 9) - 0.25).abs() < 1e-12, "{}", at(8, 9));
+    assert_eq!(at(0, 0), 0.0);
+}
+
+#[test]
+fn a_blended_window_keeps_only_its_own_pixels() {
+    let n = 64;
+    let t = target(n);
+    // The frozen mask outside the window differs from the target: a neighbour's mask.
+    let mut frozen = t.clone();
+    for y in 20..28 {
+        for x in 34..40 {
+            *frozen.at_mut(x, y) = 1;
+        }
+    }
+    let params = IltParams {
+        iterations: 12,
+        downsample: 2,
+        refine_iterations: 0,
+        ..IltParams::default()
+    };
+    let window = (8, 8, 32, 56);
+    let run = |blend: Option<PixelBox>| {
+        let plan = MaskPlan {
+            rules: &[],
+            style: crate::mrc::MaskStyle::Manhattan,
+            grid_px: 1,
+            assist_features: true,
+            context: &[],
+            origin_dbu: (0.0, 0.0),
+            pixel_dbu: 1.0,
+            dbu_nm: 1.0,
+            frozen: Some(&frozen),
+            blend,
+        };
+        optimize_legal(
+            &t,
+            Some(window),
+            &model(n),
+            &params,
+            &plan,
+            &CancelToken::new(),
+            &mut |_| {},
+        )
+        .expect("optimize")
+    };
+    let pinned = run(None);
+    let blended = run(Some((0, 0, 44, 64)));
+    let inside = |x: usize, y: usize| (8..32).contains(&x) && (8..56).contains(&y);
+    let mut differs = 0;
+    for y in 0..n {
+        for x in 0..n {
+            let (p, b) = (
+                *pinned.legal.pixels.at(x, y),
+                *blended.legal.pixels.at(x, y),
+            );
+            if inside(x, y) {
+                differs += usize::from(p != b);
+            } else {
+                assert_eq!(
+                    b,
+                    *frozen.at(x, y),
+                    "pixel ({x}, {y}) past the window changed"
+                );
+                assert_eq!(p, *frozen.at(x, y));
+            }
+        }
+    }
+    assert!(differs > 0, "the blend changed nothing inside the window");
+}

@@ -165,3 +165,31 @@ fn the_seam_distance_counts_only_seams_inside_the_region() {
     let one = g.covering(BBox::from_corners(Point::new(0, 0), Point::new(10, 10)));
     assert!(seam_distance_nm(&g, &one, region, &[0.0, 0.0, 1.0, 1.0]).is_infinite());
 }
+
+#[test]
+fn the_blend_box_grows_the_tile_box_inside_the_region_only() {
+    let region = BBox {
+        left: 0,
+        bottom: 0,
+        right: 300,
+        top: 200,
+    };
+    let own = BBox {
+        left: 0,
+        bottom: 80,
+        right: 80,
+        top: 160,
+    };
+    // Grown by 30 everywhere but past the region's left edge and top edge.
+    assert_eq!(
+        blend_box(own, region, 30),
+        BBox {
+            left: 0,
+            bottom: 50,
+            right: 110,
+            top: 190,
+        }
+    );
+    assert_eq!(blend_box(own, region, 0), own);
+    assert_eq!(blend_box(own, region, -5), own);
+}

@@ -214,6 +214,7 @@ impl Op for OptimizeMerge {
                 "waves": reticle_eval::optimize::region::wave_counts(&plan.range),
                 "core_nm": nm(plan.grid.core_dbu),
                 "halo_nm": nm(plan.grid.halo_dbu),
+                "seam_blend_nm": reticle_eval::optimize::region::SEAM_BLEND_NM,
                 "period_nm": plan.period_nm,
                 "pixel_nm": plan.pixel_nm,
             },

@@ -21,8 +21,8 @@ mod targets;
 use std::path::{Path, PathBuf};
 
 use reticle_eval::optimize::region::{
-    Finished, OptTile, REGION_ITERATIONS, TileScore, clipped_to, frozen_context, ilt_box,
-    nth_in_waves, snap_region, wave_counts, wave_of,
+    Finished, OptTile, REGION_ITERATIONS, SEAM_BLEND_NM, TileScore, blend_box, clipped_to,
+    frozen_context, ilt_box, nth_in_waves, snap_region, wave_counts, wave_of,
 };
 use reticle_eval::optimize::{IltRun, MaskOptions, run_ilt_with};
 use reticle_eval::region_source::RegionSource;
@@ -252,6 +252,17 @@ impl Op for OptimizeTile {
                 px(own.right, frame.left_nm),
                 px(own.top, frame.bottom_nm),
             );
+            // The pixels the ILT moves: its box and the first `SEAM_BLEND_NM` past each
+            // seam inside the region (D248); only `window` is kept.
+            let n = imaged.target.width;
+            let blend_dbu = (SEAM_BLEND_NM / plan.grid.dbu_nm).round() as i64;
+            let b = blend_box(own, plan.region, blend_dbu);
+            let blend = (
+                px(b.left, frame.left_nm).min(n),
+                px(b.bottom, frame.bottom_nm).min(n),
+                px(b.right, frame.left_nm).min(n),
+                px(b.top, frame.bottom_nm).min(n),
+            );
             let rules: Vec<_> = setup.rules().into_iter().cloned().collect();
             let options = MaskOptions {
                 style: args.call.mask_style,
@@ -274,6 +285,7 @@ impl Op for OptimizeTile {
                     rules: &rules,
                     context: &context,
                     frozen: Some(&frozen),
+                    blend: Some(blend),
                     options,
                 },
                 ctx.cancel,
