@@ -44,8 +44,9 @@ pub struct MaskPlan<'a> {
     /// The pixels the optimizer may move, when wider than the window (a region's tile
     /// optimizes across its seams and keeps its own box, D248); `None`: the window. Past
     /// the window the optimizer starts from the mask there and its steps fall linearly
-    /// to 0 at the box's edge; only the window's pixels are kept and legalized: outside
-    /// it the mask is `frozen`'s.
+    /// to 0 at the edge of this box (a block straddling the window's edge moves as far
+    /// as its centre says); only the window's pixels are kept and legalized: outside it
+    /// the mask is `frozen`'s.
     pub blend: Option<PixelBox>,
 }
 
