@@ -116,7 +116,9 @@ pub fn optimize_legal(
 ) -> Result<LegalOutcome, ImagingError> {
     let n = target.width;
     let bx = window.unwrap_or((0, 0, n, n));
-    let mut allowed = window_grid(n, plan.blend.unwrap_or(bx));
+    // A blend box that is the window itself blends nothing.
+    let blend = plan.blend.filter(|&b| b != bx);
+    let mut allowed = window_grid(n, blend.unwrap_or(bx));
     if !plan.assist_features {
         let near = morph::dilate_disk(target, 2.0 * f64::from(params.downsample.max(1)));
         for (a, b) in allowed.data.iter_mut().zip(&near.data) {
@@ -140,13 +142,13 @@ pub fn optimize_legal(
     };
     let before = evaluate_with(&grid_f32(&before_mask), target, &corners, params, cancel)?;
     // Past the box, the optimizer starts from the mask that is there (D248).
-    let start = plan.blend.is_some_and(|b| b != bx).then_some(&before_mask);
+    let start = blend.is_some().then_some(&before_mask);
     let run = optimize_latent(
         target,
         Some(&allowed),
         plan.frozen,
         start,
-        plan.blend.filter(|&b| b != bx).map(|b| {
+        blend.map(|b| {
             let w = [
                 bx.0.saturating_sub(b.0),
                 bx.1.saturating_sub(b.1),
@@ -165,7 +167,7 @@ pub fn optimize_legal(
         MaskStyle::Curvilinear => run.problem.binarised_smooth(&run.latent, outside),
         MaskStyle::Manhattan => run.problem.binarised(&run.latent, outside),
     };
-    if plan.blend.is_some_and(|b| b != bx) {
+    if blend.is_some() {
         // Optimized across the window's edge, kept inside it only.
         for y in 0..n {
             for x in 0..n {

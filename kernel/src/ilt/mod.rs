@@ -212,11 +212,10 @@ fn optimize_latent(
     let mut loss = Vec::with_capacity(total as usize);
     let mut p = start.map_or_else(|| problem.initial_latent(), |m| problem.latent_of(m));
     let mut done = 0u32;
-    let mob = soft.map(|(b, w)| mobility(&problem, b, w));
     run_stage(
         &problem,
         &mut p,
-        mob.as_deref(),
+        soft,
         params.iterations,
         params,
         &mut done,
@@ -244,17 +243,8 @@ fn optimize_latent(
                 .collect();
             p = q;
             problem = fine;
-            let mob = soft.map(|(b, w)| mobility(&problem, b, w));
             run_stage(
-                &problem,
-                &mut p,
-                mob.as_deref(),
-                refine,
-                params,
-                &mut done,
-                total,
-                &mut loss,
-                cancel,
+                &problem, &mut p, soft, refine, params, &mut done, total, &mut loss, cancel,
                 progress,
             )?;
         }
@@ -282,12 +272,13 @@ fn mobility(problem: &Problem, core: PixelBox, width: f64) -> Vec<f64> {
         .collect()
 }
 
-/// Runs `iterations` Adam steps of `problem` from `p` (a fresh optimiser state).
+/// Runs `iterations` Adam steps of `problem` from `p` (a fresh optimiser state); with
+/// `soft` (a box in pixels and a width), each block's step scaled by its [`mobility`].
 #[allow(clippy::too_many_arguments)]
 fn run_stage(
     problem: &Problem,
     p: &mut [f64],
-    mobility: Option<&[f64]>,
+    soft: Option<(PixelBox, f64)>,
     iterations: u32,
     params: &IltParams,
     done: &mut u32,
@@ -296,6 +287,7 @@ fn run_stage(
     cancel: &CancelToken,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(), ImagingError> {
+    let mob = soft.map(|(core, width)| mobility(problem, core, width));
     let mut adam = Adam::new(p.len());
     let mut grad = vec![0.0; p.len()];
     let iters = iterations.max(1);
@@ -304,7 +296,7 @@ fn run_stage(
         let beta = steepness_at(params, it, iters);
         let l = problem.loss_grad(p, beta, Some(&mut grad), cancel)?;
         loss.push(l);
-        match mobility {
+        match &mob {
             None => adam.step(p, &grad, params.step_size),
             Some(mob) => {
                 let old = p.to_vec();

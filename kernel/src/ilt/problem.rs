@@ -190,20 +190,7 @@ impl Problem {
             }
             fixed_band = Some(data);
         }
-        let inv = 1.0 / (ds * ds) as f64;
-        let target_c: Vec<f64> = (0..nc * nc)
-            .into_par_iter()
-            .map(|i| {
-                let (bx, by) = (i % nc, i / nc);
-                let mut s = 0usize;
-                for dy in 0..ds {
-                    for dx in 0..ds {
-                        s += usize::from(*target.at(bx * ds + dx, by * ds + dy) != 0);
-                    }
-                }
-                s as f64 * inv
-            })
-            .collect();
+        let target_c = block_means(target, ds, nc);
         let d = params.doses.map(|d| f64::from(d) * f64::from(d));
         Ok(Self {
             n,
@@ -233,19 +220,9 @@ impl Problem {
     /// The latent field of a 0/1 mask: `±1` around its block average (D248: a region's
     /// tile starts the pixels past its box from its finished neighbours' mask).
     pub(super) fn latent_of(&self, mask: &Grid<u8>) -> Vec<f64> {
-        let (ds, nc) = (self.ds, self.nc);
-        let inv = 1.0 / (ds * ds) as f64;
-        (0..nc * nc)
-            .map(|i| {
-                let (bx, by) = (i % nc, i / nc);
-                let mut s = 0usize;
-                for dy in 0..ds {
-                    for dx in 0..ds {
-                        s += usize::from(*mask.at(bx * ds + dx, by * ds + dy) != 0);
-                    }
-                }
-                2.0 * s as f64 * inv - 1.0
-            })
+        block_means(mask, self.ds, self.nc)
+            .into_iter()
+            .map(|t| 2.0 * t - 1.0)
             .collect()
     }
 
@@ -507,6 +484,24 @@ impl Problem {
             },
         )
     }
+}
+
+/// The share of set pixels in each `ds × ds` block of a 0/1 grid (`nc × nc` blocks).
+fn block_means(grid: &Grid<u8>, ds: usize, nc: usize) -> Vec<f64> {
+    let inv = 1.0 / (ds * ds) as f64;
+    (0..nc * nc)
+        .into_par_iter()
+        .map(|i| {
+            let (bx, by) = (i % nc, i / nc);
+            let mut s = 0usize;
+            for dy in 0..ds {
+                for dx in 0..ds {
+                    s += usize::from(*grid.at(bx * ds + dx, by * ds + dy) != 0);
+                }
+            }
+            s as f64 * inv
+        })
+        .collect()
 }
 
 fn check_target(target: &Grid<u8>, k: &KernelSet) -> Result<(), ImagingError> {

@@ -30,6 +30,7 @@ use reticle_eval::report::{ReportLevel, Setup, ViolationLimits};
 use reticle_eval::tiles::TileIndex;
 use reticle_kernel::model::ModelSpec;
 use reticle_kernel::mrc::MaskStyle;
+use reticle_layout::BBox;
 use reticle_protocol::error::ToolError;
 use serde::Deserialize;
 use serde_json::json;
@@ -245,24 +246,23 @@ impl Op for OptimizeTile {
                 &finished,
             );
             let frame = &imaged.frame;
-            let px = |v: i64, origin: f64| ((v as f64 - origin) / frame.pixel_nm).round() as usize;
-            let window = (
-                px(own.left, frame.left_nm),
-                px(own.bottom, frame.bottom_nm),
-                px(own.right, frame.left_nm),
-                px(own.top, frame.bottom_nm),
-            );
+            let n = imaged.target.width;
+            let px = |v: i64, origin: f64| {
+                (((v as f64 - origin) / frame.pixel_nm).round() as usize).min(n)
+            };
+            let pixels = |b: BBox| {
+                (
+                    px(b.left, frame.left_nm),
+                    px(b.bottom, frame.bottom_nm),
+                    px(b.right, frame.left_nm),
+                    px(b.top, frame.bottom_nm),
+                )
+            };
+            let window = pixels(own);
             // The pixels the ILT moves: its box and the first `SEAM_BLEND_NM` past each
             // seam inside the region (D248); only `window` is kept.
-            let n = imaged.target.width;
             let blend_dbu = (SEAM_BLEND_NM / plan.grid.dbu_nm).round() as i64;
-            let b = blend_box(own, plan.region, blend_dbu);
-            let blend = (
-                px(b.left, frame.left_nm).min(n),
-                px(b.bottom, frame.bottom_nm).min(n),
-                px(b.right, frame.left_nm).min(n),
-                px(b.top, frame.bottom_nm).min(n),
-            );
+            let blend = pixels(blend_box(own, plan.region, blend_dbu));
             let rules: Vec<_> = setup.rules().into_iter().cloned().collect();
             let options = MaskOptions {
                 style: args.call.mask_style,
