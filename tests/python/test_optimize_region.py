@@ -211,10 +211,9 @@ def test_a_killed_worker_changes_no_byte_of_the_layout_or_the_report(runs):
 
 @pytest.mark.xfail(strict=True, reason=(
     "issue 28's bar (no new printed group within 200 nm of a seam) is not met on its 6 um box: "
-    "with the seam blend (D248) 13 of the 34 new groups in region + halo lie within 200 nm of a "
-    "seam (17 of 36 before it, 46 of 83 before D241); none is a width or space group any more, "
-    "they are EPE just over 10 nm and one PV band group, near seams about as often as the seam "
-    "bands' share of the area (D179)"))
+    "with the edge weight and the EPE revert (D249) 6 of the 13 new groups in region + halo lie "
+    "within 200 nm of a seam (13 of 34 with the seam blend alone, D248; 17 of 36 before it); "
+    "none is a width or space group: 5 are EPE and one a PV band group"))
 def test_no_new_group_within_200_nm_of_a_seam(runs):
     (out, _, _) = runs
     changes = out["undisturbed"]["changes"]

@@ -232,6 +232,7 @@ pub fn run(bench: &IltBench) -> Result<IltReport, String> {
                                 dbu_nm: 1.0,
                                 frozen: None,
                                 blend: None,
+                                epe_revert: None,
                             };
                             let o = optimize_legal(
                                 &clip.target,

@@ -19,7 +19,9 @@ pub mod target;
 
 use std::sync::Arc;
 
-use reticle_kernel::ilt::{IltParams, LegalOutcome, MaskPlan, optimize_legal};
+use reticle_kernel::ilt::{
+    EdgeWeight, EpeRevert, IltParams, LegalOutcome, MaskPlan, optimize_legal,
+};
 use reticle_kernel::mrc::MaskStyle;
 use reticle_kernel::rules::{DeckLayer, Rule};
 use reticle_kernel::{
@@ -76,6 +78,8 @@ pub fn run_ilt(
         context,
         frozen: None,
         blend: None,
+        edge: None,
+        epe_revert: None,
         options,
     };
     run_ilt_with(imaged, &ilt, cancel, progress)
@@ -100,6 +104,10 @@ pub struct IltRun<'a> {
     /// The pixels the optimizer may move, when wider than `px` (only `px` is kept,
     /// D248); `None`: `px`.
     pub blend: Option<PixelWindow>,
+    /// A heavier L2 term near the target's edges (D249); `None`: none.
+    pub edge: Option<EdgeWeight>,
+    /// The mask put back where it prints a new EPE violation (D249); `None`: never.
+    pub epe_revert: Option<EpeRevert>,
     /// How the mask is drawn.
     pub options: MaskOptions,
 }
@@ -122,6 +130,8 @@ pub fn run_ilt_with(
         context,
         frozen,
         blend,
+        edge,
+        epe_revert,
         options,
     } = *run;
     let model = ModelKernels {
@@ -133,6 +143,7 @@ pub fn run_ilt_with(
         refine_iterations,
         pixel_nm: imaged.pixel_nm,
         resist: imaged.resist,
+        edge,
         ..IltParams::default()
     };
     let frame = &imaged.frame;
@@ -147,6 +158,7 @@ pub fn run_ilt_with(
         dbu_nm: imaged.layout.dbu_nm,
         frozen,
         blend,
+        epe_revert,
     };
     Ok(optimize_legal(
         &imaged.target,

@@ -96,6 +96,14 @@ pub fn raster_checkpoints(target: &Grid<u8>, spacing_px: f64) -> Vec<Checkpoint>
 /// `tolerance` inward and unset at `tolerance` outward (the rule of
 /// [`crate::metrics::epe_violations`]).
 pub(super) fn epe_violations_px(cps: &[Checkpoint], printed: &Grid<u8>, tolerance: f64) -> u64 {
+    epe_violated_px(cps, printed, tolerance)
+        .into_iter()
+        .filter(|&v| v)
+        .count() as u64
+}
+
+/// Per checkpoint, whether [`epe_violations_px`] counts it.
+pub(super) fn epe_violated_px(cps: &[Checkpoint], printed: &Grid<u8>, tolerance: f64) -> Vec<bool> {
     let at = |x: f64, y: f64| -> bool {
         let (px, py) = (x.floor(), y.floor());
         if px < 0.0 || py < 0.0 || px >= printed.width as f64 || py >= printed.height as f64 {
@@ -104,10 +112,10 @@ pub(super) fn epe_violations_px(cps: &[Checkpoint], printed: &Grid<u8>, toleranc
         *printed.at(px as usize, py as usize) != 0
     };
     cps.iter()
-        .filter(|c| {
+        .map(|c| {
             let inside = at(c.x - tolerance * c.nx, c.y - tolerance * c.ny);
             let outside = at(c.x + tolerance * c.nx, c.y + tolerance * c.ny);
             !inside || outside
         })
-        .count() as u64
+        .collect()
 }

@@ -13,10 +13,12 @@ use crate::raster::{PixelFrame, rasterize_in};
 use crate::rules::Rule;
 use crate::{CancelToken, Grid, ModelKernels, Progress};
 
+use super::checkpoints::{epe_violated_px, raster_checkpoints};
 use super::{
     IltMetrics, IltOutcome, IltParams, corners, evaluate_with, grid_f32, image_printed, metrics_of,
-    optimize_latent,
+    nominal_print, optimize_latent,
 };
+use crate::metrics::Checkpoint;
 
 /// How the optimized mask must be drawn and checked.
 #[derive(Debug, Clone, Copy)]
@@ -48,7 +50,27 @@ pub struct MaskPlan<'a> {
     /// as its centre says); only the window's pixels are kept and legalized: outside it
     /// the mask is `frozen`'s.
     pub blend: Option<PixelBox>,
+    /// Where the legal mask prints a new EPE violation, put the "before" mask back
+    /// around it (D249); `None`: never.
+    pub epe_revert: Option<EpeRevert>,
 }
+
+/// How [`optimize_legal`] undoes the mask's new EPE violations (D249): at the ILT's
+/// raster checkpoints inside the window where the legal mask's nominal print breaks the
+/// tolerance and the "before" mask's does not, the window's pixels within `radius_nm`
+/// of each take the "before" mask's values; the result is kept when it is as legal as
+/// the mask it replaces and has fewer such checkpoints. Up to [`EPE_REVERT_ROUNDS`]
+/// rounds, the `k`-th with `k` times the radius.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EpeRevert {
+    /// The EPE tolerance (nm): the deck's.
+    pub tolerance_nm: f64,
+    /// Half the side of the square put back around a checkpoint in the first round (nm).
+    pub radius_nm: f64,
+}
+
+/// Rounds of [`EpeRevert`] at most.
+pub const EPE_REVERT_ROUNDS: u32 = 3;
 
 /// The assist features of a mask: polygons that touch no drawn shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -140,7 +162,8 @@ pub fn optimize_legal(
         }
         None => target.clone(),
     };
-    let before = evaluate_with(&grid_f32(&before_mask), target, &corners, params, cancel)?;
+    let before_print = image_printed(&grid_f32(&before_mask), target, &corners, params, cancel)?;
+    let before = metrics_of(&before_print, target, params)?;
     // Past the box, the optimizer starts from the mask that is there (D248).
     let start = blend.is_some().then_some(&before_mask);
     let run = optimize_latent(
@@ -297,6 +320,33 @@ pub fn optimize_legal(
             assists.area_px = kept.iter().map(|&l| sizes[l]).sum();
         }
     }
+    if let Some(revert) = plan.epe_revert {
+        let new_epe = NewEpe::of(target, &before_print, bx, params, revert.tolerance_nm)?;
+        let mut missed = new_epe.at(&out)?;
+        for round in 1..=EPE_REVERT_ROUNDS {
+            if missed.is_empty() {
+                break;
+            }
+            let radius = revert.radius_nm * f64::from(round) / params.pixel_nm;
+            let pixels = new_epe.put_back(&legal.pixels, &before_mask, &missed, radius);
+            let candidate = mrc::rebuild(&req, pixels, legal.repair_rounds);
+            if candidate.violations.len() > legal.violations.len()
+                || candidate
+                    .violations
+                    .iter()
+                    .any(|v| mrc::within_reach(&req, v))
+            {
+                break;
+            }
+            let (cov, print) = image(&candidate)?;
+            let still = new_epe.at(&print)?;
+            if still.len() >= missed.len() {
+                break;
+            }
+            after = metrics_of(&print, target, params)?;
+            (legal, coverage, missed) = (candidate, cov, still);
+        }
+    }
     let mask = Grid {
         width: n,
         height: n,
@@ -315,6 +365,79 @@ pub fn optimize_legal(
         coverage,
         assists,
     })
+}
+
+/// The ILT's raster checkpoints inside a window and which of them the "before" mask
+/// prints within the tolerance: what [`EpeRevert`] compares a mask's print with.
+pub(super) struct NewEpe {
+    pub(super) checkpoints: Vec<Checkpoint>,
+    held_before: Vec<bool>,
+    tolerance_px: f64,
+    window: PixelBox,
+}
+
+impl NewEpe {
+    pub(super) fn of(
+        target: &Grid<u8>,
+        before: &LithoOutput,
+        window: PixelBox,
+        params: &IltParams,
+        tolerance_nm: f64,
+    ) -> Result<Self, ImagingError> {
+        let px = params.pixel_nm.max(f64::MIN_POSITIVE);
+        let (x0, y0, x1, y1) = window;
+        let checkpoints: Vec<Checkpoint> = raster_checkpoints(target, params.epe.spacing_nm / px)
+            .into_iter()
+            .filter(|c| {
+                (x0 as f64..=x1 as f64).contains(&c.x) && (y0 as f64..=y1 as f64).contains(&c.y)
+            })
+            .collect();
+        let tolerance_px = tolerance_nm / px;
+        let held_before = epe_violated_px(&checkpoints, nominal_print(before)?, tolerance_px)
+            .into_iter()
+            .map(|v| !v)
+            .collect();
+        Ok(Self {
+            checkpoints,
+            held_before,
+            tolerance_px,
+            window,
+        })
+    }
+
+    /// The checkpoints `print` violates and the "before" mask did not.
+    pub(super) fn at(&self, print: &LithoOutput) -> Result<Vec<usize>, ImagingError> {
+        let now = epe_violated_px(&self.checkpoints, nominal_print(print)?, self.tolerance_px);
+        Ok((0..now.len())
+            .filter(|&i| now[i] && self.held_before[i])
+            .collect())
+    }
+
+    /// `mask` with the window's pixels within `radius` (pixels, a square) of each of
+    /// the checkpoints `at` taken from `before`.
+    pub(super) fn put_back(
+        &self,
+        mask: &Grid<u8>,
+        before: &Grid<u8>,
+        at: &[usize],
+        radius: f64,
+    ) -> Grid<u8> {
+        let mut out = mask.clone();
+        let (x0, y0, x1, y1) = self.window;
+        for c in at.iter().map(|&i| self.checkpoints[i]) {
+            let span = |v: f64, lo: usize, hi: usize| {
+                let a = (v - radius).floor().max(lo as f64) as usize;
+                let b = ((v + radius).ceil().max(0.0) as usize).min(hi);
+                a..b.max(a)
+            };
+            for y in span(c.y, y0, y1) {
+                for x in span(c.x, x0, x1) {
+                    *out.at_mut(x, y) = *before.at(x, y);
+                }
+            }
+        }
+        out
+    }
 }
 
 /// Pixels printed at any corner of an imaging output.

@@ -102,6 +102,8 @@ pub(super) struct Problem {
     w_l2: f64,
     w_pvb: f64,
     w_band: f64,
+    /// Per coarse pixel, the weight of the nominal L2 term (`None`: 1 everywhere).
+    edge_weight: Option<Vec<f64>>,
 }
 
 impl Problem {
@@ -191,6 +193,11 @@ impl Problem {
             fixed_band = Some(data);
         }
         let target_c = block_means(target, ds, nc);
+        let edge_weight = params.edge.map(|e| {
+            let block_nm = ds as f64 * params.pixel_nm;
+            let r = (e.band_nm / block_nm).round().max(1.0) as isize;
+            edge_weights(&target_c, nc, r, e.extra)
+        });
         let d = params.doses.map(|d| f64::from(d) * f64::from(d));
         Ok(Self {
             n,
@@ -209,6 +216,7 @@ impl Problem {
             w_l2: params.weight_l2,
             w_pvb: params.weight_pvb,
             w_band: params.weight_band,
+            edge_weight,
         })
     }
 
@@ -387,6 +395,7 @@ impl Problem {
             .into_par_iter()
             .map(|i| {
                 let t = self.target[i];
+                let wl = self.edge_weight.as_ref().map_or(wl, |e| wl * e[i]);
                 let (fi, di) = (f_int[i], d_int[i]);
                 let z0 = sigmoid(a * (d2[0] * fi - th));
                 let z1 = sigmoid(a * (d2[1] * fi - th));
@@ -500,6 +509,24 @@ fn block_means(grid: &Grid<u8>, ds: usize, nc: usize) -> Vec<f64> {
                 }
             }
             s as f64 * inv
+        })
+        .collect()
+}
+
+/// `1 + extra` on the coarse pixels within `r` (Chebyshev) of a pixel on the other side of
+/// the target's edge (block means split at one half), 1 elsewhere.
+pub(super) fn edge_weights(target: &[f64], nc: usize, r: isize, extra: f64) -> Vec<f64> {
+    let inside = |x: isize, y: isize| {
+        let (x, y) = (x.clamp(0, nc as isize - 1), y.clamp(0, nc as isize - 1));
+        target[y as usize * nc + x as usize] > 0.5
+    };
+    (0..nc * nc)
+        .into_par_iter()
+        .map(|i| {
+            let (x, y) = ((i % nc) as isize, (i / nc) as isize);
+            let me = inside(x, y);
+            let near = (-r..=r).any(|dy| (-r..=r).any(|dx| inside(x + dx, y + dy) != me));
+            if near { 1.0 + extra } else { 1.0 }
         })
         .collect()
 }

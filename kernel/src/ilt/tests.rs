@@ -7,6 +7,7 @@ use num_complex::Complex32;
 
 use super::*;
 use crate::KernelSet;
+use crate::imaging::LithoOutput;
 use crate::metrics::Checkpoint;
 use problem::Problem;
 
@@ -72,12 +73,13 @@ fn target(n: usize) -> Grid<u8> {
     t
 }
 
-fn grad_check(n: usize, ds: u32, window: Option<&Grid<u8>>) {
+fn grad_check(n: usize, ds: u32, window: Option<&Grid<u8>>, edge: Option<EdgeWeight>) {
     let t = target(n);
     let params = IltParams {
         downsample: ds,
         weight_pvb: 0.7,
         weight_band: 0.4,
+        edge,
         ..IltParams::default()
     };
     let cancel = CancelToken::new();
@@ -119,9 +121,9 @@ fn grad_check(n: usize, ds: u32, window: Option<&Grid<u8>>) {
 
 #[test]
 fn gradient_matches_finite_differences() {
-    grad_check(32, 2, None);
-    grad_check(48, 3, None);
-    grad_check(24, 1, None);
+    grad_check(32, 2, None, None);
+    grad_check(48, 3, None, None);
+    grad_check(24, 1, None, None);
 }
 
 #[test]
@@ -133,7 +135,32 @@ fn gradient_matches_finite_differences_in_a_window() {
             *w.at_mut(x, y) = 1;
         }
     }
-    grad_check(n, 2, Some(&w));
+    grad_check(n, 2, Some(&w), None);
+}
+
+#[test]
+fn gradient_matches_finite_differences_with_the_edges_weighed_more() {
+    let edge = EdgeWeight {
+        extra: 2.0,
+        band_nm: 2.0,
+    };
+    grad_check(32, 2, None, Some(edge));
+}
+
+#[test]
+fn edge_weights_cover_the_band_on_both_sides_of_an_edge() {
+    // 8 × 8 blocks, the left half set.
+    let nc = 8;
+    let t: Vec<f64> = (0..nc * nc)
+        .map(|i| if i % nc < 4 { 1.0 } else { 0.0 })
+        .collect();
+    for (r, band) in [(1, 3..5), (2, 2..6)] {
+        let w = problem::edge_weights(&t, nc, r, 2.0);
+        for (i, &v) in w.iter().enumerate() {
+            let want = if band.contains(&(i % nc)) { 3.0 } else { 1.0 };
+            assert_eq!(v, want, "radius {r}, block {i}");
+        }
+    }
 }
 
 #[test]
@@ -373,6 +400,7 @@ fn a_blended_window_keeps_only_its_own_pixels() {
             dbu_nm: 1.0,
             frozen: Some(&frozen),
             blend,
+            epe_revert: None,
         };
         optimize_legal(
             &t,
@@ -408,4 +436,79 @@ fn a_blended_window_keeps_only_its_own_pixels() {
         }
     }
     assert!(differs > 0, "the blend changed nothing inside the window");
+}
+
+/// An imaging output whose nominal print is `printed`.
+fn print_of(printed: &Grid<u8>) -> LithoOutput {
+    LithoOutput {
+        corners: vec![crate::imaging::CornerOutput {
+            aerial: None,
+            resist: None,
+            printed: Some(printed.clone()),
+            printed_pixels: 0,
+        }],
+        l2: None,
+        pvb: None,
+    }
+}
+
+#[test]
+fn a_new_epe_violation_is_found_and_put_back_only_near_its_checkpoint() {
+    let n = 64;
+    let t = target(n);
+    let params = IltParams::default();
+    // The window holds the first bar (x 12..20, y 8..52) and the left edge of the second.
+    let window = (0, 0, 32, 64);
+    let new_epe = legal::NewEpe::of(&t, &print_of(&t), window, &params, 2.0).expect("before");
+    assert!(new_epe.at(&print_of(&t)).expect("print").is_empty());
+    assert!(
+        new_epe
+            .checkpoints
+            .iter()
+            .all(|c| c.x <= 32.0 && c.y <= 64.0),
+        "a checkpoint outside the window"
+    );
+    // The first bar printed 4 pixels narrower on its left: its left edge's checkpoint
+    // (x 12, y 30) is new; the top and bottom edges' (x 16) still hold.
+    let mut thin = t.clone();
+    for y in 0..n {
+        for x in 12..16 {
+            *thin.at_mut(x, y) = 0;
+        }
+    }
+    let new = new_epe.at(&print_of(&thin)).expect("print");
+    let at: Vec<(f64, f64)> = new
+        .iter()
+        .map(|&i| (new_epe.checkpoints[i].x, new_epe.checkpoints[i].y))
+        .collect();
+    assert_eq!(at, vec![(12.0, 30.0)]);
+    // Put back within 3 pixels of it: only that square changes, to the "before" mask.
+    let back = new_epe.put_back(&thin, &t, &new, 3.0);
+    let mut changed = 0;
+    for y in 0..n {
+        for x in 0..n {
+            if back.at(x, y) != thin.at(x, y) {
+                assert!((9..15).contains(&x) && (27..33).contains(&y), "({x}, {y})");
+                assert_eq!(back.at(x, y), t.at(x, y));
+                changed += 1;
+            }
+        }
+    }
+    assert_eq!(changed, 3 * 6, "the square's pixels of the bar");
+    // A checkpoint past the window's edge (x 12 of a window up to x 10) is not watched,
+    // and one at its edge is put back only inside it.
+    let outside =
+        legal::NewEpe::of(&t, &print_of(&t), (0, 0, 10, 64), &params, 2.0).expect("before");
+    assert!(outside.at(&print_of(&thin)).expect("print").is_empty());
+    let at_edge =
+        legal::NewEpe::of(&t, &print_of(&t), (0, 0, 13, 64), &params, 2.0).expect("before");
+    let new = at_edge.at(&print_of(&thin)).expect("print");
+    assert_eq!(new.len(), 1);
+    let back = at_edge.put_back(&thin, &t, &new, 3.0);
+    assert_ne!(back, thin, "the square inside the window was not put back");
+    for y in 0..n {
+        for x in 13..n {
+            assert_eq!(back.at(x, y), thin.at(x, y), "({x}, {y}) past the window");
+        }
+    }
 }

@@ -215,6 +215,11 @@ impl Op for OptimizeMerge {
                 "core_nm": nm(plan.grid.core_dbu),
                 "halo_nm": nm(plan.grid.halo_dbu),
                 "seam_blend_nm": reticle_eval::optimize::region::SEAM_BLEND_NM,
+                "edge_weight": {
+                    "extra": reticle_eval::optimize::region::EDGE_WEIGHT.extra,
+                    "band_nm": reticle_eval::optimize::region::EDGE_WEIGHT.band_nm,
+                },
+                "epe_revert_nm": reticle_eval::optimize::region::EPE_REVERT_NM,
                 "period_nm": plan.period_nm,
                 "pixel_nm": plan.pixel_nm,
             },

@@ -21,8 +21,9 @@ mod targets;
 use std::path::{Path, PathBuf};
 
 use reticle_eval::optimize::region::{
-    Finished, OptTile, REGION_ITERATIONS, SEAM_BLEND_NM, TileScore, blend_box, clipped_to,
-    frozen_context, ilt_box, nth_in_waves, snap_region, wave_counts, wave_of,
+    EDGE_WEIGHT, Finished, OptTile, REGION_ITERATIONS, SEAM_BLEND_NM, TileScore, blend_box,
+    clipped_to, epe_revert, frozen_context, ilt_box, nth_in_waves, snap_region, wave_counts,
+    wave_of,
 };
 use reticle_eval::optimize::{IltRun, MaskOptions, run_ilt_with};
 use reticle_eval::region_source::RegionSource;
@@ -286,6 +287,8 @@ impl Op for OptimizeTile {
                     context: &context,
                     frozen: Some(&frozen),
                     blend: Some(blend),
+                    edge: Some(EDGE_WEIGHT),
+                    epe_revert: epe_revert(&rules),
                     options,
                 },
                 ctx.cancel,
