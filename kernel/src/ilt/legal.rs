@@ -309,17 +309,20 @@ pub fn optimize_legal(
         }
         let bare = mrc::rebuild(&req, without(&all), legal.repair_rounds);
         let bare_cov = coverage_of(&bare);
-        let bare_after = evaluate_with(&bare_cov, target, &corners, params, cancel)?;
+        let bare_print = image_printed(&bare_cov, target, &corners, params, cancel)?;
+        let bare_after = metrics_of(&bare_print, target, params)?;
         if bare_after.l2 + bare_after.pvb <= after.l2 + after.pvb {
             assists.removed_unhelpful = kept.len();
             legal = bare;
             coverage = bare_cov;
             after = bare_after;
+            out = bare_print;
         } else {
             assists.polygons = kept.len();
             assists.area_px = kept.iter().map(|&l| sizes[l]).sum();
         }
     }
+    // `out` is the print of `legal` here: the revert starts from what the mask prints.
     if let Some(revert) = plan.epe_revert {
         let new_epe = NewEpe::of(target, &before_print, bx, params, revert.tolerance_nm)?;
         let mut missed = new_epe.at(&out)?;
