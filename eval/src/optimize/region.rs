@@ -75,9 +75,9 @@ pub const EPE_REVERT_NM: f64 = 40.0;
 /// The EPE repair of a region's tile under the deck's `rules`: at the tolerance of its
 /// EPE rule; `None` when the deck checks no EPE.
 #[must_use]
-pub fn epe_revert(rules: &[Rule]) -> Option<EpeRevert> {
+pub fn epe_revert<'a>(rules: impl IntoIterator<Item = &'a Rule>) -> Option<EpeRevert> {
     rules
-        .iter()
+        .into_iter()
         .find(|r| r.kind == RuleKind::Epe)
         .map(|r| EpeRevert {
             tolerance_nm: r.value,

@@ -94,9 +94,9 @@ impl Op for OptimizeMerge {
         let dir = artifacts::dir(ctx)?;
         let (setup, mut source) = open(ctx, &args)?;
         let total = plan.range.count();
-        let rules: Vec<_> = setup.rules().into_iter().cloned().collect();
         // What the tiles ran (D249): no EPE revert under a deck without an EPE rule.
-        let epe_revert_nm = reticle_eval::optimize::region::epe_revert(&rules).map(|r| r.radius_nm);
+        let epe_revert_nm =
+            reticle_eval::optimize::region::epe_revert(setup.rules()).map(|r| r.radius_nm);
         let mut mask: Vec<Polygon> = Vec::new();
         let mut boxes: Vec<Polygon> = Vec::new();
         let mut kept: BTreeMap<String, u64> = BTreeMap::new();
