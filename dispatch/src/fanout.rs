@@ -38,7 +38,9 @@ pub struct FanOut<'a> {
 }
 
 /// A tiled job's progress line: tiles done, and the time left at the rate so far.
-fn progress_message(done: u64, total: u64, started: Instant) -> String {
+// Public for the crate's tests (tests/units), not an API.
+#[doc(hidden)]
+pub fn progress_message(done: u64, total: u64, started: Instant) -> String {
     if done == 0 {
         return format!("tile 0/{total}");
     }
@@ -248,21 +250,6 @@ impl TilesProgress {
             self.done as f64,
             Some(self.steps),
             Some(progress_message(self.done, self.total, self.started)),
-        );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn progress_says_the_time_left_at_the_rate_so_far() {
-        let started = Instant::now() - std::time::Duration::from_secs(10);
-        assert_eq!(progress_message(0, 40, started), "tile 0/40");
-        assert_eq!(
-            progress_message(10, 40, started),
-            "tile 10/40, about 30 s left"
         );
     }
 }

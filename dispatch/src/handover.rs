@@ -32,17 +32,3 @@ impl Handover {
         self.0.load(Ordering::SeqCst)
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn clones_share_the_flag() {
-        let flag = Handover::new();
-        let seen_by_jobs = flag.clone();
-        assert!(!seen_by_jobs.started());
-        flag.begin();
-        assert!(seen_by_jobs.started());
-    }
-}

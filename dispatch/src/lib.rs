@@ -26,12 +26,16 @@
 
 pub mod events;
 mod executor;
-mod fanout;
+// Public for the crate's tests (tests/units), not an API.
+#[doc(hidden)]
+pub mod fanout;
 pub mod handover;
 pub mod jobs;
 mod replay;
 mod scope;
-mod slurm;
+// Public for the crate's tests (tests/units), not an API.
+#[doc(hidden)]
+pub mod slurm;
 pub mod supervisor;
 pub mod workers;
 
@@ -326,9 +330,6 @@ impl Dispatcher {
         }
     }
 }
-
-#[cfg(test)]
-mod tests;
 
 /// The worker's payload, which must be JSON: anything else breaks the result contract.
 fn parse_payload(payload_json: &str) -> Result<Value, ToolError> {

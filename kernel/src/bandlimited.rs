@@ -72,15 +72,20 @@ pub fn real_band<T: bytemuck::Pod + Into<f64> + Sync>(
 
 /// Whether [`real_band_of`] copies the transform of a pair of rows equal to the pair
 /// before (D239) or transforms every pair (the reference the tests compare with).
+// Public for the engine's integration tests (tests/engine/units), not an API.
+#[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Repeats {
+pub enum Repeats {
+    /// A pair equal to the pair before takes its transform.
     Copied,
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// Every pair is transformed.
     Transformed,
 }
 
 /// [`real_band`], with repeated pairs of rows handled as `repeats` says.
-fn real_band_of<T: bytemuck::Pod + Into<f64> + Sync>(
+// Public for the engine's integration tests (tests/engine/units), not an API.
+#[doc(hidden)]
+pub fn real_band_of<T: bytemuck::Pod + Into<f64> + Sync>(
     image: &[T],
     n: usize,
     half: usize,
@@ -186,7 +191,9 @@ fn real_band_of<T: bytemuck::Pod + Into<f64> + Sync>(
 
 /// Whether two rows hold the same values bit for bit (a `-0.0` differs from a `0.0`: its
 /// transform may have other bits); one `memcmp`.
-fn same_bits<T: bytemuck::Pod>(a: &[T], b: &[T]) -> bool {
+// Public for the engine's integration tests (tests/engine/units), not an API.
+#[doc(hidden)]
+pub fn same_bits<T: bytemuck::Pod>(a: &[T], b: &[T]) -> bool {
     bytemuck::cast_slice::<T, u8>(a) == bytemuck::cast_slice::<T, u8>(b)
 }
 
@@ -584,50 +591,4 @@ pub fn aerial_pairs<T: Send>(
         cancel,
         f,
     )?)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A raster like a layout's: runs of equal rows between edges, an odd side (the last
-    /// pair has one row), a run of `-0.0` rows after `0.0` rows (equal values, other bits).
-    fn repeating_image(n: usize) -> Vec<f32> {
-        let mut image = vec![0.0f32; n * n];
-        for y in 0..n {
-            let row = &mut image[y * n..(y + 1) * n];
-            match y {
-                0..=6 => {}
-                7..=12 => row.fill(-0.0),
-                13..=30 => row[5..20].fill(1.0),
-                31 => row[5..20].fill(0.5),
-                _ => {
-                    row[(y % 7)..(y % 7) + 9].fill(1.0);
-                    row[25] = 0.25;
-                }
-            }
-        }
-        image
-    }
-
-    #[test]
-    fn copied_pairs_have_the_bits_of_transformed_ones() {
-        let cancel = CancelToken::new();
-        for n in [45usize, 64] {
-            let image = repeating_image(n);
-            let copied = real_band_of(&image, n, 6, Repeats::Copied, &cancel).unwrap();
-            let each = real_band_of(&image, n, 6, Repeats::Transformed, &cancel).unwrap();
-            let bits = |v: &[Complex64]| -> Vec<(u64, u64)> {
-                v.iter().map(|z| (z.re.to_bits(), z.im.to_bits())).collect()
-            };
-            assert_eq!(bits(&copied), bits(&each), "n = {n}");
-        }
-    }
-
-    #[test]
-    fn a_negative_zero_row_is_not_a_repeat_of_a_zero_row() {
-        assert!(!same_bits(&[0.0f32, 1.0], &[-0.0f32, 1.0]));
-        assert!(same_bits(&[0.5f32, 1.0], &[0.5f32, 1.0]));
-        assert!(!same_bits(&[0.5f32], &[0.5f32, 1.0]));
-    }
 }

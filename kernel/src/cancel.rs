@@ -56,17 +56,3 @@ pub struct Progress {
 
 /// Progress callback; called from engine threads, so it must be cheap and thread-safe.
 pub type ProgressFn<'a> = &'a (dyn Fn(Progress) + Send + Sync);
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn clones_share_the_flag() {
-        let a = CancelToken::new();
-        let b = a.clone();
-        assert!(a.check().is_ok());
-        b.cancel();
-        assert_eq!(a.check(), Err(Cancelled));
-    }
-}

@@ -22,7 +22,9 @@ pub mod contour;
 pub mod cpu;
 pub mod data;
 pub mod fft;
-mod fold;
+// Public for the engine's integration tests (tests/engine/units), not an API.
+#[doc(hidden)]
+pub mod fold;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod grid;

@@ -34,7 +34,9 @@ impl Backend {
         Self::from_engine(engine)
     }
 
-    fn from_engine(engine: Result<Box<dyn ImagingBackend>, String>) -> Self {
+    /// A backend around an engine already chosen, or the reason there is none (every job
+    /// then fails with a backend error).
+    pub fn from_engine(engine: Result<Box<dyn ImagingBackend>, String>) -> Self {
         let description = match &engine {
             Ok(engine) => {
                 let info = engine.info();
@@ -74,32 +76,5 @@ impl Backend {
     #[must_use]
     pub fn device_bytes(&self) -> u64 {
         self.engine.as_ref().map_or(0, |e| e.info().device_bytes)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpu_backend_describes_itself_and_holds_no_device_memory() {
-        let b = Backend::from_engine(Ok(Box::new(reticle_kernel::CpuBackend::new())));
-        assert_eq!(b.description().kind, "cpu");
-        assert!(
-            b.description().adapter.starts_with("cpu"),
-            "{:?}",
-            b.description()
-        );
-        assert_eq!(b.device_bytes(), 0);
-        assert!(b.engine().is_ok());
-    }
-
-    #[test]
-    fn a_missing_engine_fails_jobs_with_a_backend_error() {
-        let b = Backend::from_engine(Err("no adapter".into()));
-        assert_eq!(b.description().kind, "none");
-        assert_eq!(b.device_bytes(), 0);
-        let err = b.engine().err().map(|e| e.code);
-        assert_eq!(err, Some(ErrorCode::BackendError));
     }
 }

@@ -30,23 +30,28 @@ const MAX_DECK_BYTES: u64 = 4 << 20;
 /// box to optimize).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct DeckArgs {
-    pub(crate) layout: PathBuf,
+pub struct DeckArgs {
+    /// The layout file.
+    pub layout: PathBuf,
     /// Empty only for an `optimize` of a violation_id without `deck` (the id's shipped
     /// deck is then chosen, D181).
     #[serde(default)]
-    pub(crate) deck: String,
+    pub deck: String,
+    /// The target layer (`layer/datatype`); `None`: the deck's target layer.
     #[serde(default)]
-    pub(crate) layer: Option<String>,
+    pub layer: Option<String>,
+    /// The cell; `None`: the layout's top cell.
     #[serde(default)]
-    pub(crate) cell: Option<String>,
+    pub cell: Option<String>,
+    /// The imaging pixel (nm); `None`: the default pixel.
     #[serde(default)]
-    pub(crate) pixel_nm: Option<f64>,
+    pub pixel_nm: Option<f64>,
+    /// The optical model; `None`: the default model.
     #[serde(default)]
-    pub(crate) model: Option<ModelSpec>,
+    pub model: Option<ModelSpec>,
     /// A mask layer imaged instead of the target (post-OPC verification, D180).
     #[serde(default)]
-    pub(crate) mask_layer: Option<String>,
+    pub mask_layer: Option<String>,
 }
 
 impl From<&EvaluateArgs<ModelSpec>> for DeckArgs {
@@ -78,7 +83,7 @@ const DECK_ARG_KEYS: [&str; 7] = [
 /// the op's own arguments `T`. `serde(flatten)` cannot be combined with
 /// `deny_unknown_fields`; split this way, both structs deny unknown fields, so a key
 /// neither knows is an error from `T`, as strict as one struct per op.
-pub(crate) fn parse_deck_args<T: DeserializeOwned>(
+pub fn parse_deck_args<T: DeserializeOwned>(
     op: &str,
     args_json: &str,
 ) -> Result<(DeckArgs, T), ToolError> {
@@ -210,64 +215,4 @@ fn read_deck(ctx: &AttemptCtx<'_>, spec: &str, path: &Path) -> Result<DeckFile, 
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     Ok(DeckFile { text, file_name })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[derive(Deserialize, Default, Debug)]
-    #[serde(default, deny_unknown_fields)]
-    struct Own {
-        box_um: Option<[f64; 4]>,
-    }
-
-    #[test]
-    fn the_key_list_names_every_field() {
-        // Adding a field to DeckArgs breaks this destructuring: add its key to the list.
-        let json = r#"{"layout": "a.gds", "deck": "d", "layer": "1/0", "cell": "TOP", "pixel_nm": 2, "model": null, "mask_layer": "1/1"}"#;
-        let (args, _own): (DeckArgs, Own) = parse_deck_args("t", json).unwrap();
-        let DeckArgs {
-            layout,
-            deck,
-            layer,
-            cell,
-            pixel_nm,
-            model,
-            mask_layer,
-        } = args;
-        assert_eq!(
-            (layout, deck, layer, cell, pixel_nm, model.is_none()),
-            (
-                "a.gds".into(),
-                "d".into(),
-                Some("1/0".into()),
-                Some("TOP".into()),
-                Some(2.0),
-                true
-            )
-        );
-        assert_eq!(mask_layer.as_deref(), Some("1/1"));
-    }
-
-    #[test]
-    fn common_and_own_fields_split_and_unknown_keys_are_refused() {
-        let (args, own): (DeckArgs, Own) = parse_deck_args(
-            "t",
-            r#"{"layout": "a.gds", "deck": "d", "box_um": [0, 0, 1, 1]}"#,
-        )
-        .unwrap();
-        assert_eq!(args.deck, "d");
-        assert_eq!(own.box_um, Some([0.0, 0.0, 1.0, 1.0]));
-        for bad in [
-            r#"{"layout": "a.gds", "deck": "d", "typo": 1}"#,
-            r#"{"layout": "a.gds", "deck": "d", "layer": 7}"#,
-            r#"{"deck": "d"}"#,
-            r#"{"layout": "a.gds", "deck": "d", "box_um": "x"}"#,
-            "[1]",
-        ] {
-            let e = parse_deck_args::<Own>("t", bad).err().unwrap();
-            assert_eq!(e.code, ErrorCode::InvalidInput, "{bad}");
-        }
-    }
 }

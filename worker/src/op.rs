@@ -77,23 +77,3 @@ pub fn eval_error(e: EvalError, job_id: &str) -> ToolError {
         EvalError::Tool(e) => e,
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bad_arguments_are_invalid_input() {
-        #[derive(serde::Deserialize, Debug)]
-        #[serde(deny_unknown_fields)]
-        struct A {
-            #[allow(dead_code)]
-            ms: u64,
-        }
-        let e = parse_args::<A>("x", r#"{"ms": "soon"}"#).unwrap_err();
-        assert_eq!(e.code, ErrorCode::InvalidInput);
-        let e = parse_args::<A>("x", r#"{"ms": 1, "typo": 2}"#).unwrap_err();
-        assert_eq!(e.code, ErrorCode::InvalidInput);
-        assert!(parse_args::<A>("x", r#"{"ms": 1}"#).is_ok());
-    }
-}

@@ -1,4 +1,7 @@
-//! The real `reticle-worker` binary, driven over its socket the way the host drives it.
+//! The real `reticle-worker` binary, driven over its socket the way the host drives it;
+//! and its parts, through its library (`units`).
+
+mod units;
 
 use std::io::BufRead;
 use std::os::unix::net::{UnixListener, UnixStream};

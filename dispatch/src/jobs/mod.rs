@@ -567,6 +567,3 @@ where
         }
     }
 }
-
-#[cfg(test)]
-mod tests;

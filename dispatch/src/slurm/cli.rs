@@ -29,7 +29,9 @@ pub(super) fn cancel_arrays(ids: &[String]) {
 }
 
 /// `ranges` cut into consecutive pieces of at most `max_tiles` tiles each.
-pub(super) fn split_ranges(ranges: &[[u64; 2]], max_tiles: u64) -> Vec<Vec<[u64; 2]>> {
+// Public for the crate's tests (tests/units), not an API.
+#[doc(hidden)]
+pub fn split_ranges(ranges: &[[u64; 2]], max_tiles: u64) -> Vec<Vec<[u64; 2]>> {
     let max_tiles = max_tiles.max(1);
     let mut out: Vec<Vec<[u64; 2]>> = vec![Vec::new()];
     let mut room = max_tiles;
@@ -77,7 +79,9 @@ pub(super) async fn squeue(ids: &[String]) -> Result<HashMap<(String, u64), Stri
 }
 
 /// `<job>_<element> <STATE>` lines; a state like `CANCELLED by 0` keeps its first word.
-pub(super) fn parse_squeue(text: &str) -> HashMap<(String, u64), String> {
+// Public for the crate's tests (tests/units), not an API.
+#[doc(hidden)]
+pub fn parse_squeue(text: &str) -> HashMap<(String, u64), String> {
     let mut out = HashMap::new();
     for line in text.lines() {
         let mut words = line.split_whitespace();
@@ -123,7 +127,9 @@ pub(super) async fn sacct(ids: &[String]) -> HashMap<(String, u64), String> {
 /// `<job>_<element>|<STATE>` lines (`sacct --parsable2`); a state like `CANCELLED by 0`
 /// keeps its first word, and lines of element ranges (`<job>_[3-9]`, still pending) are
 /// skipped.
-pub(super) fn parse_sacct(text: &str) -> HashMap<(String, u64), String> {
+// Public for the crate's tests (tests/units), not an API.
+#[doc(hidden)]
+pub fn parse_sacct(text: &str) -> HashMap<(String, u64), String> {
     let mut out = HashMap::new();
     for line in text.lines() {
         let Some((id, state)) = line.split_once('|') else {

@@ -18,14 +18,18 @@ use super::fault;
 /// reexec reads back. Kept apart from `results/`, which then holds only outcomes not yet
 /// read, so a poll costs what arrived since the last one, not every tile done (issue 29
 /// item 3).
-pub(super) const DONE_DIR: &str = "done";
+// Public for the crate's tests (tests/units), not an API.
+#[doc(hidden)]
+pub const DONE_DIR: &str = "done";
 
 /// Reads new outcome files: a tile done has its output linked (or copied) into
 /// `artifact_dir`, its outcome file replaced by a marker in [`DONE_DIR`], and is announced
 /// on `done_tx`; a tile that failed with a tool error fails the batch. `completed` is told
 /// of every tile whose outcome arrived, either way. While no tile is done yet, the markers
 /// a host image before a reexec left are read first.
-pub(super) fn collect_outcomes(
+// Public for the crate's tests (tests/units), not an API.
+#[doc(hidden)]
+pub fn collect_outcomes(
     dir: &Path,
     artifact_dir: &Path,
     done: &mut HashSet<u64>,
@@ -146,7 +150,9 @@ fn mark_done(dir: &Path, tile: u64, file: &str) -> Result<(), ToolError> {
 
 /// The output file of tile `<ix>_<iy>` (a summary's `T_3_4` without its `T_`):
 /// `tile_3_4.json`, as the worker's whole-layout ops write it; `None` for anything else.
-pub(super) fn tile_output_name(id: &str) -> Option<String> {
+// Public for the crate's tests (tests/units), not an API.
+#[doc(hidden)]
+pub fn tile_output_name(id: &str) -> Option<String> {
     let (ix, iy) = id.split_once('_')?;
     let (ix, iy) = (ix.parse::<i64>().ok()?, iy.parse::<i64>().ok()?);
     Some(format!("tile_{ix}_{iy}.json"))
@@ -287,74 +293,4 @@ pub(super) fn write_private(path: &Path, bytes: &[u8], mode: u32) -> Result<(), 
         .open(path)
         .and_then(|mut f| f.write_all(bytes))
         .map_err(|e| fault(format!("cannot write {}: {e}", path.display())))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A job directory whose `results/` holds tile `n`'s outcome (tile `T_<n>_0`) and its
-    /// output in `.tiles/`, for each `n` of `tiles`.
-    fn outcomes(dir: &Path, tiles: std::ops::Range<u64>) {
-        std::fs::create_dir_all(dir.join("results")).unwrap();
-        std::fs::create_dir_all(dir.join(TILES_DIR)).unwrap();
-        for n in tiles {
-            let summary = format!(r#"{{"tile":"T_{n}_0"}}"#);
-            let outcome = JobOutcome::Ok {
-                payload_json: summary,
-            };
-            std::fs::write(
-                dir.join("results").join(format!("{n}.json")),
-                serde_json::to_vec(&outcome).unwrap(),
-            )
-            .unwrap();
-            std::fs::write(dir.join(TILES_DIR).join(format!("tile_{n}_0.json")), b"{}").unwrap();
-        }
-    }
-
-    fn entries(dir: &Path) -> usize {
-        std::fs::read_dir(dir).map_or(0, |d| d.count())
-    }
-
-    #[test]
-    fn a_poll_reads_only_new_outcomes_and_a_new_image_adopts_the_markers() {
-        let tmp = tempfile::tempdir().unwrap();
-        let (dir, artifacts) = (tmp.path().join("job"), tmp.path().join("artifacts"));
-        std::fs::create_dir_all(&artifacts).unwrap();
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let mut done = HashSet::new();
-        outcomes(&dir, 0..3);
-        collect_outcomes(&dir, &artifacts, &mut done, &tx, &|_| {}).unwrap();
-        assert_eq!(done.len(), 3);
-        // Read outcomes leave `results/`: the next poll lists only what arrives after.
-        assert_eq!(entries(&dir.join("results")), 0);
-        assert_eq!(entries(&dir.join(DONE_DIR)), 3);
-        outcomes(&dir, 3..5);
-        collect_outcomes(&dir, &artifacts, &mut done, &tx, &|_| {}).unwrap();
-        assert_eq!(done.len(), 5);
-        assert_eq!(entries(&dir.join("results")), 0);
-        for n in 0..5 {
-            assert!(
-                artifacts
-                    .join(TILES_DIR)
-                    .join(format!("tile_{n}_0.json"))
-                    .is_file()
-            );
-        }
-        let mut announced: Vec<u64> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
-        announced.sort_unstable();
-        assert_eq!(announced, [0, 1, 2, 3, 4]);
-        // A host image after a reexec: nothing done yet, the markers say what is.
-        let adopted = tmp.path().join("adopted");
-        std::fs::create_dir_all(&adopted).unwrap();
-        let mut again = HashSet::new();
-        let told = std::sync::Mutex::new(Vec::new());
-        collect_outcomes(&dir, &adopted, &mut again, &tx, &|t| {
-            told.lock().unwrap().push(t);
-        })
-        .unwrap();
-        assert_eq!(again, done);
-        assert_eq!(told.lock().unwrap().len(), 5);
-        assert!(adopted.join(TILES_DIR).join("tile_4_0.json").is_file());
-    }
 }

@@ -53,8 +53,14 @@ use reticle_journal::UnitJournal;
 mod cli;
 mod job_dir;
 
-use cli::{cancel_arrays, sacct, split_ranges, squeue};
-use job_dir::{Follow, FollowKey, collect_outcomes, job_dir, write_private};
+use cli::{cancel_arrays, sacct, squeue};
+use job_dir::{Follow, FollowKey, job_dir, write_private};
+// Public for the crate's tests (tests/units), not an API.
+#[doc(hidden)]
+pub use cli::{parse_sacct, parse_squeue, split_ranges};
+// Public for the crate's tests (tests/units), not an API.
+#[doc(hidden)]
+pub use job_dir::{DONE_DIR, collect_outcomes, tile_output_name};
 
 /// How often an array is polled.
 pub const POLL: Duration = Duration::from_millis(250);
@@ -175,7 +181,9 @@ struct ArrayCounts {
 
 /// Why an element that ended with tiles not done ended: a limit the scheduler enforced
 /// (never replayed), or anything else (the replay policy decides).
-fn element_cause(state: Option<&str>) -> DeathCause {
+// Public for the crate's tests (tests/units), not an API.
+#[doc(hidden)]
+pub fn element_cause(state: Option<&str>) -> DeathCause {
     let state = state.unwrap_or("GONE");
     let limit = match state {
         "OUT_OF_MEMORY" => Some(ResourceLimit::Memory),
@@ -671,55 +679,5 @@ impl Executor for SlurmExecutor {
             "resubmitted": self.resubmitted.load(Ordering::Relaxed),
             "tiles_per_task": self.settings.tiles_per_task,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::cli::{parse_sacct, parse_squeue};
-    use super::job_dir::tile_output_name;
-    use super::*;
-
-    #[test]
-    fn squeue_lines_become_element_states() {
-        let states = parse_squeue("12_0 COMPLETED\n12_3 CANCELLED by 0\n12_[4-7] PENDING\n\n");
-        assert_eq!(states.len(), 2);
-        assert_eq!(states[&("12".to_owned(), 0)], "COMPLETED");
-        assert_eq!(states[&("12".to_owned(), 3)], "CANCELLED");
-    }
-
-    #[test]
-    fn sacct_lines_become_final_element_states() {
-        let states = parse_sacct(
-            "12_0|COMPLETED\n12_3|CANCELLED by 0\n12_5|OUT_OF_MEMORY\n12_[6-7]|PENDING\n\n",
-        );
-        assert_eq!(states.len(), 3);
-        assert_eq!(states[&("12".to_owned(), 3)], "CANCELLED");
-        assert_eq!(states[&("12".to_owned(), 5)], "OUT_OF_MEMORY");
-        assert!(matches!(
-            element_cause(states.get(&("12".to_owned(), 5)).map(String::as_str)),
-            DeathCause::SchedulerEnded {
-                limit: Some(ResourceLimit::Memory),
-                ..
-            }
-        ));
-    }
-
-    #[test]
-    fn ranges_split_into_arrays_of_bounded_size() {
-        assert_eq!(
-            split_ranges(&[[0, 5], [7, 9]], 3),
-            vec![vec![[0, 3]], vec![[3, 5], [7, 8]], vec![[8, 9]]]
-        );
-        assert_eq!(split_ranges(&[[0, 4]], 10), vec![vec![[0, 4]]]);
-        assert!(split_ranges(&[], 10).is_empty());
-    }
-
-    #[test]
-    fn a_summary_names_its_tile_file() {
-        assert_eq!(tile_output_name("8_-9").as_deref(), Some("tile_8_-9.json"));
-        assert_eq!(tile_output_name("../x_1"), None);
-        assert_eq!(tile_output_name("1_2/x"), None);
-        assert_eq!(tile_output_name("T_1_2"), None);
     }
 }

@@ -81,11 +81,18 @@ use tokio::task::JoinHandle;
 pub use config::{MAX_WORKERS, SupervisorConfig, WORKER_ALLOCATOR, WorkerStderr};
 pub use error::{CancelKind, DeathCause, ResourceLimit, SupervisorError, lost_run_error};
 pub use notify::{EventHook, SupervisorEvent};
-pub use process::worker_environment;
+pub use process::{worker_env_allowed, worker_environment};
 pub use reticle_protocol::wire::{JobContext, JobLimits, JobOutcome, RunRequest};
 pub use snapshot::{
     PoolSnapshot, RolloutRecord, RolloutSnapshot, SlotMode, SlotState, WorkerSnapshot,
 };
+
+// Public for the crate's tests (tests/units), not an API.
+#[doc(hidden)]
+pub use process::{LiveGroups, Spawner, refused_allocation_size, start_worker};
+// Public for the crate's tests (tests/units), not an API.
+#[doc(hidden)]
+pub use runtime_dir::RuntimeDir;
 
 use reticle_protocol::ToolError;
 
@@ -93,7 +100,6 @@ use crate::executor::{
     AttemptLoss, AttemptRequest, BoxFuture, Executor, ExecutorError, ExecutorHealth,
 };
 use crate::workers::WorkerPool;
-use process::{LiveGroups, Spawner};
 use slot::{Slot, SlotCommand};
 
 /// One progress report of a running job (`done` never decreases within a job).

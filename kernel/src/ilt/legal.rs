@@ -372,15 +372,15 @@ pub fn optimize_legal(
 
 /// The ILT's raster checkpoints inside a window and which of them the "before" mask
 /// prints within the tolerance: what [`EpeRevert`] compares a mask's print with.
-pub(super) struct NewEpe {
-    pub(super) checkpoints: Vec<Checkpoint>,
+pub struct NewEpe {
+    pub checkpoints: Vec<Checkpoint>,
     held_before: Vec<bool>,
     tolerance_px: f64,
     window: PixelBox,
 }
 
 impl NewEpe {
-    pub(super) fn of(
+    pub fn of(
         target: &Grid<u8>,
         before: &LithoOutput,
         window: PixelBox,
@@ -409,7 +409,7 @@ impl NewEpe {
     }
 
     /// The checkpoints `print` violates and the "before" mask did not.
-    pub(super) fn at(&self, print: &LithoOutput) -> Result<Vec<usize>, ImagingError> {
+    pub fn at(&self, print: &LithoOutput) -> Result<Vec<usize>, ImagingError> {
         let now = epe_violated_px(&self.checkpoints, nominal_print(print)?, self.tolerance_px);
         Ok((0..now.len())
             .filter(|&i| now[i] && self.held_before[i])
@@ -418,7 +418,7 @@ impl NewEpe {
 
     /// `mask` with the window's pixels within `radius` (pixels, a square) of each of
     /// the checkpoints `at` taken from `before`.
-    pub(super) fn put_back(
+    pub fn put_back(
         &self,
         mask: &Grid<u8>,
         before: &Grid<u8>,

@@ -30,10 +30,12 @@
 //! weight is `w_l2 · (1 + extra)` on the coarse pixels near the target's edges (D249).
 
 mod checkpoints;
-mod legal;
-mod problem;
-#[cfg(test)]
-mod tests;
+// Public for the engine's integration tests (tests/engine/units), not an API.
+#[doc(hidden)]
+pub mod legal;
+// Public for the engine's integration tests (tests/engine/units), not an API.
+#[doc(hidden)]
+pub mod problem;
 
 use crate::imaging::{
     Corner, ImagingBackend, ImagingError, KeepImages, LithoJob, LithoOutput, Resist,
@@ -278,7 +280,9 @@ fn optimize_latent(
 
 /// How far each block of `problem` may move per step: 1 inside `core` (pixels), falling
 /// linearly to 0 at `width` pixels outside it (D248).
-fn mobility(problem: &Problem, core: PixelBox, width: f64) -> Vec<f64> {
+// Public for the engine's integration tests (tests/engine/units), not an API.
+#[doc(hidden)]
+pub fn mobility(problem: &Problem, core: PixelBox, width: f64) -> Vec<f64> {
     let ds = problem.ds as f64;
     (0..problem.nc * problem.nc)
         .map(|i| {

@@ -46,7 +46,7 @@ impl Adam {
 }
 
 /// One kernel set prepared for the coarse model.
-pub(super) struct SetData {
+pub struct SetData {
     /// Side of each kernel.
     size: usize,
     /// Kernels as f64, `size²` each.
@@ -74,25 +74,25 @@ impl SetData {
 }
 
 /// The coarse-grid optimisation problem.
-pub(super) struct Problem {
+pub struct Problem {
     /// Fine side.
     pub(super) n: usize,
     /// Downsampling factor.
-    pub(super) ds: usize,
+    pub ds: usize,
     /// Coarse side.
-    pub(super) nc: usize,
+    pub nc: usize,
     /// Side of the field grid.
     m: usize,
     /// Mask band half-width (largest kernel half-width).
     c: usize,
     /// Focus and defocus sets.
-    pub(super) sets: [SetData; 2],
+    pub sets: [SetData; 2],
     /// `D(u)` for `u ∈ [-c, c]`.
     dfac: Vec<f64>,
     /// Band (half `c`, shifted like the coarse samples) of the frozen part of the mask.
     fixed_band: Option<Vec<Complex64>>,
     /// Coarse pixels that may change.
-    pub(super) active: Vec<bool>,
+    pub active: Vec<bool>,
     /// Block averages of the target.
     pub(super) target: Vec<f64>,
     /// Squared corner doses.
@@ -107,8 +107,9 @@ pub(super) struct Problem {
 }
 
 impl Problem {
-    #[cfg(test)]
-    pub(super) fn new(
+    /// The problem of `target` with the mask outside `window` (`None`: no window) fixed
+    /// to the target: [`Problem::with_frozen`] without a frozen mask.
+    pub fn new(
         target: &Grid<u8>,
         window: Option<&Grid<u8>>,
         model: &ModelKernels,
@@ -120,7 +121,7 @@ impl Problem {
 
     /// [`Problem::new`] with the mask outside the window given (`frozen`, the target's
     /// size; `None`: the target): a tiled optimize's finished neighbours (D170).
-    pub(super) fn with_frozen(
+    pub fn with_frozen(
         target: &Grid<u8>,
         window: Option<&Grid<u8>>,
         frozen_mask: Option<&Grid<u8>>,
@@ -221,7 +222,7 @@ impl Problem {
     }
 
     /// The latent field of the target: `±1` around the block average.
-    pub(super) fn initial_latent(&self) -> Vec<f64> {
+    pub fn initial_latent(&self) -> Vec<f64> {
         self.target.iter().map(|&t| 2.0 * t - 1.0).collect()
     }
 
@@ -301,7 +302,7 @@ impl Problem {
     }
 
     /// The coarse mask `sigmoid(β P)` on active pixels, 0 elsewhere.
-    pub(super) fn mask(&self, p: &[f64], beta: f64) -> Vec<f64> {
+    pub fn mask(&self, p: &[f64], beta: f64) -> Vec<f64> {
         p.par_iter()
             .zip(self.active.par_iter())
             .map(|(&p, &a)| if a { sigmoid(beta * p) } else { 0.0 })
@@ -309,11 +310,7 @@ impl Problem {
     }
 
     /// The mask band (half `c`) of a coarse mask, frozen part included.
-    pub(super) fn band(
-        &self,
-        mc: &[f64],
-        cancel: &CancelToken,
-    ) -> Result<Vec<Complex64>, Cancelled> {
+    pub fn band(&self, mc: &[f64], cancel: &CancelToken) -> Result<Vec<Complex64>, Cancelled> {
         let c = self.c;
         let side = 2 * c + 1;
         let mut b = real_band(mc, self.nc, c, cancel)?;
@@ -329,7 +326,7 @@ impl Problem {
     }
 
     /// Fields (unnormalized, on the `m` grid) and the `N × N` intensity of one set.
-    pub(super) fn image(
+    pub fn image(
         &self,
         set: &SetData,
         band: &[Complex64],
@@ -375,7 +372,7 @@ impl Problem {
     }
 
     /// Loss at latent `p` with mask steepness `beta`; writes `dL/dp` into `grad` when given.
-    pub(super) fn loss_grad(
+    pub fn loss_grad(
         &self,
         p: &[f64],
         beta: f64,
@@ -515,7 +512,7 @@ fn block_means(grid: &Grid<u8>, ds: usize, nc: usize) -> Vec<f64> {
 
 /// `1 + extra` on the coarse pixels within `r` (Chebyshev) of a pixel on the other side of
 /// the target's edge (block means split at one half), 1 elsewhere.
-pub(super) fn edge_weights(target: &[f64], nc: usize, r: isize, extra: f64) -> Vec<f64> {
+pub fn edge_weights(target: &[f64], nc: usize, r: isize, extra: f64) -> Vec<f64> {
     let inside = |x: isize, y: isize| {
         let (x, y) = (x.clamp(0, nc as isize - 1), y.clamp(0, nc as isize - 1));
         target[y as usize * nc + x as usize] > 0.5

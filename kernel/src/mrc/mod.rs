@@ -34,8 +34,12 @@
 
 mod local;
 pub mod morph;
-mod polygonize;
-mod seam;
+// Public for the engine's integration tests (tests/engine/units), not an API.
+#[doc(hidden)]
+pub mod polygonize;
+// Public for the engine's integration tests (tests/engine/units), not an API.
+#[doc(hidden)]
+pub mod seam;
 
 use reticle_layout::Polygon;
 
@@ -667,6 +671,3 @@ pub fn legalize(req: &LegalizeRequest<'_>, cancel: &CancelToken) -> Result<Legal
         unjoined_holes: unjoined,
     })
 }
-
-#[cfg(test)]
-mod tests;

@@ -20,17 +20,17 @@ type Vertex = (i64, i64);
 type Ring = Vec<Vertex>;
 
 /// A component's hull and holes.
-pub(super) type HullAndHoles = (Ring, Vec<Ring>);
+pub type HullAndHoles = (Ring, Vec<Ring>);
 
 /// One traced loop in pixel-corner coordinates, with its component label.
 #[derive(Debug, Clone)]
-pub(super) struct Loop {
-    pub(super) points: Vec<(i64, i64)>,
+pub struct Loop {
+    pub points: Vec<(i64, i64)>,
     pub(super) component: u32,
 }
 
 /// Twice the signed area of a loop (positive: counter-clockwise).
-fn area2(points: &[(i64, i64)]) -> i128 {
+pub fn area2(points: &[(i64, i64)]) -> i128 {
     let n = points.len();
     (0..n)
         .map(|i| {
@@ -43,7 +43,7 @@ fn area2(points: &[(i64, i64)]) -> i128 {
 /// Traces the boundaries of the set pixels of `mask` inside `window` (outside it counts
 /// as unset), interior on the left; collinear unit steps merged. `labels` are the
 /// 4-connected component labels of `mask` (as [`super::morph::components`] gives).
-pub(super) fn trace(mask: &Grid<u8>, window: PixelBox, labels: &[u32]) -> Vec<Loop> {
+pub fn trace(mask: &Grid<u8>, window: PixelBox, labels: &[u32]) -> Vec<Loop> {
     let (x0, y0, x1, y1) = window;
     let w = mask.width;
     let set = |x: i64, y: i64| -> bool {
@@ -124,7 +124,7 @@ pub(super) fn trace(mask: &Grid<u8>, window: PixelBox, labels: &[u32]) -> Vec<Lo
     loops
 }
 
-fn dist2_to_segment(p: (i64, i64), a: (i64, i64), b: (i64, i64)) -> f64 {
+pub fn dist2_to_segment(p: (i64, i64), a: (i64, i64), b: (i64, i64)) -> f64 {
     let (px, py) = (p.0 as f64, p.1 as f64);
     let (ax, ay) = (a.0 as f64, a.1 as f64);
     let (dx, dy) = (b.0 as f64 - ax, b.1 as f64 - ay);
@@ -163,7 +163,7 @@ fn dp(pts: &[(i64, i64)], a: usize, b: usize, tol2: f64, keep: &mut [bool]) {
 /// Simplifies a closed loop: vertices where `anchor` holds are kept, and so is every
 /// vertex needed to stay within `tolerance` of the staircase. A loop with no anchor is
 /// anchored at its first vertex and the vertex farthest from it.
-pub(super) fn simplify(
+pub fn simplify(
     points: &[(i64, i64)],
     tolerance: f64,
     anchor: impl Fn((i64, i64)) -> bool,
@@ -281,7 +281,7 @@ fn inside2(loop_: &[(i64, i64)], p2: (i64, i64)) -> bool {
 /// Joins each hole to the outer loop by a cut line between two vertices that see each
 /// other, so that the component is one polygon. Holes that cannot be joined are
 /// returned as they are (the caller counts them).
-pub(super) fn keyhole(hull: Vec<(i64, i64)>, holes: Vec<Vec<(i64, i64)>>) -> HullAndHoles {
+pub fn keyhole(hull: Vec<(i64, i64)>, holes: Vec<Vec<(i64, i64)>>) -> HullAndHoles {
     let mut outer = hull;
     let mut pending = holes;
     // Holes with the largest x first (any order works; this one keeps cuts short).
@@ -334,7 +334,7 @@ pub(super) fn keyhole(hull: Vec<(i64, i64)>, holes: Vec<Vec<(i64, i64)>>) -> Hul
 }
 
 /// The traced loops of one component: its hull (counter-clockwise, the largest) and holes.
-pub(super) fn group(loops: Vec<Loop>) -> Vec<HullAndHoles> {
+pub fn group(loops: Vec<Loop>) -> Vec<HullAndHoles> {
     let mut by: std::collections::BTreeMap<u32, (Option<Ring>, Vec<Ring>)> =
         std::collections::BTreeMap::new();
     for l in loops {
@@ -371,64 +371,4 @@ pub(super) fn to_dbu(points: &[(i64, i64)], left: f64, bottom: f64, pixel: f64) 
             })
             .collect(),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::mrc::morph::components;
-
-    fn ring() -> Grid<u8> {
-        let mut g = Grid::filled(30, 30, 0u8);
-        for y in 5..25 {
-            for x in 5..25 {
-                let inner = (10..20).contains(&x) && (10..20).contains(&y);
-                *g.at_mut(x, y) = u8::from(!inner);
-            }
-        }
-        g
-    }
-
-    #[test]
-    fn a_ring_traces_to_a_hull_and_a_hole_and_keyholes_to_one_polygon() {
-        let g = ring();
-        let (labels, _) = components(&g);
-        let loops = trace(&g, (0, 0, 30, 30), &labels);
-        assert_eq!(loops.len(), 2);
-        let groups = group(loops);
-        assert_eq!(groups.len(), 1);
-        let (hull, holes) = groups.into_iter().next().expect("one component");
-        assert_eq!(area2(&hull), 2 * 400);
-        assert_eq!(holes.len(), 1);
-        assert_eq!(area2(&holes[0]), -2 * 100);
-        let (poly, failed) = keyhole(hull, holes);
-        assert!(failed.is_empty());
-        assert_eq!(area2(&poly), 2 * 300, "the cut line adds no area");
-    }
-
-    #[test]
-    fn simplification_keeps_anchors_and_stays_within_the_tolerance() {
-        // A staircase diagonal: a right triangle drawn in pixels.
-        let mut g = Grid::filled(40, 40, 0u8);
-        for y in 0..30 {
-            for x in 0..(30 - y) {
-                *g.at_mut(x + 5, y + 5) = 1;
-            }
-        }
-        let (labels, _) = components(&g);
-        let loops = trace(&g, (0, 0, 40, 40), &labels);
-        assert_eq!(loops.len(), 1);
-        let pts = &loops[0].points;
-        assert!(pts.len() > 50, "the staircase has many corners");
-        let s = simplify(pts, 1.0, |p| p == (5, 5));
-        assert!(s.len() <= 5, "the diagonal becomes one edge: {s:?}");
-        assert!(s.contains(&(5, 5)));
-        for p in pts {
-            let n = s.len();
-            let d = (0..n)
-                .map(|i| dist2_to_segment(*p, s[i], s[(i + 1) % n]))
-                .fold(f64::MAX, f64::min);
-            assert!(d <= 1.0 + 1e-9, "{p:?} is {d} away");
-        }
-    }
 }

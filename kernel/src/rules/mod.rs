@@ -20,7 +20,9 @@ pub mod deck;
 mod geom;
 mod index;
 mod region;
-mod relation;
+// Public for the engine's integration tests (tests/engine/units), not an API.
+#[doc(hidden)]
+pub mod relation;
 
 use reticle_layout::{BBox, Point};
 use serde::{Deserialize, Serialize};
@@ -175,6 +177,3 @@ pub fn check_rule(
 pub fn sort_violations(v: &mut [Violation]) {
     v.sort_by(|a, b| (a.bbox, &a.rule_id, &a.marker).cmp(&(b.bbox, &b.rule_id, &b.marker)));
 }
-
-#[cfg(test)]
-mod tests;

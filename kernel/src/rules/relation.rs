@@ -28,12 +28,12 @@ use super::geom::{Edge, cross, dot, sub};
 
 /// A limit in dbu (KLayout's limits are integral dbu; a fractional one is used as is).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Limit {
+pub struct Limit {
     d: f64,
 }
 
 impl Limit {
-    pub(crate) const fn new(d: f64) -> Self {
+    pub const fn new(d: f64) -> Self {
         Self { d }
     }
 }
@@ -256,7 +256,7 @@ fn projected_near_part(d: f64, e: Edge, other: Edge) -> Option<Edge> {
 }
 
 /// Euclidean distance between two segments that do not cross.
-pub(crate) fn segment_distance(a: Edge, b: Edge) -> f64 {
+pub fn segment_distance(a: Edge, b: Edge) -> f64 {
     fn pd(p: Point, e: Edge) -> f64 {
         let ed = sub(e.p2, e.p1);
         let v = sub(p, e.p1);
@@ -279,7 +279,7 @@ pub(crate) fn segment_distance(a: Edge, b: Edge) -> f64 {
 /// Checks two edges oriented so that each must lie on the *left* of the other (reticle's
 /// orientation: for width, both region edges as they are). Returns the near parts, in
 /// that orientation, when they violate (KLayout's `EdgeRelationFilter::check`).
-pub(crate) fn check_pair(a: Edge, b: Edge, lim: Limit, metric: Metric) -> Option<(Edge, Edge)> {
+pub fn check_pair(a: Edge, b: Edge, lim: Limit, metric: Metric) -> Option<(Edge, Edge)> {
     // KLayout measures on the right: reverse both.
     let (an, bn) = (a.reversed(), b.reversed());
     if dot(dvec(an), dvec(bn)) >= 0 {
@@ -292,62 +292,4 @@ pub(crate) fn check_pair(a: Edge, b: Edge, lim: Limit, metric: Metric) -> Option
     let pb = near(lim.d, an, bn)?;
     let pa = near(lim.d, bn, an)?;
     Some((pa.reversed(), pb.reversed()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn e(x1: i64, y1: i64, x2: i64, y2: i64) -> Edge {
-        Edge::new(Point::new(x1, y1), Point::new(x2, y2))
-    }
-
-    #[test]
-    fn facing_parallel_edges() {
-        // Left side of a rectangle 0..30 wide (going down) and its right side (going up).
-        let a = e(0, 100, 0, 0);
-        let b = e(30, 0, 30, 100);
-        let m = Metric::Euclidean;
-        assert!(check_pair(a, b, Limit::new(31.0), m).is_some());
-        assert!(
-            check_pair(a, b, Limit::new(30.0), m).is_none(),
-            "at the limit is fine"
-        );
-        assert!(check_pair(b, a, Limit::new(31.0), m).is_some(), "symmetric");
-        assert!(
-            check_pair(a.reversed(), b.reversed(), Limit::new(100.0), m).is_none(),
-            "wrong side"
-        );
-    }
-
-    #[test]
-    fn corner_to_corner_is_euclidean() {
-        // Offset parallel edges: nearest points (0,0) and (30,-40): distance 50.
-        let a = e(0, 100, 0, 0);
-        let b = e(30, -100, 30, -40);
-        assert!(check_pair(a, b, Limit::new(50.0), Metric::Euclidean).is_none());
-        let (na, nb) = check_pair(a, b, Limit::new(51.0), Metric::Euclidean).unwrap();
-        assert_eq!(na.p2, Point::new(0, 0));
-        assert_eq!(nb.p2, Point::new(30, -40));
-        assert!(check_pair(a, b, Limit::new(51.0), Metric::Projection).is_none());
-    }
-
-    #[test]
-    fn perpendicular_edges_are_ignored() {
-        let a = e(0, 100, 0, 0);
-        let b = e(10, 0, 10, 1);
-        assert!(check_pair(a, b, Limit::new(50.0), Metric::Euclidean).is_some());
-        let c = e(5, 50, 20, 50);
-        assert!(check_pair(a, c, Limit::new(50.0), Metric::Euclidean).is_none());
-    }
-
-    #[test]
-    fn partial_overlap_near_parts() {
-        let a = e(0, 100, 0, 0);
-        let b = e(10, 50, 10, 200);
-        let (na, nb) = check_pair(a, b, Limit::new(20.0), Metric::Projection).unwrap();
-        assert_eq!(na, e(0, 100, 0, 50));
-        assert_eq!(nb, e(10, 50, 10, 100));
-        assert!((segment_distance(na, nb) - 10.0).abs() < 1e-12);
-    }
 }

@@ -14,3 +14,4 @@ mod physics;
 mod rule_decks;
 mod rules_klayout;
 mod tiling;
+mod units;

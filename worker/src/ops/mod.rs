@@ -69,20 +69,3 @@ pub fn names() -> Vec<&'static str> {
     names.sort_unstable();
     names
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_op_is_found_by_its_name_and_names_are_unique() {
-        let names = names();
-        let mut dedup = names.clone();
-        dedup.dedup();
-        assert_eq!(names, dedup);
-        for name in &names {
-            assert_eq!(find(name).map(Op::name), Some(*name));
-        }
-        assert!(find("no.such.op").is_none());
-    }
-}

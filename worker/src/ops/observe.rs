@@ -157,7 +157,7 @@ pub const MAX_LIST: usize = 10_000;
 
 /// Seed 003's truncation metadata of a list (always present, zero drops included),
 /// written as `{<what>_dropped, truncated, returned, total, max_<what>}`.
-struct Truncation {
+pub struct Truncation {
     what: &'static str,
     dropped: usize,
     returned: usize,
@@ -178,7 +178,7 @@ impl Serialize for Truncation {
 }
 
 /// `items` cut to `max` (default [`DEFAULT_MAX_LIST`]), with their truncation.
-fn bounded<T>(
+pub fn bounded<T>(
     mut items: Vec<T>,
     max: Option<usize>,
     what: &'static str,
@@ -431,25 +431,4 @@ fn op_render(
         style: args.style,
         png_base64: base64::engine::general_purpose::STANDARD.encode(&r.png),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn truncation_is_written_with_seed_003_keys_in_their_order() {
-        let (kept, t) = bounded(vec![1, 2, 3], Some(2), "cells").unwrap();
-        assert_eq!(kept, [1, 2]);
-        assert_eq!(
-            serde_json::to_string(&t).unwrap(),
-            r#"{"cells_dropped":1,"truncated":true,"returned":2,"total":3,"max_cells":2}"#
-        );
-        let (_, t) = bounded(Vec::<u8>::new(), None, "layers").unwrap();
-        assert_eq!(
-            serde_json::to_string(&t).unwrap(),
-            r#"{"layers_dropped":0,"truncated":false,"returned":0,"total":0,"max_layers":1000}"#
-        );
-        assert!(bounded(vec![1], Some(MAX_LIST + 1), "cells").is_err());
-    }
 }

@@ -1,8 +1,10 @@
-//! Check-level tests on hand-built shapes.
+//! Check-level tests on hand-built shapes (`reticle_kernel::rules`).
 
+use reticle_kernel::rules::{
+    AppliesTo, CheckError, DeckLayer, Edge, EdgePairHit, Metric, Region, Rule, RuleKind, Severity,
+    check_rule, enclosure, notch, space, width,
+};
 use reticle_layout::{BBox, Point, Polygon};
-
-use super::*;
 
 fn rect(l: i64, b: i64, r: i64, t: i64) -> Polygon {
     Polygon::rect(BBox {

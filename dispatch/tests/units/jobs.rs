@@ -1,4 +1,14 @@
-use super::*;
+//! The job table (`src/jobs/`): progress, cancellation, waiters, TTLs, list pages,
+//! the cap on unfinished jobs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reticle_dispatch::jobs::{
+    InvalidCursor, JobOptions, JobStatus, Jobs, MAX_TASK_TTL, MIN_TASK_TTL, wait,
+};
+use reticle_protocol::{ErrorCode, ToolError};
+use serde_json::json;
 
 #[tokio::test]
 async fn completes_with_monotonic_progress() {

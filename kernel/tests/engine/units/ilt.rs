@@ -1,15 +1,19 @@
 //! Tests of the ILT: the adjoint against finite differences, the coarse model against
-//! full-resolution imaging, windows, checkpoints.
+//! full-resolution imaging, windows, checkpoints (`reticle_kernel::ilt`).
 
 use std::sync::Arc;
 
 use num_complex::Complex32;
 
-use super::*;
-use crate::KernelSet;
-use crate::imaging::LithoOutput;
-use crate::metrics::Checkpoint;
-use problem::Problem;
+use reticle_kernel::ilt::problem::{self, Problem};
+use reticle_kernel::ilt::{
+    EdgeWeight, IltParams, MaskPlan, legal, mobility, optimize_legal, optimize_mask,
+    optimize_window, raster_checkpoints,
+};
+use reticle_kernel::imaging::LithoOutput;
+use reticle_kernel::metrics::Checkpoint;
+use reticle_kernel::mrc::PixelBox;
+use reticle_kernel::{CancelToken, Grid, ImagingError, KernelSet, ModelKernels};
 
 /// A small deterministic generator (SplitMix64).
 struct Rng(u64);
@@ -193,7 +197,7 @@ fn coarse_model_equals_full_resolution_imaging_at_block_centres() {
                 &cancel,
             )
             .expect("image");
-        let full = crate::bandlimited::aerial(&fine, ks, 1.0, &cancel).expect("aerial");
+        let full = reticle_kernel::bandlimited::aerial(&fine, ks, 1.0, &cancel).expect("aerial");
         let mut worst = 0.0f64;
         for y in 0..pb.nc {
             for x in 0..pb.nc {
@@ -327,7 +331,7 @@ fn raster_checkpoints_match_polygon_checkpoints() {
         )
     };
     let mut a: Vec<_> = raster_checkpoints(&t, 40.0).iter().map(key).collect();
-    let mut b: Vec<_> = crate::metrics::checkpoints(&[poly], 40.0)
+    let mut b: Vec<_> = reticle_kernel::metrics::checkpoints(&[poly], 40.0)
         .iter()
         .map(key)
         .collect();
@@ -391,7 +395,7 @@ fn a_blended_window_keeps_only_its_own_pixels() {
     let run = |blend: Option<PixelBox>| {
         let plan = MaskPlan {
             rules: &[],
-            style: crate::mrc::MaskStyle::Manhattan,
+            style: reticle_kernel::mrc::MaskStyle::Manhattan,
             grid_px: 1,
             assist_features: true,
             context: &[],
@@ -441,7 +445,7 @@ fn a_blended_window_keeps_only_its_own_pixels() {
 /// An imaging output whose nominal print is `printed`.
 fn print_of(printed: &Grid<u8>) -> LithoOutput {
     LithoOutput {
-        corners: vec![crate::imaging::CornerOutput {
+        corners: vec![reticle_kernel::imaging::CornerOutput {
             aerial: None,
             resist: None,
             printed: Some(printed.clone()),

@@ -1,17 +1,21 @@
-//! The dispatcher against a scripted executor: attempt ids, per-unit replay, journal
+//! The dispatcher (`src/lib.rs`) against a scripted executor: attempt ids, per-unit replay, journal
 //! and counters, without worker processes.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use libmcp::{FaultClass, ReplayContract};
-use reticle_protocol::ErrorCode;
-use serde_json::json;
-
-use super::*;
-use crate::jobs::{JobStatus, Jobs, wait};
-use crate::supervisor::ResourceLimit;
+use reticle_dispatch::jobs::{JobStatus, Jobs, wait};
+use reticle_dispatch::supervisor::ResourceLimit;
+use reticle_dispatch::{
+    AttemptLoss, AttemptProgress, AttemptRequest, BoxFuture, DeathCause, Dispatcher, Executor,
+    ExecutorError, ExecutorHealth, Scope, ScopeKind, Unit,
+};
 use reticle_journal::Journal;
+use reticle_protocol::wire::{JobLimits, JobOutcome};
+use reticle_protocol::{ErrorCode, ToolError};
+use serde_json::json;
+use tokio::sync::mpsc;
 
 type Script = Box<dyn Fn(&AttemptRequest) -> Result<JobOutcome, ExecutorError> + Send + Sync>;
 

@@ -1,9 +1,9 @@
-//! Unit tests of mask-rule legalization.
+//! Unit tests of mask-rule legalization (`reticle_kernel::mrc`).
 
-use reticle_layout::Point;
-
-use super::*;
-use crate::rules::RuleDeck;
+use reticle_kernel::mrc::{LegalizeRequest, MaskStyle, check, legalize, rebuild, whole_polygons};
+use reticle_kernel::rules::{Region, Rule, RuleDeck, check_rule};
+use reticle_kernel::{CancelToken, Grid};
+use reticle_layout::{Point, Polygon};
 
 const DECK: &str = r#"{"name": "t", "version": "1", "layers": {"M": "1/0"},
     "rules": [
