@@ -69,3 +69,13 @@ pub fn data_dir_setting() -> Option<std::path::PathBuf> {
 pub fn iccad13_dir() -> Option<std::path::PathBuf> {
     reticle_kernel::data::iccad13_dir(data_dir_setting().as_deref())
 }
+
+/// The rectangle `[l, r] × [b, t]` (dbu) as a polygon: the rule and region tests' shapes.
+pub fn rect(l: i64, b: i64, r: i64, t: i64) -> reticle_layout::Polygon {
+    reticle_layout::Polygon::rect(reticle_layout::BBox {
+        left: l,
+        bottom: b,
+        right: r,
+        top: t,
+    })
+}

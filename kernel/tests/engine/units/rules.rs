@@ -6,14 +6,7 @@ use reticle_kernel::rules::{
 };
 use reticle_layout::{BBox, Point, Polygon};
 
-fn rect(l: i64, b: i64, r: i64, t: i64) -> Polygon {
-    Polygon::rect(BBox {
-        left: l,
-        bottom: b,
-        right: r,
-        top: t,
-    })
-}
+use crate::common::rect;
 
 fn region(polys: &[Polygon]) -> Region {
     Region::from_polygons(polys)

@@ -1,20 +1,13 @@
 //! Unit tests of merging polygons into regions (`reticle_kernel::rules`, region).
 
 use reticle_kernel::rules::Region;
-use reticle_layout::{BBox, Point, Polygon};
+use reticle_layout::{Point, Polygon};
+
+use crate::common::rect;
 
 /// Twice the signed area of a ring, as the region computes it.
 fn area2(points: &[Point]) -> i128 {
     Polygon::new(points.to_vec()).signed_area2()
-}
-
-fn rect(l: i64, b: i64, r: i64, t: i64) -> Polygon {
-    Polygon::rect(BBox {
-        left: l,
-        bottom: b,
-        right: r,
-        top: t,
-    })
 }
 
 #[test]
