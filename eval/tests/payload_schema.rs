@@ -409,6 +409,10 @@ fn region_result() -> RegionResult {
         seams: Seams {
             guarantee: "four waves".into(),
             new_near_seams: json!(0),
+            put_back: json!({"reach_nm": 60.0, "squares_nm": [[5000.0, 5000.0, 5200.0, 5200.0]],
+                             "rounds": [{"round": 1, "reach_nm": 60.0, "squares": 1, "dropped": 0,
+                                         "new_near_seams": 0, "new": 0,
+                                         "mask_rule_records_after": 0, "kept": true}]}),
         },
         artifacts: ArtifactsDir {
             dir: "/jobs/opt_1".into(),

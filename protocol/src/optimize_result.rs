@@ -127,6 +127,9 @@ pub struct Seams {
     pub guarantee: String,
     /// New groups within the seam distance of a seam.
     pub new_near_seams: Value,
+    /// The seam pass (D252): its first reach (nm), its rounds (reach, squares, what the
+    /// re-evaluation found, kept or not) and the squares kept (nm).
+    pub put_back: Value,
 }
 
 /// The job's folder.

@@ -37,6 +37,28 @@ use super::{ToolContext, ToolResult};
 const BEFORE_BASE: u32 = 1 << 28;
 const AFTER_BASE: u32 = 2 << 28;
 const COMPARE_UNIT: u32 = 3 << 28;
+const PUT_BACK_BASE: u32 = 4 << 28;
+
+/// How far (nm) a square of the seam pass's first round reaches past its group's box;
+/// round `k` reaches `k` times as far (D252).
+pub const PUT_BACK_NM: f64 = 60.0;
+
+/// How many rounds the seam pass tries at most (D252).
+pub const PUT_BACK_ROUNDS: u32 = 3;
+
+/// The square of round `round` (from 1) around a group's box `bbox_nm` (nm): the box
+/// grown by `round` × [`PUT_BACK_NM`] on every side.
+fn square_nm(bbox_nm: [f64; 4], round: u32) -> [f64; 4] {
+    let r = PUT_BACK_NM * f64::from(round.max(1));
+    // To the picometre, as every length of the result.
+    let pm = |v: f64| (v * 1000.0).round() / 1000.0;
+    [
+        pm(bbox_nm[0] - r),
+        pm(bbox_nm[1] - r),
+        pm(bbox_nm[2] + r),
+        pm(bbox_nm[3] + r),
+    ]
+}
 
 /// The arguments of `optimize` a region optimize takes (the rest is a single window's or
 /// a target's, resolved before).
@@ -212,19 +234,40 @@ async fn region_job(
     // 3. Group by group, and each listed id's group (D211).
     let mut compare_args = opt_args;
     compare_args.insert("plan".into(), merged["plan"].clone());
-    compare_args.insert("evaluations".into(), json!(["before", "after"]));
     if let Some(ids) = &target.violation_ids {
         compare_args.insert("targets".into(), json!(ids));
     }
-    let mut compared = dispatcher
-        .run(
-            scope,
-            Unit::new("optimize.compare", &Value::Object(compare_args))
-                .indexed(COMPARE_UNIT)
-                .with_artifact_dir(Some(dir_text.clone()))
-                .on_progress(|_| {}),
-        )
+    let compared = compare(dispatcher, scope, &dir_text, &compare_args, "after", 0).await?;
+
+    // 4. The seam pass (D252): the drawn mask back around the new groups near seams.
+    let mut pass = SeamPass {
+        dispatcher,
+        scope,
+        after_scope: &after_scope,
+        dir,
+        call: &call,
+        args: compare_args,
+        checked,
+        mask_layer: &mask_layer,
+    };
+    let (kept, put_back) = pass
+        .run(Checked {
+            after,
+            after_dir,
+            compared,
+            written: None,
+        })
         .await?;
+    let Checked {
+        after,
+        after_dir,
+        mut compared,
+        written,
+    } = kept;
+    if let (Some(w), Some(m)) = (written, merged.as_object_mut()) {
+        m.insert("layout_out".into(), w["layout_out"].clone());
+        m.insert("pictures".into(), w["pictures"].clone());
+    }
     let ids = compared.as_object_mut().and_then(|c| c.remove("targets"));
     if let Some(ids) = ids.filter(|v| !v.is_null()) {
         let ids: Vec<IdStatus> = serde_json::from_value(ids).map_err(|e| {
@@ -265,12 +308,189 @@ async fn region_job(
             after: EvaluationSummary::of(&after, &after_dir),
         },
         seams: Seams {
-            guarantee: "tiles run in four waves (2x2 colouring); each tile's ILT and mask-rule legalizer see the finished neighbours' mask as frozen context, so every seam is legalized by the later tile against the earlier tile's final mask (D170); measured by the re-evaluation: changes.totals.new_near_seams".to_owned(),
+            guarantee: "tiles run in four waves (2x2 colouring); each tile's ILT and mask-rule legalizer see the finished neighbours' mask as frozen context, so every seam is legalized by the later tile against the earlier tile's final mask (D170); then a seam pass puts the drawn mask back in growing squares around each new group the re-evaluation finds within seam_distance_nm of a seam, keeping a round only when the next re-evaluation has fewer such groups, no more new groups and no more mask-rule records (D252, seams.put_back); measured by the final re-evaluation: changes.totals.new_near_seams".to_owned(),
             new_near_seams: compared["totals"]["new_near_seams"].clone(),
+            put_back,
         },
         changes: compared,
         artifacts: ArtifactsDir { dir: dir_text },
     })
+}
+
+/// One re-evaluation of the written layout and its comparison with the drawn one; with
+/// the seam pass's put-back that wrote the layout (`None`: the merge's).
+struct Checked {
+    after: Value,
+    after_dir: String,
+    compared: Value,
+    written: Option<Value>,
+}
+
+impl Checked {
+    fn total(&self, key: &str) -> u64 {
+        self.compared["totals"][key].as_u64().unwrap_or(0)
+    }
+
+    fn mask_records(&self) -> u64 {
+        self.compared["mask_rule_records_after"]
+            .as_u64()
+            .unwrap_or(0)
+    }
+
+    /// The boxes (nm) of the new groups near seams the comparison lists.
+    fn near_seams(&self) -> Vec<[f64; 4]> {
+        self.compared["new_near_seams"]
+            .as_array()
+            .map(|groups| {
+                groups
+                    .iter()
+                    .filter_map(|g| serde_json::from_value(g["bbox_nm"].clone()).ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// Runs `optimize.compare` of the evaluation before and the one in folder `after` of the
+/// job's directory; `round` numbers its unit.
+async fn compare(
+    dispatcher: &Arc<Dispatcher>,
+    scope: &Scope,
+    dir_text: &str,
+    args: &Map<String, Value>,
+    after: &str,
+    round: u32,
+) -> Result<Value, ToolError> {
+    let mut args = args.clone();
+    args.insert("evaluations".into(), json!(["before", after]));
+    dispatcher
+        .run(
+            scope,
+            Unit::new("optimize.compare", &Value::Object(args))
+                .indexed(COMPARE_UNIT + round)
+                .with_artifact_dir(Some(dir_text.to_owned()))
+                .on_progress(|_| {}),
+        )
+        .await
+}
+
+/// The seam pass of a region optimize (D252; the worker's `optimize.put_back`).
+struct SeamPass<'a> {
+    dispatcher: &'a Arc<Dispatcher>,
+    scope: &'a Scope,
+    /// `scope` with the job's directory readable (the written layout lies there).
+    after_scope: &'a Scope,
+    dir: &'a std::path::Path,
+    call: &'a Map<String, Value>,
+    /// The region ops' arguments (the call, the plan, the listed ids).
+    args: Map<String, Value>,
+    checked: [f64; 4],
+    mask_layer: &'a Value,
+}
+
+impl SeamPass<'_> {
+    /// Up to [`PUT_BACK_ROUNDS`] rounds from `first` (the merge's layout, checked): each
+    /// puts the drawn mask back in the squares kept so far and in one square of its reach
+    /// around each new group near a seam, and is kept when its re-evaluation has fewer
+    /// new groups near seams, no more new groups and no more mask-rule records. Answers
+    /// the check of what is on disk at the end and the result's `seams.put_back`.
+    async fn run(&mut self, first: Checked) -> Result<(Checked, Value), ToolError> {
+        let mut kept = first;
+        let mut squares: Vec<[f64; 4]> = Vec::new();
+        let mut rounds = Vec::new();
+        let mut on_disk_kept = true;
+        for round in 1..=PUT_BACK_ROUNDS {
+            let near = kept.near_seams();
+            if near.is_empty() {
+                break;
+            }
+            let mut trial = squares.clone();
+            trial.extend(near.iter().map(|b| square_nm(*b, round)));
+            let written = self.put_back(&trial, round).await?;
+            on_disk_kept = false;
+            // Squares the worker could not put back without a new mask-rule violation.
+            let dropped = written["squares"]
+                .as_array()
+                .map_or(0, |o| o.iter().filter(|s| s["square_nm"].is_null()).count());
+            let name = format!("after_{round}");
+            let after_dir = sub_dir(self.dir, &name)?;
+            let layout = written["layout_out"]["path"].clone();
+            let after = FanOut {
+                prefix: "evaluate",
+                artifact_dir: &after_dir,
+            }
+            .run_at(
+                self.dispatcher,
+                self.after_scope,
+                evaluate_args(self.call, &layout, self.checked, Some(self.mask_layer)),
+                AFTER_BASE + (round << 24),
+            )
+            .await?;
+            let dir_text = self.dir.display().to_string();
+            let compared = compare(
+                self.dispatcher,
+                self.scope,
+                &dir_text,
+                &self.args,
+                &name,
+                round,
+            )
+            .await?;
+            let trial_checked = Checked {
+                after,
+                after_dir,
+                compared,
+                written: Some(written),
+            };
+            let better = trial_checked.total("new_near_seams") < kept.total("new_near_seams")
+                && trial_checked.total("new") <= kept.total("new")
+                && trial_checked.mask_records() <= kept.mask_records();
+            rounds.push(json!({
+                "round": round,
+                "reach_nm": PUT_BACK_NM * f64::from(round),
+                "squares": trial.len(),
+                "dropped": dropped,
+                "new_near_seams": trial_checked.total("new_near_seams"),
+                "new": trial_checked.total("new"),
+                "mask_rule_records_after": trial_checked.mask_records(),
+                "kept": better,
+            }));
+            if better {
+                squares = trial;
+                kept = trial_checked;
+                on_disk_kept = true;
+            }
+        }
+        if !on_disk_kept {
+            // The last round was not kept: the layout of the squares kept goes back on disk
+            // (the same bytes as when they were checked).
+            let written = self.put_back(&squares, PUT_BACK_ROUNDS + 1).await?;
+            kept.written = Some(written);
+        }
+        Ok((
+            kept,
+            json!({
+                "reach_nm": PUT_BACK_NM,
+                "rounds": rounds,
+                "squares_nm": squares,
+            }),
+        ))
+    }
+
+    /// Unit `optimize.put_back` with `squares` (nm), numbered by `round`.
+    async fn put_back(&self, squares: &[[f64; 4]], round: u32) -> Result<Value, ToolError> {
+        let mut args = self.args.clone();
+        args.insert("put_back".into(), json!(squares));
+        self.dispatcher
+            .run(
+                self.scope,
+                Unit::new("optimize.put_back", &Value::Object(args))
+                    .indexed(PUT_BACK_BASE + round)
+                    .with_artifact_dir(Some(self.dir.display().to_string()))
+                    .on_progress(|_| {}),
+            )
+            .await
+    }
 }
 
 /// The text of a region optimize's result.

@@ -315,6 +315,7 @@ fn engine_info_and_alloc_report_what_the_worker_holds() {
             "optimize.compare",
             "optimize.merge",
             "optimize.plan",
+            "optimize.put_back",
             "optimize.tile",
             "simulate",
             "simulate.merge",

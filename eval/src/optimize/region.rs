@@ -23,6 +23,10 @@
 //!   files grow with the mask's geometry, not with the region's area.
 //! - [`compare_groups`] matches the groups of the evaluations before and after by rule
 //!   and box; [`seam_distance_nm`] says how far a box is from the nearest seam.
+//! - The seam pass ([`put_back`], D252) puts the drawn mask back in squares around the new
+//!   groups the re-evaluation still finds near a seam, after every tile is done.
+
+pub mod put_back;
 
 use std::collections::BTreeMap;
 

@@ -35,6 +35,7 @@ static OPS: &[&dyn Op] = &[
     &optimize_region::OptimizeTile,
     &optimize_region::merge::OptimizeMerge,
     &optimize_region::merge::OptimizeCompare,
+    &optimize_region::put_back::OptimizePutBack,
     &simulate::Simulate,
     &whole::evaluate::EvaluatePlan,
     &whole::evaluate::EvaluateTile,

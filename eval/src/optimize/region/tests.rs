@@ -193,3 +193,78 @@ fn the_blend_box_grows_the_tile_box_inside_the_region_only() {
     assert_eq!(blend_box(own, region, 0), own);
     assert_eq!(blend_box(own, region, -5), own);
 }
+
+fn rect(l: i64, b: i64, r: i64, t: i64) -> BBox {
+    BBox::from_corners(Point::new(l, b), Point::new(r, t))
+}
+
+#[test]
+fn put_back_puts_the_drawn_polygons_in_the_squares_and_keeps_the_mask_elsewhere() {
+    use put_back::put_back;
+    let mask = [Polygon::rect(rect(0, 0, 100, 100))];
+    let drawn = [Polygon::rect(rect(40, 0, 60, 100))];
+    let out = put_back(&mask, &drawn, &[rect(30, 30, 70, 70)], rect(0, 0, 100, 100));
+    // The mask less the square, plus the drawn line's part in it; no piece overlaps.
+    assert_eq!(area(&out), 100 * 100 - 40 * 40 + 20 * 40);
+    // Two overlapping squares put the drawn line back once: the union is 40 × 60.
+    let two = [rect(30, 30, 70, 70), rect(30, 50, 70, 90)];
+    let out = put_back(&mask, &drawn, &two, rect(0, 0, 100, 100));
+    assert_eq!(area(&out), 100 * 100 - 40 * 60 + 20 * 60);
+    // A square past the region changes nothing outside it.
+    let out = put_back(&mask, &drawn, &[rect(80, 80, 140, 140)], rect(0, 0, 90, 90));
+    assert_eq!(area(&out), 100 * 100 - 10 * 10);
+    // No square: the mask as it is.
+    assert_eq!(
+        put_back(&mask, &drawn, &[], rect(0, 0, 100, 100)),
+        mask.to_vec()
+    );
+}
+
+#[test]
+fn put_back_squares_land_on_whole_pixels_outward() {
+    use put_back::to_dbu;
+    // 1 nm dbu, 2 dbu pixels: outward to even coordinates.
+    assert_eq!(to_dbu([3.0, -3.0, 7.0, 9.0], 1.0, 2.0), rect(2, -4, 8, 10));
+}
+
+#[test]
+fn a_legal_put_back_moves_a_side_that_would_leave_a_sliver_and_keeps_the_mask_legal() {
+    use put_back::{put_back, put_back_legal};
+    use reticle_kernel::rules::{Region, RuleDeck, check_rule};
+    let deck = RuleDeck::from_json(
+        r#"{"name": "t", "version": "1", "layers": {"M1": "1/0"},
+            "defaults": {"severity": "error", "applies_to": "mask", "dedup_radius_nm": 0},
+            "rules": [{"id": "W", "kind": "width", "layer": "M1", "value": 30},
+                      {"id": "S", "kind": "space", "layer": "M1", "value": 30}]}"#,
+    )
+    .unwrap();
+    let rules: Vec<&Rule> = deck.rules.iter().collect();
+    let width_hits = |polygons: &[Polygon]| {
+        check_rule(rules[0], &Region::from_polygons(polygons), None, 1.0)
+            .unwrap()
+            .len()
+    };
+    // An optimized feature 0..60 in x; nothing drawn there. A square from x = 10 would
+    // leave a 10 nm sliver of it: the plain put-back breaks the width rule, the legal one
+    // moves the square's left side out past the feature's edge instead.
+    let mask = [Polygon::rect(rect(0, 0, 60, 100))];
+    let drawn: [Polygon; 0] = [];
+    let region = rect(-500, -500, 500, 500);
+    let square = rect(10, -50, 200, 150);
+    assert!(width_hits(&put_back(&mask, &drawn, &[square], region)) > 0);
+    let (out, outcomes) = put_back_legal(&mask, &drawn, &[square], region, &rules, 1.0);
+    assert_eq!(width_hits(&out), 0);
+    let kept = outcomes[0].square.expect("the square was put back");
+    assert!(outcomes[0].moves >= 1 && kept.left <= 0, "{outcomes:?}");
+    assert_eq!(area(&out), 0, "the whole feature lies in the moved square");
+    // A square that breaks nothing is put back where it is.
+    let (_, outcomes) = put_back_legal(
+        &mask,
+        &drawn,
+        &[rect(-50, -50, 200, 150)],
+        region,
+        &rules,
+        1.0,
+    );
+    assert_eq!(outcomes[0].moves, 0);
+}

@@ -9,12 +9,15 @@ use std::path::Path;
 use reticle_eval::optimize::region::{
     GroupBox, OptTile, compare_groups, seam_distance_nm, split_for_gds,
 };
+use reticle_eval::region_source::RegionSource;
+use reticle_eval::report::Setup;
 use reticle_eval::tile::LayoutSource;
 use reticle_kernel::Grid;
 use reticle_kernel::raster::{PixelFrame, rasterize_in};
 use reticle_layout::writeback::{WritebackRequest, default_mask_layer, write_back, write_layout};
 use reticle_layout::{BBox, Format, LayerKey, Polygon};
 use reticle_protocol::error::{ErrorCode, ToolError};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{RegionOpArgs, open, read_opt_tile};
@@ -135,75 +138,20 @@ impl Op for OptimizeMerge {
         if ctx.cancel.is_cancelled() {
             return Err(crate::op::cancelled(ctx.job_id));
         }
-
-        // The layout written back (D160): input layers unchanged, the mask layer added.
-        ctx.progress.report(total, total + 2, "writing the layout");
-        let path = ctx.readable(&args.call.layout)?;
-        let format = sniff(&path)?;
-        let (lib, _) = load(
+        // What the seam pass starts from (D252): the tiles' folder is gone after the merge.
+        let region_mask = RegionMask { mask, boxes };
+        let bytes = serde_json::to_vec(&region_mask)
+            .map_err(|e| internal(format!("the region's mask: {e}")))?;
+        artifacts::write(&dir, REGION_MASK_FILE, &bytes)?;
+        let written = write_region(
             ctx,
-            &LayoutRef {
-                path: path.clone(),
-                format: format.name().to_owned(),
-                sha256: Some(plan.sha256.clone()),
-            },
+            &args,
+            &setup,
+            &mut source,
+            &region_mask,
+            (total, total + 2),
         )?;
-        let top = reticle_layout::flatten::resolve_cell(&lib, args.call.cell.as_deref())
-            .map_err(|e| ToolError::new(ErrorCode::TopCellNotFound, e.to_string()))?;
-        let target = LayerKey::new(setup.target.layer, setup.target.datatype);
-        let mask_layer = match &args.call.mask_layer {
-            Some(text) => reticle_eval::source::parse_layer(text)?,
-            None => default_mask_layer(&lib, target).map_err(writeback_error)?,
-        };
-        let limits = reticle_eval::source::layout_limits(&ctx.context.limits);
-        let written = write_back(
-            &lib,
-            &WritebackRequest {
-                top,
-                target,
-                mask_layer,
-                region: plan.region,
-                mask: &mask,
-            },
-            &limits,
-        )
-        .map_err(writeback_error)?;
-        let bytes = write_layout(&written.library, format).map_err(|e| {
-            ToolError::new(
-                ErrorCode::InternalError,
-                format!("cannot write the layout: {e}"),
-            )
-        })?;
-        let name = match format {
-            Format::Gds => "optimized.gds",
-            Format::Oasis => "optimized.oas",
-        };
-        let file = artifacts::write_named(&dir, name, &bytes)?;
-
-        // Before and after, over the region.
-        ctx.progress
-            .report(total + 1, total + 2, "drawing the region");
-        let drawn = source.polygons(plan.region, false)?.target;
-        let (before_png, frame) = picture(plan.region, [&drawn, &[], &[]], |[d, _, _]| {
-            if d {
-                [230, 230, 235, 255]
-            } else {
-                [16, 16, 24, 255]
-            }
-        })?;
-        // After: the mask inside the optimized boxes, the drawn target in what they leave.
-        let (after_png, _) = picture(plan.region, [&drawn, &mask, &boxes], |[d, m, b]| {
-            match (d, if b { m } else { d }) {
-                (true, true) => [150, 150, 160, 255],
-                (false, true) => [60, 200, 90, 255],
-                (true, false) => [220, 60, 60, 255],
-                (false, false) => [16, 16, 24, 255],
-            }
-        })?;
-        let before = artifacts::write(&dir, "region_before.png", &before_png)?;
-        let after = artifacts::write(&dir, "region_after.png", &after_png)?;
         let nm = |v: i64| reticle_eval::r3(v as f64 * plan.grid.dbu_nm);
-        let report = &written.report;
         ctx.progress.report(total + 2, total + 2, "merged");
         payload(json!({
             "region_nm": [nm(plan.region.left), nm(plan.region.bottom), nm(plan.region.right), nm(plan.region.top)],
@@ -232,30 +180,135 @@ impl Op for OptimizeMerge {
                 "mask_rule_violations_left": left,
                 "mask_style": args.call.mask_style,
             },
-            "layout_out": {
-                "path": file.path,
-                "sha256": file.sha256,
-                "bytes": file.bytes,
-                "format": format.name(),
-                "mask_layer": format!("{}/{}", mask_layer.layer, mask_layer.datatype),
-                "target_layer": setup.target.to_string(),
-                "base_layer": format!("{}/{}", report.base_layer.layer, report.base_layer.datatype),
-                "cell": lib.cells[top].name,
-                "mask_polygons": report.mask_polygons,
-                "touched_cells": report.touched_cells.len(),
-                "variant_cells": report.variant_cells.len(),
-                "flat_shapes": report.flat_shapes,
-            },
-            "pictures": {
-                "before": before,
-                "after": after,
-                "width": frame.width,
-                "height": frame.height,
-                "nm_per_pixel": reticle_eval::r3(frame.pixel_nm * plan.grid.dbu_nm),
-                "legend": {"drawn": "light grey (before)", "mask_and_drawn": "grey", "mask_only": "green", "drawn_only": "red"},
-            },
+            "layout_out": written.layout_out,
+            "pictures": written.pictures,
         }))
     }
+}
+
+/// The file the merge leaves for the seam pass: the region's mask and the optimized
+/// boxes (dbu), as the merge wrote them.
+pub(super) const REGION_MASK_FILE: &str = "region_mask.json";
+
+/// The region's mask as the merge assembled it from the tiles ([`REGION_MASK_FILE`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct RegionMask {
+    /// The mask inside the region, in pieces of at most the GDSII limit.
+    pub(super) mask: Vec<Polygon>,
+    /// Each tile's ILT box that ran (the after picture shows the mask inside them).
+    pub(super) boxes: Vec<Polygon>,
+}
+
+/// What [`write_region`] wrote: the result's `layout_out` and `pictures`.
+pub(super) struct Written {
+    pub(super) layout_out: Value,
+    pub(super) pictures: Value,
+}
+
+/// Writes the layout back with `region`'s mask on the mask layer (input format, D160) and
+/// the before/after pictures of the region: what the merge and the seam pass write.
+/// `step` is where the op's progress stands (done, total): two more steps follow.
+pub(super) fn write_region(
+    ctx: &AttemptCtx<'_>,
+    args: &RegionOpArgs,
+    setup: &Setup,
+    source: &mut RegionSource,
+    region: &RegionMask,
+    (done, total): (u64, u64),
+) -> Result<Written, ToolError> {
+    let plan = args.plan("optimization")?;
+    let dir = artifacts::dir(ctx)?;
+    let (mask, boxes) = (&region.mask, &region.boxes);
+    // The layout written back (D160): input layers unchanged, the mask layer added.
+    ctx.progress.report(done, total, "writing the layout");
+    let path = ctx.readable(&args.call.layout)?;
+    let format = sniff(&path)?;
+    let (lib, _) = load(
+        ctx,
+        &LayoutRef {
+            path: path.clone(),
+            format: format.name().to_owned(),
+            sha256: Some(plan.sha256.clone()),
+        },
+    )?;
+    let top = reticle_layout::flatten::resolve_cell(&lib, args.call.cell.as_deref())
+        .map_err(|e| ToolError::new(ErrorCode::TopCellNotFound, e.to_string()))?;
+    let target = LayerKey::new(setup.target.layer, setup.target.datatype);
+    let mask_layer = match &args.call.mask_layer {
+        Some(text) => reticle_eval::source::parse_layer(text)?,
+        None => default_mask_layer(&lib, target).map_err(writeback_error)?,
+    };
+    let limits = reticle_eval::source::layout_limits(&ctx.context.limits);
+    let written = write_back(
+        &lib,
+        &WritebackRequest {
+            top,
+            target,
+            mask_layer,
+            region: plan.region,
+            mask,
+        },
+        &limits,
+    )
+    .map_err(writeback_error)?;
+    let bytes = write_layout(&written.library, format).map_err(|e| {
+        ToolError::new(
+            ErrorCode::InternalError,
+            format!("cannot write the layout: {e}"),
+        )
+    })?;
+    let name = match format {
+        Format::Gds => "optimized.gds",
+        Format::Oasis => "optimized.oas",
+    };
+    let file = artifacts::write_named(&dir, name, &bytes)?;
+
+    // Before and after, over the region.
+    ctx.progress.report(done + 1, total, "drawing the region");
+    let drawn = source.polygons(plan.region, false)?.target;
+    let (before_png, frame) = picture(plan.region, [&drawn, &[], &[]], |[d, _, _]| {
+        if d {
+            [230, 230, 235, 255]
+        } else {
+            [16, 16, 24, 255]
+        }
+    })?;
+    // After: the mask inside the optimized boxes, the drawn target in what they leave.
+    let (after_png, _) = picture(plan.region, [&drawn, mask, boxes], |[d, m, b]| {
+        match (d, if b { m } else { d }) {
+            (true, true) => [150, 150, 160, 255],
+            (false, true) => [60, 200, 90, 255],
+            (true, false) => [220, 60, 60, 255],
+            (false, false) => [16, 16, 24, 255],
+        }
+    })?;
+    let before = artifacts::write(&dir, "region_before.png", &before_png)?;
+    let after = artifacts::write(&dir, "region_after.png", &after_png)?;
+    let report = &written.report;
+    Ok(Written {
+        layout_out: json!({
+            "path": file.path,
+            "sha256": file.sha256,
+            "bytes": file.bytes,
+            "format": format.name(),
+            "mask_layer": format!("{}/{}", mask_layer.layer, mask_layer.datatype),
+            "target_layer": setup.target.to_string(),
+            "base_layer": format!("{}/{}", report.base_layer.layer, report.base_layer.datatype),
+            "cell": lib.cells[top].name,
+            "mask_polygons": report.mask_polygons,
+            "touched_cells": report.touched_cells.len(),
+            "variant_cells": report.variant_cells.len(),
+            "flat_shapes": report.flat_shapes,
+        }),
+        pictures: json!({
+            "before": before,
+            "after": after,
+            "width": frame.width,
+            "height": frame.height,
+            "nm_per_pixel": reticle_eval::r3(frame.pixel_nm * plan.grid.dbu_nm),
+            "legend": {"drawn": "light grey (before)", "mask_and_drawn": "grey", "mask_only": "green", "drawn_only": "red"},
+        }),
+    })
 }
 
 fn writeback_error(e: reticle_layout::writeback::WritebackError) -> ToolError {

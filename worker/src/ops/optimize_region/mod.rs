@@ -14,8 +14,11 @@
 //! - `optimize.compare` ([`merge::OptimizeCompare`]) compares the evaluations of region + halo
 //!   before and after: groups resolved, remaining and new per rule, and new groups near a
 //!   seam.
+//! - `optimize.put_back` ([`put_back`]) is the seam pass (D252): the merged mask with the
+//!   drawn target put back in the squares the host names, written back as the merge writes.
 
 pub mod merge;
+pub mod put_back;
 mod targets;
 
 use std::path::{Path, PathBuf};
@@ -91,6 +94,10 @@ pub(crate) struct RegionArgs {
     /// each answered with its group's status (D211).
     #[serde(default)]
     targets: Option<Vec<String>>,
+    /// The host's, for `optimize.put_back`: the squares (nm, `[left, bottom, right, top]`)
+    /// where the drawn mask goes back (D252).
+    #[serde(default)]
+    put_back: Option<Vec<[f64; 4]>>,
 }
 
 /// How far (nm) from its ILT box a mask-rule violation belongs to a tile's mask: more
