@@ -138,18 +138,6 @@ pub fn optimize(opts: &OptimizeFlags, config: &reticle_config::Config) -> ExitCo
     allowed.push(dir.display().to_string());
     // A region's tile fan-outs go to the cluster; one window runs here.
     let slurm = call.target().is_region() && opts.run.wants_slurm(config);
-    if slurm {
-        // A wave's batch manifest would be refused (optimize.tile is no batch op yet, and
-        // its tiles read their neighbours from the job's folder): say so before any work.
-        return emit_json(&Err(ToolError::new(
-            reticle_protocol::ErrorCode::InvalidInput,
-            "optimize's tiles do not run on Slurm yet: use the local executor",
-        )
-        .with_details(serde_json::json!({"argument": "executor", "value": "slurm"}))
-        .with_hint(
-            "run without --executor slurm (and without RETICLE_EXECUTOR=slurm)",
-        )));
-    }
     let workers = if slurm || !call.target().is_region() {
         1
     } else {

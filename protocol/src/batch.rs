@@ -27,7 +27,7 @@ pub const MANIFEST_VERSION: u32 = 1;
 pub const MANIFEST_FILE: &str = "manifest.json";
 
 /// Ops a batch worker runs: the tile ops of whole-layout jobs, nothing else.
-pub const BATCH_OPS: &[&str] = &["evaluate.tile", "simulate.tile"];
+pub const BATCH_OPS: &[&str] = &["evaluate.tile", "optimize.tile", "simulate.tile"];
 
 /// One job array's work.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

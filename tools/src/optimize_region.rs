@@ -180,8 +180,10 @@ async fn region_job(
 ) -> Result<RegionResult, ToolError> {
     let dir_text = dir.display().to_string();
     let call = object_of(&region_call(call));
-    let mut opt_args = call.clone();
-    opt_args.insert("tiles_dir".into(), json!(dir_text));
+    // A tile reads its finished neighbours in the tiles folder of its artifact directory:
+    // the job's folder on the pool, the batch's on a cluster (where the executor places
+    // what the earlier waves left, D253).
+    let opt_args = call.clone();
     // 1. The tiles, in waves, and the layout written back.
     let optimize = FanOut {
         prefix: "optimize",

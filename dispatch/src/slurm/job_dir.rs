@@ -188,6 +188,33 @@ pub(super) fn place_tile_outputs(
     Ok(())
 }
 
+/// Places every file of `artifact_dir`'s tiles folder ([`TILES_DIR`]: what the job's
+/// earlier waves left) in the batch directory `dir`'s, where the elements' tile ops read
+/// them as a local worker reads them in the job's folder (D253). Nothing when the job has
+/// none yet.
+pub(super) fn place_earlier_tiles(artifact_dir: &Path, dir: &Path) -> Result<(), ToolError> {
+    let Ok(entries) = std::fs::read_dir(artifact_dir.join(TILES_DIR)) else {
+        return Ok(());
+    };
+    let to = dir.join(TILES_DIR);
+    std::fs::create_dir_all(&to)
+        .map_err(|e| fault(format!("cannot create {}: {e}", to.display())))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+        // Not a write under way (`.part`, a worker's hidden temporary).
+        if !is_file
+            || name.to_string_lossy().ends_with(".part")
+            || name.to_string_lossy().starts_with('.')
+        {
+            continue;
+        }
+        link_or_copy(&entry.path(), &to.join(&name))
+            .map_err(|e| fault(format!("cannot place {}: {e}", entry.path().display())))?;
+    }
+    Ok(())
+}
+
 /// Puts `from` at `to` (replacing it): a hard link, or a copy through a temporary name
 /// across file systems. `from` stays (a host image that adopts the batch needs it).
 pub(super) fn link_or_copy(from: &Path, to: &Path) -> std::io::Result<()> {

@@ -393,6 +393,9 @@ impl SlurmExecutor {
                 .mode(0o700)
                 .create(dir.join("results"))
                 .map_err(|e| fault(format!("cannot create results directory: {e}")))?;
+            // A later wave's tiles read what the earlier waves left in the job's tiles
+            // folder (an optimize's finished neighbours): the elements find it in theirs.
+            job_dir::place_earlier_tiles(&artifact_dir, &dir)?;
         }
         loop {
             if !to_submit.is_empty() {

@@ -82,10 +82,6 @@ pub(crate) struct RegionArgs {
     /// The host's: the first tile of this wave when a batch numbers its tiles from 0.
     #[serde(default)]
     tile_offset: Option<u64>,
-    /// The host's: the job's artifact directory, where the finished tiles are read (a
-    /// cluster element writes elsewhere first).
-    #[serde(default)]
-    tiles_dir: Option<PathBuf>,
     /// The host's, for `optimize.compare`: the evaluations before and after (names of
     /// folders in the job's artifact directory holding their `violations.jsonl`).
     #[serde(default)]
@@ -208,7 +204,6 @@ impl Op for OptimizeTile {
             )
         })?;
         let dir = artifacts::dir(ctx)?;
-        let read_dir = args.call.tiles_dir.clone().unwrap_or_else(|| dir.clone());
         let (setup, mut source) = open(ctx, &args)?;
         let own = ilt_box(&plan.grid, tile, plan.region);
         let mut out = OptTile {
@@ -235,7 +230,7 @@ impl Op for OptimizeTile {
                     iy: tile.iy + dy,
                 };
                 if t != tile && plan.range.contains(t) && wave_of(t) < mine {
-                    done.push(read_opt_tile(&read_dir, t)?);
+                    done.push(read_opt_tile(&dir, t)?);
                 }
             }
             let finished = |t: TileIndex| {

@@ -16,7 +16,10 @@
 //!   does. Its one element has a 4 × 4 array of gcd_45nm at 1 nm to image (about a
 //!   quarter of an hour of work) under a one-minute limit, so Slurm always ends it; the
 //!   dev cluster enforces no memory limit, so `OUT_OF_MEMORY`, which takes the same path
-//!   (`dispatch::replay::after_loss`), is covered by the host's unit tests only.
+//!   (`dispatch::replay::after_loss`), is covered by the host's unit tests only;
+//! - `reticle optimize --executor slurm` of a 2 × 2-tile box runs its four waves as job
+//!   arrays and writes the same layout and prints the same bytes as the local executor
+//!   ([`optimize`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -25,6 +28,8 @@ use std::time::{Duration, Instant};
 
 use reticle_tests::{Host, data_dir, fixtures_dir, release_binary, repo_root};
 use serde_json::{Value, json};
+
+mod optimize;
 
 /// The cluster has this host's cores: one test at a time.
 static CLUSTER: Mutex<()> = Mutex::new(());
