@@ -212,10 +212,6 @@ fn cli_job_id_is_refused_with_the_tools_error() {
     assert_eq!(v["error"]["code"], "INVALID_INPUT", "{v}");
     assert_eq!(v["error"]["details"]["argument"], "job_id", "{v}");
     assert!(v["error"]["details"]["hint"].is_string(), "{v}");
-    // A region's tiles on Slurm: refused before any work until they run as a batch (D212).
-    let (code, stdout, _) = cli(&["--executor", "slurm", "--box", "0,0,1,1", &layout()]);
-    assert_eq!(code, 1, "{stdout}");
-    let v: Value = serde_json::from_str(stdout.trim()).unwrap();
-    assert_eq!(v["error"]["code"], "INVALID_INPUT", "{v}");
-    assert_eq!(v["error"]["details"]["argument"], "executor", "{v}");
+    // (A region's tiles on Slurm are no longer refused, D253: tests/tests/slurm/optimize.rs
+    // runs them on the dev cluster.)
 }
