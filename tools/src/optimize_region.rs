@@ -310,7 +310,7 @@ async fn region_job(
             after: EvaluationSummary::of(&after, &after_dir),
         },
         seams: Seams {
-            guarantee: "tiles run in four waves (2x2 colouring); each tile's ILT and mask-rule legalizer see the finished neighbours' mask as frozen context, so every seam is legalized by the later tile against the earlier tile's final mask (D170); then a seam pass puts the drawn mask back in growing squares around each new group the re-evaluation finds within seam_distance_nm of a seam, keeping a round only when the next re-evaluation has fewer such groups, no more new groups and no more mask-rule records (D252, seams.put_back); measured by the final re-evaluation: changes.totals.new_near_seams".to_owned(),
+            guarantee: "tiles run in four waves (2x2 colouring); each tile's ILT and mask-rule legalizer see the finished neighbours' mask as frozen context, so every seam is legalized by the later tile against the earlier tile's final mask (D170); then a seam pass puts the drawn mask back, where no mask rule breaks, in growing squares around each new group the re-evaluation finds (the nearest a seam first), keeping a round only when the next re-evaluation has fewer new groups near seams or fewer new groups, neither more, and no more mask-rule records (D252, seams.put_back); measured by the final re-evaluation: changes.totals.new_near_seams".to_owned(),
             new_near_seams: compared["totals"]["new_near_seams"].clone(),
             put_back,
         },
@@ -339,9 +339,10 @@ impl Checked {
             .unwrap_or(0)
     }
 
-    /// The boxes (nm) of the new groups near seams the comparison lists.
-    fn near_seams(&self) -> Vec<[f64; 4]> {
-        self.compared["new_near_seams"]
+    /// The boxes (nm) of the new groups the comparison lists (`new_groups`: the nearest a
+    /// seam first, at most `NEW_GROUPS_LISTED` of them).
+    fn new_groups(&self) -> Vec<[f64; 4]> {
+        self.compared["new_groups"]
             .as_array()
             .map(|groups| {
                 groups
@@ -350,6 +351,17 @@ impl Checked {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// Whether `self` is better than `kept`: fewer new groups near seams or fewer new
+    /// groups, neither more, and no more mask-rule records (D252).
+    fn improves_on(&self, kept: &Self) -> bool {
+        let (near, new) = (self.total("new_near_seams"), self.total("new"));
+        let (kept_near, kept_new) = (kept.total("new_near_seams"), kept.total("new"));
+        (near < kept_near || new < kept_new)
+            && near <= kept_near
+            && new <= kept_new
+            && self.mask_records() <= kept.mask_records()
     }
 }
 
@@ -393,21 +405,21 @@ struct SeamPass<'a> {
 impl SeamPass<'_> {
     /// Up to [`PUT_BACK_ROUNDS`] rounds from `first` (the merge's layout, checked): each
     /// puts the drawn mask back in the squares kept so far and in one square of its reach
-    /// around each new group near a seam, and is kept when its re-evaluation has fewer
-    /// new groups near seams, no more new groups and no more mask-rule records. Answers
-    /// the check of what is on disk at the end and the result's `seams.put_back`.
+    /// around each new group the last kept check found (the nearest a seam first), and is
+    /// kept when it [`Checked::improves_on`] what was kept. Answers the check of what is
+    /// on disk at the end and the result's `seams.put_back`.
     async fn run(&mut self, first: Checked) -> Result<(Checked, Value), ToolError> {
         let mut kept = first;
         let mut squares: Vec<[f64; 4]> = Vec::new();
         let mut rounds = Vec::new();
         let mut on_disk_kept = true;
         for round in 1..=PUT_BACK_ROUNDS {
-            let near = kept.near_seams();
-            if near.is_empty() {
+            let new = kept.new_groups();
+            if new.is_empty() {
                 break;
             }
             let mut trial = squares.clone();
-            trial.extend(near.iter().map(|b| square_nm(*b, round)));
+            trial.extend(new.iter().map(|b| square_nm(*b, round)));
             let written = self.put_back(&trial, round).await?;
             on_disk_kept = false;
             // Squares the worker could not put back without a new mask-rule violation.
@@ -444,9 +456,7 @@ impl SeamPass<'_> {
                 compared,
                 written: Some(written),
             };
-            let better = trial_checked.total("new_near_seams") < kept.total("new_near_seams")
-                && trial_checked.total("new") <= kept.total("new")
-                && trial_checked.mask_records() <= kept.mask_records();
+            let better = trial_checked.improves_on(&kept);
             rounds.push(json!({
                 "round": round,
                 "reach_nm": PUT_BACK_NM * f64::from(round),

@@ -24,7 +24,7 @@
 //! - [`compare_groups`] matches the groups of the evaluations before and after by rule
 //!   and box; [`seam_distance_nm`] says how far a box is from the nearest seam.
 //! - The seam pass ([`put_back`], D252) puts the drawn mask back in squares around the new
-//!   groups the re-evaluation still finds near a seam, after every tile is done.
+//!   groups the re-evaluation still finds (near a seam first), after every tile is done.
 
 pub mod put_back;
 

@@ -1,13 +1,13 @@
 //! The seam pass of a region optimize (D252): once every tile is done and the written
-//! layout is re-evaluated, the drawn mask goes back in a square around each new group
-//! found within the seam distance of a seam, and the layout is evaluated again.
+//! layout is re-evaluated, the drawn mask goes back in a square around each new group it
+//! found (those near a seam first), and the layout is evaluated again.
 //!
 //! Why it holds: a group is new when the drawn layout printed no group of its rule
 //! there, and a mask equal to the drawn one over the optical reach around a place prints
 //! there what the drawn layout printed. The host's loop (`reticle_tools::optimize_region`)
 //! chooses the squares, growing them round by round so the print at the group comes nearer
-//! the drawn one, and keeps a round only when the re-evaluation shows fewer new groups
-//! near seams, no more new groups and no more mask-rule records. No I/O here.
+//! the drawn one, and keeps a round only when the re-evaluation shows fewer new groups near
+//! seams or fewer new groups, neither more, and no more mask-rule records. No I/O here.
 
 use reticle_kernel::rules::{AppliesTo, Region, Rule, RuleKind, check_rule};
 use reticle_layout::clip::clip_polygon;

@@ -37,6 +37,10 @@ pub const SAME_GROUP_NM: f64 = 20.0;
 /// How close (nm) to a seam a new group counts as the seam's (issue 28's acceptance).
 pub const SEAM_NM: f64 = 200.0;
 
+/// How many new groups `optimize.compare` lists in `new_groups` (the nearest a seam
+/// first): the most one round of the seam pass puts the drawn mask back around (D252).
+pub const NEW_GROUPS_LISTED: usize = 200;
+
 /// The format of the layout file at `path`, from its first bytes.
 fn sniff(path: &Path) -> Result<Format, ToolError> {
     let mut head = [0u8; 16];
@@ -400,27 +404,38 @@ impl Op for OptimizeCompare {
                 .map(f)
                 .sum()
         };
+        let record = |g: &GroupBox| {
+            let at = (
+                (g.bbox_nm[0] + g.bbox_nm[2]) / 2.0,
+                (g.bbox_nm[1] + g.bbox_nm[3]) / 2.0,
+            );
+            let tile = plan.grid.owner(
+                &plan.range,
+                ((at.0 * 1000.0) as i64, (at.1 * 1000.0) as i64),
+            );
+            json!({
+                "rule_id": g.rule_id,
+                "violation_group_id": g.group_id,
+                "bbox_nm": g.bbox_nm,
+                "seam_distance_nm": reticle_eval::r3(seam(&g.bbox_nm)),
+                "tile": tile.id(),
+            })
+        };
         let near: Vec<Value> = new
             .iter()
             .filter(|g| seam(&g.bbox_nm) <= SEAM_NM)
             .take(50)
-            .map(|g| {
-                let at = (
-                    (g.bbox_nm[0] + g.bbox_nm[2]) / 2.0,
-                    (g.bbox_nm[1] + g.bbox_nm[3]) / 2.0,
-                );
-                let tile = plan.grid.owner(
-                    &plan.range,
-                    ((at.0 * 1000.0) as i64, (at.1 * 1000.0) as i64),
-                );
-                json!({
-                    "rule_id": g.rule_id,
-                    "violation_group_id": g.group_id,
-                    "bbox_nm": g.bbox_nm,
-                    "seam_distance_nm": reticle_eval::r3(seam(&g.bbox_nm)),
-                    "tile": tile.id(),
-                })
-            })
+            .map(|g| record(g))
+            .collect();
+        // Every new group, the nearest a seam first: where the host's seam pass puts the
+        // drawn mask back (D252).
+        let mut by_seam: Vec<(f64, &GroupBox)> =
+            new.iter().map(|g| (seam(&g.bbox_nm), &**g)).collect();
+        by_seam.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let new_groups: Vec<Value> = by_seam
+            .iter()
+            .take(NEW_GROUPS_LISTED)
+            .map(|(_, g)| record(g))
             .collect();
         // Each id an `optimize(violation_ids)` listed: its group's status (D211).
         let targets = match &args.call.targets {
@@ -457,6 +472,7 @@ impl Op for OptimizeCompare {
             "new_mask_rule_groups": sum(|r| r.new, Some("mask")),
             "mask_rule_records_after": mask_records_after,
             "new_near_seams": near,
+            "new_groups": new_groups,
             "targets": targets,
         }))
     }

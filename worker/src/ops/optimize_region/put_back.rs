@@ -1,6 +1,6 @@
 //! `optimize.put_back`: the seam pass of a region optimize (D252). The merge's mask
 //! ([`merge::REGION_MASK_FILE`]) with the drawn target put back in the squares the host
-//! names (around the new groups its re-evaluation found near seams), written back as the
+//! names (around the new groups its re-evaluation found), written back as the
 //! merge writes: the same layout file, the same pictures. With no square it writes the
 //! merge's own bytes again.
 
