@@ -72,7 +72,9 @@ fn nm_point(p: Point, dbu_nm: f64) -> [f64; 2] {
     [r3(p.x as f64 * dbu_nm), r3(p.y as f64 * dbu_nm)]
 }
 
-pub(crate) fn from_violation(rule: usize, v: &Violation, dbu_nm: f64) -> Found {
+/// The kernel's violation `v` of rule index `rule` as a [`Found`]: its centre in
+/// picometres, its marker in nm (3 decimals), its box in dbu.
+pub fn from_violation(rule: usize, v: &Violation, dbu_nm: f64) -> Found {
     let (cx, cy) = v.center_dbu();
     let marker = match &v.marker {
         ViolationGeometry::EdgePair { first, second } => Marker::EdgePair {

@@ -284,7 +284,9 @@ fn location_pm(record: &Value) -> (i64, i64) {
     (c(0), c(1))
 }
 
-fn is_canonical(record: &Value) -> bool {
+// Public for the crate's tests (tests/units), not an API.
+#[doc(hidden)]
+pub fn is_canonical(record: &Value) -> bool {
     record["dedup_strategy"] == "canonical"
 }
 
@@ -343,7 +345,9 @@ fn shortfall(record: &Value) -> f64 {
 }
 
 /// A canonical record as the summary lists it among the worst groups.
-fn worst_entry(r: &Value) -> Value {
+// Public for the crate's tests (tests/units), not an API.
+#[doc(hidden)]
+pub fn worst_entry(r: &Value) -> Value {
     json!({
         "violation_id": r["violation_id"],
         "violation_group_id": r["violation_group_id"],
@@ -360,7 +364,9 @@ fn worst_entry(r: &Value) -> Value {
 
 /// Worst first: errors before warnings before infos, then the largest relative shortfall,
 /// then the id (a total order: reports are reproducible).
-fn sort_worst(entries: &mut [Value]) {
+// Public for the crate's tests (tests/units), not an API.
+#[doc(hidden)]
+pub fn sort_worst(entries: &mut [Value]) {
     let rank = |r: &Value| match r["severity"].as_str() {
         Some("error") => 0,
         Some("warning") => 1,
@@ -372,45 +378,4 @@ fn sort_worst(entries: &mut [Value]) {
             .then(shortfall(b).total_cmp(&shortfall(a)))
             .then(a["violation_id"].as_str().cmp(&b["violation_id"].as_str()))
     });
-}
-
-/// The worst groups' canonical records of `records` (any order).
-#[cfg(test)]
-fn worst_groups(records: &[Value]) -> Vec<Value> {
-    let mut entries: Vec<Value> = records
-        .iter()
-        .filter(|r| is_canonical(r))
-        .map(worst_entry)
-        .collect();
-    sort_worst(&mut entries);
-    entries.truncate(SUMMARY_ENTRIES);
-    entries
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_worst_group_is_the_error_furthest_past_its_limit() {
-        let record =
-            |id: &str, severity: &str, kind: &str, measured: Option<f64>, required: f64| {
-                json!({"violation_id": id, "dedup_strategy": "canonical", "severity": severity,
-                   "rule_kind": kind, "measured": measured, "required": required,
-                   "dedup_provenance": {"group_size": 1}})
-            };
-        let records = vec![
-            record("a", "warning", "width", Some(1.0), 65.0),
-            record("b", "error", "width", Some(60.0), 65.0),
-            record("c", "error", "space", Some(30.0), 65.0),
-            record("d", "error", "epe", None, 15.0),
-            record("e", "error", "epe", Some(16.0), 15.0),
-        ];
-        let worst = worst_groups(&records);
-        let ids: Vec<&str> = worst
-            .iter()
-            .map(|r| r["violation_id"].as_str().unwrap())
-            .collect();
-        assert_eq!(ids, ["d", "c", "b", "e", "a"]);
-    }
 }

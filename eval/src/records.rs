@@ -71,7 +71,9 @@ impl StitchGrid {
 }
 
 /// Groups whose records are written at once, on every compute thread (D240).
-const GROUP_CHUNK: usize = 1024;
+// Public for the crate's tests (tests/units), not an API.
+#[doc(hidden)]
+pub const GROUP_CHUNK: usize = 1024;
 
 /// Records and groups of one rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -133,7 +135,7 @@ fn unit(kind: RuleKind) -> &'static str {
 
 /// Single-linkage groups of `found` (one rule, sorted by location) within `radius_pm`:
 /// for each violation, the index of its group's first violation.
-pub(crate) fn group(found: &[&Found], radius_pm: i64) -> Vec<usize> {
+pub fn group(found: &[&Found], radius_pm: i64) -> Vec<usize> {
     let n = found.len();
     let mut parent: Vec<usize> = (0..n).collect();
     fn root(parent: &mut [usize], mut i: usize) -> usize {
@@ -212,7 +214,7 @@ pub fn group_id_of(
 
 /// Tiles (ix, iy) whose half-open square touches `bbox` (dbu); a degenerate extent
 /// counts the tile holding its coordinate.
-pub(crate) fn tiles_of(bbox: BBox, tile_dbu: i64) -> Vec<(i64, i64)> {
+pub fn tiles_of(bbox: BBox, tile_dbu: i64) -> Vec<(i64, i64)> {
     let span = |lo: i64, hi: i64| {
         let first = lo.div_euclid(tile_dbu);
         let last = if hi > lo {
@@ -435,6 +437,3 @@ fn write_group(
             .clone_from(&canonical_vid);
     }
 }
-
-#[cfg(test)]
-mod tests;

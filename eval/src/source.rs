@@ -84,7 +84,9 @@ pub fn is_glp(path: &std::path::Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("glp"))
 }
 
-fn square_around(center_x: f64, center_y: f64, side: f64) -> BBox {
+/// The square of side `side` (dbu, rounded) centred on (`center_x`, `center_y`) (dbu),
+/// its lower-left corner rounded once, so it is square whatever the centre.
+pub fn square_around(center_x: f64, center_y: f64, side: f64) -> BBox {
     // Round the corner once and add the side: rounding both corners of a centre at .5
     // gave a window one dbu wider than high (not a square, INVALID_BOX).
     let side = side.round() as i64;
@@ -284,19 +286,4 @@ pub fn load_window(
         window,
         context,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::square_around;
-
-    #[test]
-    fn a_window_around_a_half_dbu_centre_is_square() {
-        for (cx, cy) in [(248.5, 95.0), (0.5, 0.5), (-3.5, 7.25), (100.0, 100.0)] {
-            let w = square_around(cx, cy, 2048.0);
-            assert_eq!(w.right - w.left, 2048, "{cx},{cy}: {w:?}");
-            assert_eq!(w.top - w.bottom, 2048, "{cx},{cy}: {w:?}");
-            assert!((w.left as f64 + 1024.0 - cx).abs() <= 0.5);
-        }
-    }
 }

@@ -729,9 +729,8 @@ pub fn core_block(job: &TileJob<'_>, imaged: Option<&ImagedWindow>) -> Option<Co
     Some(block)
 }
 
-mod pixels;
+// Public for the crate's tests (tests/units), not an API.
+#[doc(hidden)]
+pub mod pixels;
 pub mod timing;
 pub use timing::TileTiming;
-
-#[cfg(test)]
-mod tests;

@@ -4,6 +4,8 @@
 //! byte for byte, a representative `simulate` result of each kind (no simulate payload is
 //! recorded), and every value the types write passes the published schema.
 
+mod units;
+
 use std::path::PathBuf;
 
 use reticle_eval::payload::{

@@ -444,6 +444,3 @@ pub fn seam_distance_nm(grid: &TileGrid, range: &TileRange, region: BBox, b_nm: 
     }
     best
 }
-
-#[cfg(test)]
-mod tests;

@@ -302,6 +302,3 @@ pub fn resolve<'r>(
         halo_nm: halo,
     })
 }
-
-#[cfg(test)]
-mod tests;

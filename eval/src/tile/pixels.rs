@@ -11,7 +11,7 @@ use crate::tiles::intersection;
 use crate::window::ImagedWindow;
 
 /// The window pixels (columns `x0..x1`, rows `y0..y1`) whose centres lie in `b` (dbu).
-pub(super) fn pixels_in(frame: &PixelFrame, p: f64, b: &BBox) -> (usize, usize, usize, usize) {
+pub fn pixels_in(frame: &PixelFrame, p: f64, b: &BBox) -> (usize, usize, usize, usize) {
     // Pixel k of the frame has its centre at left + (k + 0.5) p: inside [lo, hi) for
     // k from ceil((lo - left)/p - 0.5) up to (not including) ceil((hi - left)/p - 0.5).
     let span = |origin: f64, lo: i64, hi: i64, n: usize| {

@@ -11,10 +11,16 @@
 //! before it is made, so hostile counts fail with `LimitExceeded` instead of exhausting
 //! memory.
 
-mod cursor;
-mod geometry;
+// Public for the crate's tests (tests/layout/units), not an API.
+#[doc(hidden)]
+pub mod cursor;
+// Public for the crate's tests (tests/layout/units), not an API.
+#[doc(hidden)]
+pub mod geometry;
 mod reader;
-mod writer;
+// Public for the crate's tests (tests/layout/units), not an API.
+#[doc(hidden)]
+pub mod writer;
 
 pub use reader::read_oasis;
 pub use writer::{OasisWriteError, write_oasis};

@@ -118,7 +118,7 @@ pub enum OasisWriteError {
 const LIMIT: u64 = i32::MAX as u64;
 
 /// Bytes in the END record: record id, table offsets, padding string, validation scheme.
-const END_RECORD_BYTES: usize = 256;
+pub const END_RECORD_BYTES: usize = 256;
 
 /// Writes `lib` as an OASIS file (see the module documentation for the forms used).
 ///
@@ -193,7 +193,7 @@ fn a_string(what: &'static str, cell: &str, s: &str) -> Result<(), OasisWriteErr
 }
 
 /// Encodes an unsigned integer: 7 bits per byte, least significant first.
-fn push_uint(out: &mut Vec<u8>, mut v: u64) {
+pub fn push_uint(out: &mut Vec<u8>, mut v: u64) {
     loop {
         let b = (v & 0x7f) as u8;
         v >>= 7;
@@ -206,13 +206,13 @@ fn push_uint(out: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Encodes a signed integer: magnitude shifted left by one, sign in the lowest bit.
-fn push_sint(out: &mut Vec<u8>, v: i64) {
+pub fn push_sint(out: &mut Vec<u8>, v: i64) {
     push_uint(out, (v.unsigned_abs() << 1) | u64::from(v < 0));
 }
 
 /// Encodes a g-delta: form 1 (octangular) when the displacement is along an axis or a
 /// diagonal, else form 2 (x then y).
-fn push_gdelta(out: &mut Vec<u8>, (dx, dy): (i64, i64)) {
+pub fn push_gdelta(out: &mut Vec<u8>, (dx, dy): (i64, i64)) {
     let (ax, ay) = (dx.unsigned_abs(), dy.unsigned_abs());
     let dir = match (dx.signum(), dy.signum()) {
         (_, 0) if dx >= 0 => Some((0, ax)),
@@ -236,7 +236,7 @@ fn push_gdelta(out: &mut Vec<u8>, (dx, dy): (i64, i64)) {
 
 /// Encodes a real: type 0/1 for integers (exact, and what other writers use for units
 /// and magnifications), else type 7 (IEEE double, little endian), exact for any value.
-fn push_real(out: &mut Vec<u8>, v: f64) {
+pub fn push_real(out: &mut Vec<u8>, v: f64) {
     // |v| < 2^53: the integer is exact, and the u64 cast cannot saturate.
     if v.fract() == 0.0 && v.abs() < 9_007_199_254_740_992.0 && !(v == 0.0 && v.is_sign_negative())
     {
@@ -248,9 +248,13 @@ fn push_real(out: &mut Vec<u8>, v: f64) {
     }
 }
 
-struct OasisWriter {
-    out: Vec<u8>,
-    cell: String,
+/// The writer of one file: the bytes written so far and the cell being written (for
+/// errors).
+pub struct OasisWriter {
+    /// The bytes written so far.
+    pub out: Vec<u8>,
+    /// The name of the cell being written, for errors.
+    pub cell: String,
 }
 
 impl OasisWriter {
@@ -581,7 +585,7 @@ impl OasisWriter {
 
     /// END: table offsets (all "no table"), a padding b-string bringing the record to 256
     /// bytes, and validation scheme 0.
-    fn end(&mut self) {
+    pub fn end(&mut self) {
         let mut rec = vec![2u8];
         rec.extend(std::iter::repeat_n(0u8, 12)); // six (flag, offset) pairs
         let fixed = rec.len() + 1; // + validation scheme
@@ -592,70 +596,5 @@ impl OasisWriter {
         rec.push(0); // validation scheme 0
         debug_assert_eq!(rec.len(), END_RECORD_BYTES);
         self.out.extend_from_slice(&rec);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::oasis::cursor::Cursor;
-
-    #[test]
-    fn integers_reals_and_gdeltas_read_back() {
-        for v in [0u64, 1, 127, 128, 16383, 16384, u64::MAX] {
-            let mut b = Vec::new();
-            push_uint(&mut b, v);
-            assert_eq!(Cursor::new(&b, false).uint(), Ok(v));
-        }
-        for v in [
-            0i64,
-            1,
-            -1,
-            63,
-            -64,
-            i64::from(i32::MIN),
-            i64::MAX,
-            -i64::MAX,
-        ] {
-            let mut b = Vec::new();
-            push_sint(&mut b, v);
-            assert_eq!(Cursor::new(&b, false).sint(), Ok(v));
-        }
-        for v in [0.0, 1.0, 1000.0, -3.0, 0.5, 1.5, 37.5, -0.0, 1e-3, 1e300] {
-            let mut b = Vec::new();
-            push_real(&mut b, v);
-            let r = Cursor::new(&b, false).real().expect("real");
-            assert_eq!(r.to_bits(), v.to_bits(), "{v}");
-        }
-        for d in [
-            (0, 0),
-            (5, 0),
-            (-5, 0),
-            (0, 7),
-            (0, -7),
-            (3, 3),
-            (-3, 3),
-            (-3, -3),
-            (3, -3),
-            (3, 4),
-            (-3, 4),
-            (i64::from(i32::MIN) * 2, i64::from(i32::MAX) * 2),
-        ] {
-            let mut b = Vec::new();
-            push_gdelta(&mut b, d);
-            assert_eq!(Cursor::new(&b, false).gdelta(), Ok(d), "{d:?}");
-        }
-    }
-
-    #[test]
-    fn end_record_is_256_bytes() {
-        let mut w = OasisWriter {
-            out: Vec::new(),
-            cell: String::new(),
-        };
-        w.end();
-        assert_eq!(w.out.len(), END_RECORD_BYTES);
-        assert_eq!(w.out[0], 2);
-        assert_eq!(*w.out.last().expect("byte"), 0);
     }
 }

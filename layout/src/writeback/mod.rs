@@ -46,8 +46,12 @@
 //! comes with its holes joined to the hull by cut lines (the kernel's convention), which both
 //! GDSII and OASIS keep (D131). Texts are never copied, moved or removed.
 
-mod emit;
-mod split;
+// Public for the crate's tests (tests/layout/units), not an API.
+#[doc(hidden)]
+pub mod emit;
+// Public for the crate's tests (tests/layout/units), not an API.
+#[doc(hidden)]
+pub mod split;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 

@@ -17,4 +17,5 @@ mod observe_klayout;
 mod observe_real_gds;
 mod props;
 mod real_gds;
+mod units;
 mod writeback;

@@ -457,6 +457,3 @@ pub fn query_region(
     };
     Ok(RegionOutcome { payload, locators })
 }
-
-#[cfg(test)]
-mod tests;

@@ -1,6 +1,10 @@
-use reticle_protocol::ErrorCode;
+//! Unit tests of `reticle_eval::optimize::target`: ids, pins, targets and halos.
 
-use super::*;
+use reticle_protocol::ErrorCode;
+use reticle_protocol::ViolationId;
+use serde_json::{Value, json};
+
+use reticle_eval::optimize::target::*;
 
 const ID: &str = "rv1:0123456789abcdef:fedcba9876543210:R:1000:1000:T_0_0:00112233aabbccdd:0";
 const SHADOW: &str = "rv1:0123456789abcdef:fedcba9876543210:R:100000:1000:T_1_0:00112233aabbccdd:1";

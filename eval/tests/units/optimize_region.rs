@@ -1,6 +1,12 @@
+//! Unit tests of `reticle_eval::optimize::region`: waves, ILT boxes, context, seams, put-back.
+
+use reticle_kernel::rules::Rule;
+use reticle_layout::{BBox, Point, Polygon};
+
+use reticle_eval::tiles::{TileGrid, TileIndex, TileRange};
 use std::collections::BTreeSet;
 
-use super::*;
+use reticle_eval::optimize::region::*;
 
 fn grid() -> TileGrid {
     // A 100 nm period at 1 nm pixels, 10 nm halo, 1 nm dbu: 80 dbu cores.

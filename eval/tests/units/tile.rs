@@ -1,9 +1,21 @@
+//! Unit tests of `reticle_eval::tile`: tiled evaluation against the whole-layout check.
+
+use std::collections::BTreeMap;
+
+use reticle_kernel::CancelToken;
+use reticle_kernel::raster::PixelFrame;
+use reticle_kernel::rules::{Region, Rule, check_rule};
+use reticle_layout::{BBox, Polygon};
+use reticle_protocol::ToolError;
+
+use reticle_eval::found::from_violation;
+use reticle_eval::tiles::{TileGrid, touches};
 use reticle_kernel::rules::RuleDeck;
 use reticle_layout::clip::clip_polygon;
 
-use super::pixels::pixels_in;
-use super::*;
-use crate::found::Found;
+use reticle_eval::found::Found;
+use reticle_eval::tile::pixels::pixels_in;
+use reticle_eval::tile::*;
 
 /// Every polygon in memory; boxes clip them as the worker's flatten does.
 struct VecSource {

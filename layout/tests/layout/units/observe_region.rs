@@ -1,7 +1,11 @@
-use super::*;
-use crate::geom::Point;
-use crate::model::{LayerKey, Repetition};
-use crate::observe::cells::tests::sample;
+//! Unit tests of `reticle_layout::observe::region`: region queries.
+
+use super::observe_cells::sample;
+use reticle_layout::geom::Point;
+use reticle_layout::model::Shape;
+use reticle_layout::model::{LayerKey, Repetition};
+use reticle_layout::observe::region::*;
+use reticle_layout::observe::units::{DbuBox, DbuPoint, MicronBox, MicronPoint, ObservedLayer};
 
 fn req(l: f64, b: f64, r: f64, t: f64, mode: HierarchyMode) -> RegionRequest {
     RegionRequest {

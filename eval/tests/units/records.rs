@@ -1,8 +1,15 @@
+//! Unit tests of `reticle_eval::records`: tiles, groups, ids, canonical and shadow records.
+
+use reticle_kernel::rules::Rule;
+use reticle_layout::BBox;
+use reticle_protocol::ViolationId;
+
+use reticle_eval::found::Found;
 use reticle_kernel::rules::RuleDeck;
 use reticle_layout::Point;
 use serde_json::{Value, json};
 
-use super::*;
+use reticle_eval::records::*;
 
 /// The records as the JSON a report holds.
 fn json_records(built: &Records) -> Vec<Value> {
@@ -28,7 +35,7 @@ fn found(rule: usize, x: i64, y: i64, b: BBox) -> Found {
         at_pm: (x, y),
         bbox: b,
         measured: Some(1.0),
-        marker: crate::payload::Marker::Polygon { hull: Vec::new() },
+        marker: reticle_eval::payload::Marker::Polygon { hull: Vec::new() },
     }
 }
 
@@ -62,7 +69,7 @@ fn tile_sides_round_and_are_at_least_one_dbu() {
 }
 
 fn deck() -> RuleDeck {
-    let (deck, _) = crate::deck::load("iccad13_m1", |_| unreachable!()).unwrap();
+    let (deck, _) = reticle_eval::deck::load("iccad13_m1", |_| unreachable!()).unwrap();
     deck
 }
 
@@ -151,7 +158,7 @@ fn group_id_is_the_seed_recipe_and_re_derives_from_a_records_own_fields() {
     // Pinned against Python: hashlib.blake2b(b"sha256:abc\0" + struct.pack("<dqq", 18.0,
     // 12450000, 8300000) + b"M1.W.MIN\0" + b"1/0").hexdigest()[:16].
     assert_eq!(
-        crate::records::group_id_of(
+        reticle_eval::records::group_id_of(
             "sha256:abc",
             18.0,
             (12_450_000, 8_300_000),
@@ -174,7 +181,7 @@ fn group_id_is_the_seed_recipe_and_re_derives_from_a_records_own_fields() {
         let p = &record["dedup_provenance"];
         let at = p["canonical_location_nm"].as_array().unwrap();
         let pm = |v: &Value| (v.as_f64().unwrap() * 1000.0).round() as i64;
-        let derived = crate::records::group_id_of(
+        let derived = reticle_eval::records::group_id_of(
             p["rule_deck_hash"].as_str().unwrap(),
             p["radius_nm"].as_f64().unwrap(),
             (pm(&at[0]), pm(&at[1])),
