@@ -119,6 +119,7 @@ impl FanOut<'_> {
             total,
             steps,
             started,
+            unit_tiles: planned["unit_tiles"].as_u64().unwrap_or(1).max(1),
         };
         let mut first = 0u64;
         for count in waves {
@@ -201,26 +202,38 @@ impl FanOut<'_> {
         if batched {
             return Ok(());
         }
-        let in_flight = dispatcher.executor().parallelism().max(1) as u64 + 1;
+        let parallelism = dispatcher.executor().parallelism().max(1) as u64;
+        let per_unit = tiles_per_unit(count, parallelism, progress.unit_tiles);
+        // Units (not tiles) in flight: one queued behind each running one.
+        let in_flight = parallelism + 1;
         let mut running = JoinSet::new();
         let end = first + count;
         let (mut next, mut done) = (first, first);
         while done < end {
-            while next < end && (next - done) < in_flight {
+            while next < end && running.len() < in_flight as usize {
+                let tiles = per_unit.min(end - next);
                 let mut tile_args = args.clone();
                 tile_args.insert("tile_number".into(), json!(next));
+                if tiles > 1 {
+                    tile_args.insert("tile_count".into(), json!(tiles));
+                }
                 let index = u32::try_from(u64::from(base) + next + 1).unwrap_or(u32::MAX);
                 let unit = self.unit("tile", &tile_args, index);
                 let (dispatcher, scope) = (Arc::clone(dispatcher), scope.clone());
-                running.spawn(async move { dispatcher.run(&scope, unit).await });
-                next += 1;
+                running.spawn(async move { (tiles, dispatcher.run(&scope, unit).await) });
+                next += tiles;
             }
             let Some(joined) = running.join_next().await else {
                 break;
             };
             match joined {
-                Ok(Ok(_summary)) => {}
-                Ok(Err(error)) => return Err(error),
+                Ok((tiles, Ok(_summary))) => {
+                    done += tiles;
+                    for _ in 0..tiles {
+                        progress.tile_done(scope);
+                    }
+                }
+                Ok((_, Err(error))) => return Err(error),
                 Err(e) => {
                     return Err(ToolError::new(
                         ErrorCode::InternalError,
@@ -228,11 +241,25 @@ impl FanOut<'_> {
                     ));
                 }
             }
-            done += 1;
-            progress.tile_done(scope);
         }
         Ok(())
     }
+}
+
+/// Units of a wave each worker should get at least, so that the last units' tail stays
+/// short and progress moves often (D255).
+const UNITS_PER_WORKER: u64 = 16;
+
+/// How many consecutive tiles of a wave of `count` one unit runs on a pool of
+/// `parallelism`, when the op takes up to `unit_tiles` (the plan's `unit_tiles`; 1 for an op
+/// that runs one tile a unit). A tile then costs one round trip between the host and a worker
+/// in `per_unit`, and a worker does not wait for the host between them; a small wave keeps
+/// one tile per unit (D255).
+// Public for the crate's tests (tests/units), not an API.
+#[doc(hidden)]
+#[must_use]
+pub fn tiles_per_unit(count: u64, parallelism: u64, unit_tiles: u64) -> u64 {
+    (count / (parallelism.max(1) * UNITS_PER_WORKER)).clamp(1, unit_tiles.max(1))
 }
 
 /// A fan-out's progress over all its tiles (every wave).
@@ -241,6 +268,8 @@ struct TilesProgress {
     total: u64,
     steps: f64,
     started: Instant,
+    /// The most tiles the op runs in one unit (the plan's `unit_tiles`).
+    unit_tiles: u64,
 }
 
 impl TilesProgress {

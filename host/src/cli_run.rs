@@ -72,8 +72,8 @@ pub struct RunFlags {
     #[arg(long)]
     pub workers: Option<usize>,
     /// Where a region's tiles run: local (worker processes on this host) or slurm (a job
-    /// array; plan and merge stay local; `reticle optimize` refuses it with the tool's
-    /// `INVALID_INPUT` until its tiles run as a batch, D212). Default: `RETICLE_EXECUTOR`.
+    /// array; plan and merge stay local; `reticle optimize` runs its tiles' waves there too,
+    /// D253). Default: `RETICLE_EXECUTOR`.
     #[arg(long, value_parser = ["local", "slurm"])]
     pub executor: Option<String>,
 }

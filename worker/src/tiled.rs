@@ -43,7 +43,17 @@ pub(crate) struct TiledArgs<A> {
     /// Which tile, as its number in the plan's row-major order (the host knows no geometry).
     #[serde(default)]
     pub(crate) tile_number: Option<u64>,
+    /// How many consecutive tiles from `tile_number` the unit runs (default 1; at most
+    /// [`UNIT_TILES_MAX`], which the plan answers as `unit_tiles`; D255).
+    #[serde(default)]
+    pub(crate) tile_count: Option<u64>,
 }
+
+/// The most tiles one `evaluate.tile` or `simulate.tile` unit runs, one after the other
+/// (`tile_count`), answered by their plans as `unit_tiles`: the host's fan-out groups a
+/// large region's cheap tiles so that a worker does not wait for the host between them
+/// (D255).
+pub(crate) const UNIT_TILES_MAX: u64 = 8;
 
 impl<A> TiledArgs<A> {
     /// The plan (`INVALID_INPUT` without one, naming `what`: the evaluation, the
@@ -250,6 +260,39 @@ pub(crate) fn tile_of(plan: &RegionPlan, number: Option<u64>) -> Result<TileInde
             json!({"tile_number": number}),
         )
     })
+}
+
+/// The tiles of a unit: `count` (default 1, at most [`UNIT_TILES_MAX`]) consecutive tiles
+/// of `plan` from tile `number`.
+pub(crate) fn tiles_of(
+    plan: &RegionPlan,
+    number: Option<u64>,
+    count: Option<u64>,
+) -> Result<Vec<TileIndex>, ToolError> {
+    let count = count.unwrap_or(1);
+    if !(1..=UNIT_TILES_MAX).contains(&count) {
+        return Err(invalid(
+            format!("`tile_count` must be 1 to {UNIT_TILES_MAX}, not {count}"),
+            json!({"tile_count": count}),
+        ));
+    }
+    let first = tile_of(plan, number)?;
+    let number = number.unwrap_or(0);
+    let mut tiles = vec![first];
+    for n in number + 1..number + count {
+        tiles.push(tile_of(plan, Some(n))?);
+    }
+    Ok(tiles)
+}
+
+/// What a unit of `summaries.len()` tiles answers: the tile's summary for one tile (as a
+/// Slurm element's tile and a unit before D255 answer), else `{"tiles": [summary, …]}`.
+pub(crate) fn unit_summary(mut summaries: Vec<Value>) -> Value {
+    if summaries.len() == 1 {
+        summaries.swap_remove(0)
+    } else {
+        json!({ "tiles": summaries })
+    }
 }
 
 /// The tile's window read from `source` and imaged at the three corners with `model` (the

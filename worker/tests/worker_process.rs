@@ -507,3 +507,112 @@ fn simulate_reads_only_inside_the_job_roots() {
         "{done}"
     );
 }
+
+/// Runs `op` with `args` in artifact directory `dir` under `root` and returns its outcome.
+fn run_in(
+    w: &mut Worker,
+    id: &str,
+    op: &str,
+    args: &serde_json::Value,
+    dir: &Path,
+    root: &Path,
+) -> JobOutcome {
+    let mut req = request_with_roots(id, op, args.clone(), &[root]);
+    req.context.artifact_dir = Some(dir.display().to_string());
+    w.send(&HostMessage::Run(req));
+    w.result(id).1
+}
+
+/// The files of a job's tiles folder, by name.
+fn tile_files(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir.join(reticle_protocol::wire::TILES_DIR))
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_unit_of_several_tiles_writes_what_one_unit_per_tile_writes() {
+    let root = tempfile::tempdir().unwrap();
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/layouts/acceptance_100x4tiles.gds");
+    let layout = root.path().join("layout.gds");
+    std::fs::copy(&fixture, &layout).unwrap();
+    let deck = root.path().join("deck.json");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/decks/acceptance_width.json"),
+        &deck,
+    )
+    .unwrap();
+    let (one, grouped) = (root.path().join("one"), root.path().join("grouped"));
+    for d in [&one, &grouped] {
+        std::fs::create_dir(d).unwrap();
+    }
+    let mut w = Worker::start();
+    let mut args = serde_json::json!({"layout": layout, "deck": deck, "pixel_nm": 8.0});
+    let planned = payload(&run_in(
+        &mut w,
+        "plan",
+        "evaluate.plan",
+        &args,
+        &one,
+        root.path(),
+    ));
+    let tiles = planned["tiles"].as_u64().unwrap();
+    assert!(tiles >= 3, "{planned}");
+    assert_eq!(planned["unit_tiles"], 8, "{planned}");
+    args["plan"] = planned["plan"].clone();
+    let mut found = 0;
+    for n in 0..tiles {
+        args["tile_number"] = n.into();
+        let summary = payload(&run_in(
+            &mut w,
+            &format!("t{n}"),
+            "evaluate.tile",
+            &args,
+            &one,
+            root.path(),
+        ));
+        assert!(summary["tile"].is_string(), "{summary}");
+        found += summary["found"].as_u64().unwrap();
+    }
+    assert!(found > 0, "the fixture's tiles found no violations");
+    // The same tiles as units of up to three.
+    let mut first = 0;
+    while first < tiles {
+        let count = 3.min(tiles - first);
+        args["tile_number"] = first.into();
+        args["tile_count"] = count.into();
+        let summary = payload(&run_in(
+            &mut w,
+            &format!("g{first}"),
+            "evaluate.tile",
+            &args,
+            &grouped,
+            root.path(),
+        ));
+        let answered = if count == 1 {
+            1
+        } else {
+            summary["tiles"].as_array().unwrap().len()
+        };
+        assert_eq!(answered as u64, count, "{summary}");
+        first += count;
+    }
+    let (a, b) = (tile_files(&one), tile_files(&grouped));
+    assert_eq!(a.len() as u64, tiles);
+    assert_eq!(a, b, "the grouped units wrote other tile files");
+    // A count past the plan's limit, or none, or past the plan's end is refused.
+    for (id, number, count) in [("nine", 0, 9), ("zero", 0, 0), ("past", tiles - 1, 2)] {
+        args["tile_number"] = number.into();
+        args["tile_count"] = count.into();
+        let outcome = run_in(&mut w, id, "evaluate.tile", &args, &grouped, root.path());
+        assert_eq!(error_code(&outcome), ErrorCode::InvalidInput, "{id}");
+    }
+}

@@ -3,11 +3,13 @@
 //! Every record of the merged report goes to `violations.jsonl`; the report holds the
 //! summary, the heat map and, at `report_level: detailed`, the first page.
 
+use std::path::Path;
 use std::time::Instant;
 
 use reticle_eval::merge::{MergeJob, merge};
 use reticle_eval::report::{OnExceeded, ReportLevel, Setup};
 use reticle_eval::tile::{TileJob, TileTiming, evaluate_tile_timed};
+use reticle_eval::tiles::{RegionPlan, TileIndex};
 use reticle_kernel::model::ModelSpec;
 use reticle_protocol::args::EvaluateArgs;
 use reticle_protocol::error::ToolError;
@@ -18,11 +20,12 @@ use reticle_eval::region_source::RegionSource;
 use crate::artifacts;
 use crate::attempt::AttemptCtx;
 use crate::deck_job::DeckArgs;
-use crate::op::{Op, OpResult, eval_error, parse_args, payload};
+use crate::op::{Op, OpResult, cancelled, eval_error, parse_args, payload};
 use crate::records_file::{DEFAULT_PAGE_RECORDS, Filter, PageRequest, RecordWriter, read_page};
 use crate::tiled::{
-    DeckRegion, PlanRequest, TiledArgs, image_tile_for_evaluation, open_deck_region, plan_region,
-    recycle, tile_of, tile_summary, tiles_in_order, write_tile,
+    DeckRegion, PlanRequest, TiledArgs, UNIT_TILES_MAX, image_tile_for_evaluation,
+    open_deck_region, plan_region, recycle, tile_summary, tiles_in_order, tiles_of, unit_summary,
+    write_tile,
 };
 
 /// A compute pool with a thread per core of this machine (its CPU affinity), for the merge
@@ -83,7 +86,11 @@ impl Op for EvaluatePlan {
                 layer_name: setup.target.to_string(),
             },
         )?;
-        payload(json!({"tiles": plan.range.count(), "plan": plan}))
+        payload(json!({
+            "tiles": plan.range.count(),
+            "plan": plan,
+            "unit_tiles": UNIT_TILES_MAX,
+        }))
     }
 }
 
@@ -98,47 +105,66 @@ impl Op for EvaluateTile {
     fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
         let args: EvaluateTiledArgs = parse_args(self.name(), args_json)?;
         let plan = args.plan("evaluation")?;
-        let tile = tile_of(plan, args.tile_number)?;
+        let tiles = tiles_of(plan, args.tile_number, args.tile_count)?;
         let dir = artifacts::dir(ctx)?;
-        let mut clock = Instant::now();
-        let (setup, mut source) = open(ctx, &args)?;
-        let open_s = TileTiming::lap(&mut clock);
-        let rules = setup.rules();
-        let imaged = image_tile_for_evaluation(
-            ctx,
-            plan,
-            tile,
-            &mut source,
-            args.call.model.as_ref(),
-            &rules,
-        )?;
-        let imaging_s = TileTiming::lap(&mut clock);
-        let job = TileJob {
-            grid: &plan.grid,
-            range: &plan.range,
-            region: plan.region,
-            tile,
-            rules: &rules,
-            statistics: false,
-        };
-        let mut timing = TileTiming::default();
-        TileTiming::lap(&mut clock);
-        let out = evaluate_tile_timed(&job, imaged.as_ref(), &mut source, ctx.cancel, &mut timing)
-            .map_err(|e| eval_error(e, ctx.job_id))?;
-        recycle(imaged);
-        TileTiming::lap(&mut clock);
-        write_tile(&dir, &out)?;
-        let write_s = TileTiming::lap(&mut clock);
-        let mut summary = tile_summary(&out);
-        // Where the tile's time went (issue 29 item 6; `reticle bench chip` adds these up).
-        summary["timing"] = json!({
-            "open_s": open_s,
-            "imaging_s": imaging_s,
-            "phases": timing,
-            "write_s": write_s,
-        });
-        payload(summary)
+        let mut summaries = Vec::with_capacity(tiles.len());
+        for tile in tiles {
+            if ctx.cancel.is_cancelled() {
+                return Err(cancelled(ctx.job_id));
+            }
+            summaries.push(evaluate_one_tile(ctx, &args, plan, tile, &dir)?);
+        }
+        payload(unit_summary(summaries))
     }
+}
+
+/// Evaluates tile `tile` of `plan`, writes its output into the job's tiles folder and
+/// returns its summary, with where its time went.
+fn evaluate_one_tile(
+    ctx: &AttemptCtx<'_>,
+    args: &EvaluateTiledArgs,
+    plan: &RegionPlan,
+    tile: TileIndex,
+    dir: &Path,
+) -> Result<Value, ToolError> {
+    let mut clock = Instant::now();
+    let (setup, mut source) = open(ctx, args)?;
+    let open_s = TileTiming::lap(&mut clock);
+    let rules = setup.rules();
+    let imaged = image_tile_for_evaluation(
+        ctx,
+        plan,
+        tile,
+        &mut source,
+        args.call.model.as_ref(),
+        &rules,
+    )?;
+    let imaging_s = TileTiming::lap(&mut clock);
+    let job = TileJob {
+        grid: &plan.grid,
+        range: &plan.range,
+        region: plan.region,
+        tile,
+        rules: &rules,
+        statistics: false,
+    };
+    let mut timing = TileTiming::default();
+    TileTiming::lap(&mut clock);
+    let out = evaluate_tile_timed(&job, imaged.as_ref(), &mut source, ctx.cancel, &mut timing)
+        .map_err(|e| eval_error(e, ctx.job_id))?;
+    recycle(imaged);
+    TileTiming::lap(&mut clock);
+    write_tile(dir, &out)?;
+    let write_s = TileTiming::lap(&mut clock);
+    let mut summary = tile_summary(&out);
+    // Where the tile's time went (issue 29 item 6; `reticle bench chip` adds these up).
+    summary["timing"] = json!({
+        "open_s": open_s,
+        "imaging_s": imaging_s,
+        "phases": timing,
+        "write_s": write_s,
+    });
+    Ok(summary)
 }
 
 /// The `evaluate.merge` op.

@@ -26,8 +26,8 @@ use crate::attempt::AttemptCtx;
 use crate::layouts::{RegionLayers, open_region};
 use crate::op::{Op, OpResult, cancelled, eval_error, parse_args, payload};
 use crate::tiled::{
-    PlanRequest, TiledArgs, image_tile, internal, plan_region, tile_of, tile_summary, tiles_dir,
-    tiles_in_order, write_tile,
+    PlanRequest, TiledArgs, UNIT_TILES_MAX, image_tile, internal, plan_region, tile_summary,
+    tiles_dir, tiles_in_order, tiles_of, unit_summary, write_tile,
 };
 
 /// `simulate`'s arguments plus what the host's fan-out adds.
@@ -91,7 +91,11 @@ impl Op for SimulatePlan {
                 .with_details(json!({"pixels": pixels, "limit": ctx.context.limits.max_raster_pixels, "hint": "a smaller box, coarser pixels, or images: false (the metrics cover any region)"})));
             }
         }
-        payload(json!({"tiles": plan.range.count(), "plan": plan}))
+        payload(json!({
+            "tiles": plan.range.count(),
+            "plan": plan,
+            "unit_tiles": UNIT_TILES_MAX,
+        }))
     }
 }
 
@@ -166,27 +170,34 @@ impl Op for SimulateTile {
     fn run(&self, ctx: &AttemptCtx<'_>, args_json: &str) -> OpResult {
         let args: SimulateTiledArgs = parse_args(self.name(), args_json)?;
         let plan = args.plan("simulation")?;
-        let tile = tile_of(plan, args.tile_number)?;
+        let tiles = tiles_of(plan, args.tile_number, args.tile_count)?;
         let dir = artifacts::dir(ctx)?;
-        let mut source = open(ctx, &args)?;
-        let imaged = image_tile(ctx, plan, tile, &mut source, args.call.model.as_ref())?;
-        let job = TileJob {
-            grid: &plan.grid,
-            range: &plan.range,
-            region: plan.region,
-            tile,
-            rules: &[],
-            statistics: true,
-        };
-        let out = evaluate_tile(&job, imaged.as_ref(), &mut source, ctx.cancel)
-            .map_err(|e| eval_error(e, ctx.job_id))?;
-        if args.call.images == Some(true)
-            && let Some(block) = core_block(&job, imaged.as_ref())
-        {
-            write_block(&dir, tile, &block)?;
+        let mut summaries = Vec::with_capacity(tiles.len());
+        for tile in tiles {
+            if ctx.cancel.is_cancelled() {
+                return Err(cancelled(ctx.job_id));
+            }
+            let mut source = open(ctx, &args)?;
+            let imaged = image_tile(ctx, plan, tile, &mut source, args.call.model.as_ref())?;
+            let job = TileJob {
+                grid: &plan.grid,
+                range: &plan.range,
+                region: plan.region,
+                tile,
+                rules: &[],
+                statistics: true,
+            };
+            let out = evaluate_tile(&job, imaged.as_ref(), &mut source, ctx.cancel)
+                .map_err(|e| eval_error(e, ctx.job_id))?;
+            if args.call.images == Some(true)
+                && let Some(block) = core_block(&job, imaged.as_ref())
+            {
+                write_block(&dir, tile, &block)?;
+            }
+            write_tile(&dir, &out)?;
+            summaries.push(tile_summary(&out));
         }
-        write_tile(&dir, &out)?;
-        payload(tile_summary(&out))
+        payload(unit_summary(summaries))
     }
 }
 
