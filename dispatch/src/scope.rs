@@ -43,6 +43,18 @@ pub struct Scope {
     journal: JournalHandle,
     allowed_roots: Vec<String>,
     sink: ScopeSink,
+    /// The stage this scope reports for, when the job runs several fan-outs one after the
+    /// other ([`Self::next_stage`]).
+    stage: Option<Arc<Stage>>,
+    /// The highest progress this scope and its clones reported: where a next stage starts.
+    high_water: Arc<std::sync::Mutex<f64>>,
+}
+
+/// A later stage of a job: its progress counts on from `base`, its messages say `label`.
+#[derive(Debug)]
+struct Stage {
+    base: f64,
+    label: String,
 }
 
 impl std::fmt::Debug for Scope {
@@ -64,6 +76,8 @@ impl Scope {
             journal,
             allowed_roots,
             sink: ScopeSink::Job(reporter),
+            stage: None,
+            high_water: Arc::default(),
         }
     }
 
@@ -76,6 +90,8 @@ impl Scope {
             journal,
             allowed_roots,
             sink: ScopeSink::Call,
+            stage: None,
+            high_water: Arc::default(),
         }
     }
 
@@ -94,6 +110,8 @@ impl Scope {
             journal,
             allowed_roots,
             sink: ScopeSink::Cli(Arc::new(on_progress)),
+            stage: None,
+            high_water: Arc::default(),
         }
     }
 
@@ -135,10 +153,49 @@ impl Scope {
         scope
     }
 
+    /// This scope (the same job, roots and journal) for the next stage of a job that runs
+    /// several fan-outs one after the other (the tiled `optimize`: its tiles, then the
+    /// evaluations, then the seam pass's rounds; D256). The stage's progress counts on from
+    /// the highest progress reported so far, so a job's progress keeps moving (a job drops
+    /// a report lower than the last) instead of stopping at the first fan-out's end, and its
+    /// messages start with `label`. Stages made at the same moment (two evaluations at once)
+    /// start from the same point.
+    #[must_use]
+    pub fn next_stage(&self, label: &str) -> Self {
+        let base = *self
+            .high_water
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut scope = self.clone();
+        scope.stage = Some(Arc::new(Stage {
+            base,
+            label: label.to_owned(),
+        }));
+        scope
+    }
+
     /// Reports progress of the whole scope: what a caller that aggregates its units'
     /// progress ([`super::Unit::on_progress`]) sends on. A job's progress only moves
     /// forward; a synchronous call has none.
     pub fn report(&self, done: f64, total: Option<f64>, message: Option<String>) {
+        let (done, total, message) = match &self.stage {
+            None => (done, total, message),
+            Some(stage) => (
+                stage.base + done,
+                total.map(|t| stage.base + t),
+                Some(match message {
+                    Some(m) => format!("{}: {m}", stage.label),
+                    None => stage.label.clone(),
+                }),
+            ),
+        };
+        {
+            let mut high = self
+                .high_water
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            *high = high.max(done);
+        }
         match &self.sink {
             ScopeSink::Job(reporter) => {
                 reporter.running();

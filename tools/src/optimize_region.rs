@@ -218,16 +218,21 @@ async fn region_job(
         .canonicalize()
         .map_or(dir_text.clone(), |p| p.display().to_string());
     let after_scope = scope.with_allowed_root(canonical);
+    // The job's progress counts on through each later fan-out (D256).
+    let (before_stage, after_stage) = (
+        scope.next_stage("evaluation before"),
+        after_scope.next_stage("evaluation after"),
+    );
     let (before, after) = tokio::try_join!(
         before_eval.run_at(
             dispatcher,
-            scope,
+            &before_stage,
             evaluate_args(&call, &layout_in, checked, None),
             BEFORE_BASE,
         ),
         after_eval.run_at(
             dispatcher,
-            &after_scope,
+            &after_stage,
             evaluate_args(&call, &layout_out, checked, Some(&mask_layer)),
             AFTER_BASE,
         ),
@@ -435,7 +440,9 @@ impl SeamPass<'_> {
             }
             .run_at(
                 self.dispatcher,
-                self.after_scope,
+                &self
+                    .after_scope
+                    .next_stage(&format!("seam pass round {round}, evaluation")),
                 evaluate_args(self.call, &layout, self.checked, Some(self.mask_layer)),
                 AFTER_BASE + (round << 24),
             )

@@ -7,6 +7,7 @@ mod events;
 mod fanout;
 mod handover;
 mod jobs;
+mod scope;
 mod slurm;
 mod slurm_job_dir;
 mod supervisor_config;
