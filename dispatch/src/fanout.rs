@@ -1,14 +1,16 @@
-//! One job fanned out into many units: a plan, then one unit per tile, then a merge
+//! One job fanned out into many units: a plan, then the tiles' units, then a merge
 //! (whole-layout evaluation, docs/DECISIONS.md D57).
 //!
 //! The host knows nothing of the geometry: the plan unit answers how many tiles there are,
 //! tile `n` is the unit `<op>.tile` with `tile_number: n` (the worker turns the number into
 //! a place on its grid), and the merge reads what the tiles wrote into the job's artifact
-//! directory. Every unit goes through [`Dispatcher::run`], so each tile has its own
-//! attempts and replay decision (a tile whose worker died runs again; the others are not
-//! touched), whatever executor runs them. About [`Executor::parallelism`] tiles are in
-//! flight at once; dropping the future (cancel, disconnect) drops them all, which stops
-//! their attempts. TilesProgress is the scope's: tiles done of the total, and the time left.
+//! directory. When the plan answers `unit_tiles`, a large wave's unit runs up to that many
+//! consecutive tiles, `tile_count: k` ([`tiles_per_unit`], D255). Every unit goes through
+//! [`Dispatcher::run`], so each unit has its own attempts and replay decision (a unit whose
+//! worker died runs again; the others are not touched), whatever executor runs them. About
+//! [`Executor::parallelism`] units are in flight at once; dropping the future (cancel,
+//! disconnect) drops them all, which stops their attempts. TilesProgress is the scope's:
+//! tiles done of the total, and the time left.
 //!
 //! A plan may also answer `waves`: the tile counts of consecutive waves (tiles numbered
 //! wave by wave). Then each wave runs to its end before the next starts, so a tile of a
