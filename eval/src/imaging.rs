@@ -14,8 +14,8 @@ use reticle_kernel::model::{ModelSpec, default_model};
 use reticle_kernel::raster::PixelFrame;
 use reticle_kernel::resist::iccad_corners;
 use reticle_kernel::{
-    BackendInfo, CancelToken, FramePart, ImagingBackend, KeepImages, LithoJob, LithoOutput, Resist,
-    raster,
+    BackendInfo, BatchJob, CancelToken, FramePart, ImagingBackend, KeepImages, LithoJob,
+    LithoOutput, Resist, raster,
 };
 use reticle_layout::BBox;
 use reticle_protocol::error::{ErrorCode, ToolError};
@@ -166,80 +166,123 @@ pub fn image_window_reading(
     cancel: &CancelToken,
     step: impl Fn(u64),
 ) -> Result<Imaged, EvalError> {
+    image_windows_reading(
+        engine,
+        vec![(layout, reads)],
+        &model,
+        pixel_nm,
+        cancel,
+        step,
+    )?
+    .pop()
+    .ok_or_else(|| EvalError::Tool(invalid("no window was imaged", json!({}))))
+}
+
+/// [`image_window_reading`] of several windows of one model and pixel at once, in order:
+/// the engine takes them as one batch ([`ImagingBackend::litho_batch`]; the GPU path
+/// images up to [`ImagingBackend::batch_windows`] in one submission, issue 29 item 5).
+/// Each window's images equal what [`image_window_reading`] gives for it alone; its
+/// `imaging_ms` is its share of the batch's time.
+///
+/// # Errors
+/// As [`image_window`].
+pub fn image_windows_reading(
+    engine: &dyn ImagingBackend,
+    windows: Vec<(LayoutWindow, Option<Reads>)>,
+    model: &ModelSpec,
+    pixel_nm: f64,
+    cancel: &CancelToken,
+    step: impl Fn(u64),
+) -> Result<Vec<Imaged>, EvalError> {
     let period = model.period_nm();
     let kernels = model
         .kernels()
         .map_err(|e| invalid(format!("model: {e}"), json!({})))?;
     step(2);
-    let pixel_dbu = pixel_nm / layout.dbu_nm;
-    let frame = raster::PixelFrame::for_window(layout.window, pixel_dbu)
-        .map_err(|e| invalid(e.to_string(), json!({})))?;
-    let (reads, reuse) = match reads {
-        Some(Reads {
-            pixels,
-            aerial_corners,
-            reuse,
-        }) => (Some((pixels, aerial_corners)), reuse),
-        None => (None, Buffers::default()),
-    };
-    // The target: the drawn layer's pixels at least half covered. With a mask layer
-    // (post-OPC verification) the drawn layer is rasterized on the same frame; without,
-    // the mask is the drawn layer (one pass gives both, D195).
-    let (mask, target) = match layout.mask.as_ref() {
-        None => raster::rasterize_with_target(&layout.polygons, &frame, reuse.mask, reuse.target),
-        Some(mask) => {
-            let mask = raster::rasterize_into(mask, &frame, reuse.mask);
-            let (_, target) =
-                raster::rasterize_with_target(&layout.polygons, &frame, Vec::new(), reuse.target);
-            (mask, target)
-        }
-    };
+    let mut rastered = Vec::with_capacity(windows.len());
+    for (layout, reads) in windows {
+        let pixel_dbu = pixel_nm / layout.dbu_nm;
+        let frame = raster::PixelFrame::for_window(layout.window, pixel_dbu)
+            .map_err(|e| invalid(e.to_string(), json!({})))?;
+        let (part, reuse) = match reads {
+            Some(Reads {
+                pixels,
+                aerial_corners,
+                reuse,
+            }) => (Some(frame_part(&frame, &pixels, aerial_corners)), reuse),
+            None => (None, Buffers::default()),
+        };
+        // The target: the drawn layer's pixels at least half covered. With a mask layer
+        // (post-OPC verification) the drawn layer is rasterized on the same frame; without,
+        // the mask is the drawn layer (one pass gives both, D195).
+        let (mask, target) = match layout.mask.as_ref() {
+            None => {
+                raster::rasterize_with_target(&layout.polygons, &frame, reuse.mask, reuse.target)
+            }
+            Some(mask) => {
+                let mask = raster::rasterize_into(mask, &frame, reuse.mask);
+                let (_, target) = raster::rasterize_with_target(
+                    &layout.polygons,
+                    &frame,
+                    Vec::new(),
+                    reuse.target,
+                );
+                (mask, target)
+            }
+        };
+        rastered.push((layout, frame, mask, target, part, reuse.output));
+    }
     let defocus = kernels
         .defocus
         .clone()
         .unwrap_or_else(|| Arc::clone(&kernels.focus));
     let corners = iccad_corners(&kernels.focus, &defocus);
     let resist = Resist::ICCAD2013;
-    let job = LithoJob {
-        mask: &mask,
-        target: Some(&target),
-        corners: &corners,
-        resist,
-        keep: KeepImages {
-            aerial: true,
-            resist: false,
-            printed: true,
-        },
-    };
+    let mut jobs = Vec::with_capacity(rastered.len());
+    for (_, _, mask, target, part, reuse) in &mut rastered {
+        jobs.push(BatchJob {
+            job: LithoJob {
+                mask,
+                target: Some(target),
+                corners: &corners,
+                resist,
+                keep: KeepImages {
+                    aerial: true,
+                    resist: false,
+                    printed: true,
+                },
+            },
+            part: *part,
+            reuse: std::mem::take(reuse),
+        });
+    }
     step(3);
     let imaging_started = Instant::now();
     let report = |_p: reticle_kernel::Progress| {};
-    let output = match reads {
-        None => engine.litho(&job, cancel, &report)?,
-        Some((pixels, aerial_corners)) => {
-            let part = frame_part(&frame, &pixels, aerial_corners);
-            engine.litho_part(&job, part, reuse.output, cancel, &report)?
-        }
-    };
-    let imaging_ms = imaging_started.elapsed().as_secs_f64() * 1e3;
-    let window = ImagedWindow {
-        layout,
-        frame,
-        pixel_nm,
-        model,
-        period,
-        focus_kernels: kernels.focus.scales.len(),
-        resist,
-        output,
-        mask,
-        target,
-        corners,
-    };
-    Ok(Imaged {
-        window,
-        imaging_ms,
-        backend: engine.info(),
-    })
+    let outputs = engine.litho_batch(jobs, cancel, &report)?;
+    let imaging_ms = imaging_started.elapsed().as_secs_f64() * 1e3 / rastered.len().max(1) as f64;
+    let backend = engine.info();
+    Ok(rastered
+        .into_iter()
+        .zip(outputs)
+        .map(|((layout, frame, mask, target, _, _), output)| Imaged {
+            window: ImagedWindow {
+                layout,
+                frame,
+                pixel_nm,
+                model: model.clone(),
+                period,
+                focus_kernels: kernels.focus.scales.len(),
+                resist,
+                output,
+                mask,
+                target,
+                corners: corners.clone(),
+            },
+            imaging_ms,
+            backend: backend.clone(),
+        })
+        .collect())
 }
 
 /// The pixels of `frame` meeting `b` (dbu), and two more on every side, clamped to the

@@ -50,8 +50,8 @@ pub use cancel::{CancelToken, Cancelled, Progress, ProgressFn};
 pub use cpu::CpuBackend;
 pub use grid::Grid;
 pub use imaging::{
-    BackendInfo, Corner, CornerOutput, FramePart, ImagingBackend, ImagingError, KeepImages,
-    LithoJob, LithoOutput, Resist,
+    BackendInfo, BatchJob, Corner, CornerOutput, FramePart, ImagingBackend, ImagingError,
+    KeepImages, LithoJob, LithoOutput, Resist,
 };
 pub use kernels::KernelSet;
 pub use model::{ModelKernels, ModelSpec};

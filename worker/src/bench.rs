@@ -157,10 +157,18 @@ struct GpuFigures {
 #[derive(Debug, Serialize)]
 struct BatchFigures {
     clips: usize,
+    /// One `litho` call per clip, back to back.
     seconds: f64,
     clips_per_s: f64,
     /// L2 per clip, in order (so a wrong clip shows).
     l2: Vec<u64>,
+    /// Windows `litho_batch` takes in one submission at the clips' size (D257).
+    batch_windows: usize,
+    /// The same clips through one `litho_batch` call.
+    batched_seconds: f64,
+    batched_clips_per_s: f64,
+    /// Batched throughput over back-to-back throughput (> 1: batching gains).
+    batched_over_serial: f64,
 }
 
 /// Entry point of the `bench` subcommand; `args` are the arguments after `bench`.
@@ -333,11 +341,37 @@ fn gpu_batch_throughput(
         l2.push(out.l2.unwrap_or(0));
     }
     let seconds = t.elapsed().as_secs_f64();
+    let side = clips
+        .first()
+        .map_or(0, |c| c.frame.width.max(c.frame.height));
+    let jobs = clips
+        .iter()
+        .map(|clip| reticle_kernel::BatchJob {
+            job: clip.job(corners),
+            part: None,
+            reuse: reticle_kernel::LithoOutput::default(),
+        })
+        .collect();
+    let t = std::time::Instant::now();
+    let batched = backend
+        .litho_batch(jobs, &cancel, &|_| {})
+        .map_err(|e| e.to_string())?;
+    let batched_seconds = t.elapsed().as_secs_f64();
+    let batched_l2: Vec<u64> = batched.iter().map(|o| o.l2.unwrap_or(0)).collect();
+    if batched_l2 != l2 {
+        return Err(format!(
+            "the batched clips' L2 {batched_l2:?} differ from one by one {l2:?}"
+        ));
+    }
     Ok(BatchFigures {
         clips: clips.len(),
         seconds,
         clips_per_s: clips.len() as f64 / seconds,
         l2,
+        batch_windows: backend.batch_windows(side),
+        batched_seconds,
+        batched_clips_per_s: clips.len() as f64 / batched_seconds,
+        batched_over_serial: seconds / batched_seconds,
     })
 }
 
@@ -475,7 +509,7 @@ fn print_report(report: &LithoReport, json: bool) -> ExitCode {
         );
         if let Some(g) = &report.gpu {
             text.push_str(&format!(
-                "\nlitho GPU ({}): {:.2} ms median, {:.2} ms min (first call {:.0} ms) → {:.3}× the CPU time; L2 {}, PVB {}; batch of {} clips in {:.2} s = {:.2} clips/s",
+                "\nlitho GPU ({}): {:.2} ms median, {:.2} ms min (first call {:.0} ms) → {:.3}× the CPU time; L2 {}, PVB {}; batch of {} clips in {:.2} s = {:.2} clips/s one by one, {:.2} s = {:.2} clips/s in batches of {} ({:.2}× one by one)",
                 g.report.adapter,
                 g.report.ms_per_sim_median,
                 g.report.ms_per_sim_min,
@@ -486,6 +520,10 @@ fn print_report(report: &LithoReport, json: bool) -> ExitCode {
                 g.batch.clips,
                 g.batch.seconds,
                 g.batch.clips_per_s,
+                g.batch.batched_seconds,
+                g.batch.batched_clips_per_s,
+                g.batch.batch_windows,
+                g.batch.batched_over_serial,
             ));
         }
         text

@@ -16,7 +16,7 @@ use reticle_protocol::error::{ErrorCode, ToolError};
 use serde_json::{Value, json};
 
 use reticle_eval::imaging::{
-    Buffers, DEFAULT_SIDE_NM, Imaged, Reads, check_pixel, image_window_reading,
+    Buffers, DEFAULT_SIDE_NM, Imaged, Reads, check_pixel, image_windows_reading,
 };
 use reticle_eval::region_source::RegionSource;
 use reticle_eval::report::{ReportLevel, Setup, ViolationLimits};
@@ -305,14 +305,39 @@ pub(crate) fn image_tile(
     source: &mut RegionSource,
     model: Option<&ModelSpec>,
 ) -> Result<Option<ImagedWindow>, ToolError> {
-    image_tile_reading(ctx, plan, tile, source, model, None)
+    image_tiles(ctx, plan, &[tile], source, model).map(first)
+}
+
+/// [`image_tile`] of several tiles, in order, as one batch for the engine (the GPU path
+/// images up to [`tile_batch`] windows in one submission, D257).
+pub(crate) fn image_tiles(
+    ctx: &AttemptCtx<'_>,
+    plan: &RegionPlan,
+    tiles: &[TileIndex],
+    source: &mut RegionSource,
+    model: Option<&ModelSpec>,
+) -> Result<Vec<Option<ImagedWindow>>, ToolError> {
+    let reads = tiles.iter().map(|_| None).collect();
+    image_tiles_reading(ctx, plan, tiles, source, model, reads)
+}
+
+/// How many of `plan`'s tiles the engine images in one batch: one on the CPU path (its
+/// threads already share one window), up to its memory cap on a GPU (D257).
+pub(crate) fn tile_batch(ctx: &AttemptCtx<'_>, plan: &RegionPlan) -> Result<usize, ToolError> {
+    let side = (plan.grid.window_dbu() as f64 / plan.grid.pixel_dbu).ceil() as usize;
+    Ok(ctx.state.backend.engine()?.batch_windows(side).max(1))
+}
+
+/// The only element of a batch of one.
+fn first(mut imaged: Vec<Option<ImagedWindow>>) -> Option<ImagedWindow> {
+    imaged.pop().flatten()
 }
 
 /// The images, mask raster and target of the last tile evaluated in this process, handed
 /// back by [`recycle`]: the next tile's are written into their buffers (D194, D195).
 static RECYCLED: std::sync::Mutex<Option<Buffers>> = std::sync::Mutex::new(None);
 
-/// Hands a tile's images back once it is evaluated, for [`image_tile_for_evaluation`] to
+/// Hands a tile's images back once it is evaluated, for [`image_tiles_for_evaluation`] to
 /// reuse their buffers.
 pub(crate) fn recycle(imaged: Option<ImagedWindow>) {
     if let (Some(w), Ok(mut slot)) = (imaged, RECYCLED.lock()) {
@@ -320,84 +345,93 @@ pub(crate) fn recycle(imaged: Option<ImagedWindow>) {
     }
 }
 
-/// [`image_tile`] for `reticle_eval::tile::evaluate_tile` under `rules`, which reads the
+/// [`image_tiles`] for `reticle_eval::tile::evaluate_tile` under `rules`, which reads the
 /// images only in the core plus half the halo (the printed contours, when `rules` trace
 /// them) or an EPE search around the core's checkpoints, and counts its own core: the
 /// engine images no more (D193, D197); those pixels are the same bits as [`image_tile`]'s.
-pub(crate) fn image_tile_for_evaluation(
+/// The first tile reuses the buffers [`recycle`] handed back.
+pub(crate) fn image_tiles_for_evaluation(
     ctx: &AttemptCtx<'_>,
     plan: &RegionPlan,
-    tile: TileIndex,
+    tiles: &[TileIndex],
     source: &mut RegionSource,
     model: Option<&ModelSpec>,
     rules: &[&reticle_kernel::rules::Rule],
-) -> Result<Option<ImagedWindow>, ToolError> {
+) -> Result<Vec<Option<ImagedWindow>>, ToolError> {
     let reach = reticle_eval::tile::image_reach_dbu(&plan.grid, rules);
-    let core = plan.grid.core(tile);
-    let reads = BBox {
-        left: core.left - reach,
-        bottom: core.bottom - reach,
-        right: core.right + reach,
-        top: core.top + reach,
-    };
-    let reuse = RECYCLED
-        .lock()
-        .ok()
-        .and_then(|mut slot| slot.take())
-        .unwrap_or_default();
-    let reads = Reads {
-        pixels: reads,
-        aerial_corners: reticle_eval::tile::image_aerial_corners(rules),
-        reuse,
-    };
-    image_tile_reading(ctx, plan, tile, source, model, Some(reads))
+    let mut recycled = RECYCLED.lock().ok().and_then(|mut slot| slot.take());
+    let reads = tiles
+        .iter()
+        .map(|&tile| {
+            let core = plan.grid.core(tile);
+            Some(Reads {
+                pixels: BBox {
+                    left: core.left - reach,
+                    bottom: core.bottom - reach,
+                    right: core.right + reach,
+                    top: core.top + reach,
+                },
+                aerial_corners: reticle_eval::tile::image_aerial_corners(rules),
+                reuse: recycled.take().unwrap_or_default(),
+            })
+        })
+        .collect();
+    image_tiles_reading(ctx, plan, tiles, source, model, reads)
 }
 
-/// The shared body of [`image_tile`] and [`image_tile_for_evaluation`].
-fn image_tile_reading(
+/// The shared body of [`image_tiles`] and [`image_tiles_for_evaluation`]: the tiles with
+/// geometry go to the engine as one batch; the empty ones answer `None`.
+fn image_tiles_reading(
     ctx: &AttemptCtx<'_>,
     plan: &RegionPlan,
-    tile: TileIndex,
+    tiles: &[TileIndex],
     source: &mut RegionSource,
     model: Option<&ModelSpec>,
-    reads: Option<Reads>,
-) -> Result<Option<ImagedWindow>, ToolError> {
-    let window = plan.grid.window(tile);
-    let polygons = source.polygons(window, false)?;
-    if polygons.is_empty() {
-        return Ok(None);
+    reads: Vec<Option<Reads>>,
+) -> Result<Vec<Option<ImagedWindow>>, ToolError> {
+    let mut windows = Vec::with_capacity(tiles.len());
+    let mut lit = Vec::with_capacity(tiles.len());
+    for (&tile, reads) in tiles.iter().zip(reads) {
+        let window = plan.grid.window(tile);
+        let polygons = source.polygons(window, false)?;
+        lit.push(!polygons.is_empty());
+        if polygons.is_empty() {
+            continue;
+        }
+        let layout = LayoutWindow {
+            format: if plan.format == "glp" {
+                "glp"
+            } else {
+                "gds/oasis"
+            },
+            sha256: plan.sha256.clone(),
+            dbu_nm: plan.grid.dbu_nm,
+            polygons: polygons.target,
+            mask: polygons.mask,
+            window,
+            context: polygons.context,
+        };
+        windows.push((layout, reads));
     }
-    let layout = LayoutWindow {
-        format: if plan.format == "glp" {
-            "glp"
-        } else {
-            "gds/oasis"
-        },
-        sha256: plan.sha256.clone(),
-        dbu_nm: plan.grid.dbu_nm,
-        polygons: polygons.target,
-        mask: polygons.mask,
-        window,
-        context: polygons.context,
-    };
     let model = model
         .cloned()
         .unwrap_or_else(|| default_model(plan.period_nm));
-    let engine = ctx.state.backend.engine()?;
-    let Imaged { window: imaged, .. } = image_window_reading(
-        engine,
-        layout,
-        model,
-        plan.pixel_nm,
-        reads,
-        ctx.cancel,
-        |_| {},
-    )
-    .map_err(|e| eval_error(e, ctx.job_id))?;
+    let mut imaged = if windows.is_empty() {
+        Vec::new()
+    } else {
+        let engine = ctx.state.backend.engine()?;
+        image_windows_reading(engine, windows, &model, plan.pixel_nm, ctx.cancel, |_| {})
+            .map_err(|e| eval_error(e, ctx.job_id))?
+    }
+    .into_iter()
+    .map(|Imaged { window, .. }| window);
     if ctx.cancel.is_cancelled() {
         return Err(cancelled(ctx.job_id));
     }
-    Ok(Some(imaged))
+    Ok(lit
+        .into_iter()
+        .map(|lit| if lit { imaged.next() } else { None })
+        .collect())
 }
 
 /// A tile's file name in the job's tiles folder.

@@ -68,13 +68,18 @@ struct Worker {
 
 impl Worker {
     fn start() -> Self {
+        Self::start_on("cpu")
+    }
+
+    /// A worker on imaging backend `backend` (`RETICLE_BACKEND`).
+    fn start_on(backend: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("w.sock");
         let listener = UnixListener::bind(&socket).unwrap();
         let child = Command::new(WORKER)
             .env(WORKER_SOCKET_ENV, &socket)
             .env(WORKER_PARENT_PID_ENV, std::process::id().to_string())
-            .env("RETICLE_BACKEND", "cpu")
+            .env("RETICLE_BACKEND", backend)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .spawn()
@@ -539,6 +544,28 @@ fn tile_files(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
 
 #[test]
 fn a_unit_of_several_tiles_writes_what_one_unit_per_tile_writes() {
+    let batches = units_write_what_single_tiles_write("cpu");
+    assert!(
+        batches.iter().all(|&b| b <= 1),
+        "the CPU path images one window at a time: {batches:?}"
+    );
+}
+
+/// On the GPU path (lavapipe where there is no GPU) a unit's tiles go to the engine as one
+/// batch (D257), and what they write is still what one tile a unit writes.
+#[test]
+fn a_gpu_worker_images_a_unit_as_one_batch_and_writes_what_single_tiles_write() {
+    let batches = units_write_what_single_tiles_write("gpu");
+    assert!(
+        batches.iter().any(|&b| b >= 2),
+        "no unit of three was imaged as one batch: {batches:?}"
+    );
+}
+
+/// Evaluates the fixture's tiles on a worker of `backend`, first one tile a unit, then
+/// in units of up to three, and checks the two write the same tile files; returns every
+/// grouped tile's `timing.imaging_batch`.
+fn units_write_what_single_tiles_write(backend: &str) -> Vec<u64> {
     let root = tempfile::tempdir().unwrap();
     let fixture =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/layouts/acceptance_100x4tiles.gds");
@@ -554,7 +581,8 @@ fn a_unit_of_several_tiles_writes_what_one_unit_per_tile_writes() {
     for d in [&one, &grouped] {
         std::fs::create_dir(d).unwrap();
     }
-    let mut w = Worker::start();
+    let mut w = Worker::start_on(backend);
+    assert_eq!(w.hello.backend.kind, backend, "{:?}", w.hello.backend);
     let mut args = serde_json::json!({"layout": layout, "deck": deck, "pixel_nm": 8.0});
     let planned = payload(&run_in(
         &mut w,
@@ -584,6 +612,7 @@ fn a_unit_of_several_tiles_writes_what_one_unit_per_tile_writes() {
     }
     assert!(found > 0, "the fixture's tiles found no violations");
     // The same tiles as units of up to three.
+    let mut batches = Vec::new();
     let mut first = 0;
     while first < tiles {
         let count = 3.min(tiles - first);
@@ -598,11 +627,16 @@ fn a_unit_of_several_tiles_writes_what_one_unit_per_tile_writes() {
             root.path(),
         ));
         let answered = if count == 1 {
-            1
+            vec![summary.clone()]
         } else {
-            summary["tiles"].as_array().unwrap().len()
+            summary["tiles"].as_array().unwrap().clone()
         };
-        assert_eq!(answered as u64, count, "{summary}");
+        assert_eq!(answered.len() as u64, count, "{summary}");
+        batches.extend(
+            answered
+                .iter()
+                .map(|t| t["timing"]["imaging_batch"].as_u64().unwrap()),
+        );
         first += count;
     }
     let (a, b) = (tile_files(&one), tile_files(&grouped));
@@ -615,4 +649,5 @@ fn a_unit_of_several_tiles_writes_what_one_unit_per_tile_writes() {
         let outcome = run_in(&mut w, id, "evaluate.tile", &args, &grouped, root.path());
         assert_eq!(error_code(&outcome), ErrorCode::InvalidInput, "{id}");
     }
+    batches
 }

@@ -150,44 +150,71 @@ impl GpuContext {
         })
     }
 
-    /// Copies `size` bytes at `offset` of `src` back to the host (waits for the queue).
-    pub(crate) fn read(
+    /// Copies the first `size` bytes of `src` back to the host (waits for the queue).
+    pub(crate) fn read(&self, src: &wgpu::Buffer, size: u64) -> Result<Vec<u8>, ImagingError> {
+        let encoder = self.encoder("readback");
+        let mut bytes = self.read_after(encoder, &[(src, size)])?;
+        Ok(bytes.pop().unwrap_or_default())
+    }
+
+    /// A command encoder.
+    pub(crate) fn encoder(&self, label: &str) -> wgpu::CommandEncoder {
+        self.device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) })
+    }
+
+    /// Submits `encoder` with a copy of the first `size` bytes of each `(buffer, size)` of
+    /// `copies` appended, then reads the copies back: one submission, one wait for all of
+    /// them (a batch of windows comes back at once, issue 29 item 5).
+    pub(crate) fn read_after(
         &self,
-        src: &wgpu::Buffer,
-        offset: u64,
-        size: u64,
-    ) -> Result<Vec<u8>, ImagingError> {
-        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("readback"),
-            size,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let mut encoder = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("readback"),
-            });
-        encoder.copy_buffer_to_buffer(src, offset, &staging, 0, size);
+        mut encoder: wgpu::CommandEncoder,
+        copies: &[(&wgpu::Buffer, u64)],
+    ) -> Result<Vec<Vec<u8>>, ImagingError> {
+        let staging: Vec<wgpu::Buffer> = copies
+            .iter()
+            .map(|&(src, size)| {
+                let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("readback"),
+                    size,
+                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                encoder.copy_buffer_to_buffer(src, 0, &staging, 0, size);
+                staging
+            })
+            .collect();
         self.queue.submit([encoder.finish()]);
         let (tx, rx) = mpsc::channel();
-        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
-            // The receiver outlives the poll below; a send error cannot happen.
-            let _ = tx.send(r);
-        });
+        for (i, buffer) in staging.iter().enumerate() {
+            let tx = tx.clone();
+            buffer.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+                // The receiver outlives the poll below; a send error cannot happen.
+                let _ = tx.send((i, r));
+            });
+        }
+        drop(tx);
         self.wait()?;
-        rx.recv()
-            .map_err(|_| ImagingError::Backend("readback callback never ran".into()))?
-            .map_err(|e| ImagingError::Backend(format!("readback map: {e}")))?;
-        let bytes = {
-            let view = staging
-                .slice(..)
-                .get_mapped_range()
-                .map_err(|e| ImagingError::Backend(format!("readback view: {e}")))?;
-            view.to_vec()
-        };
-        staging.unmap();
-        Ok(bytes)
+        for _ in 0..staging.len() {
+            let (_, mapped) = rx
+                .recv()
+                .map_err(|_| ImagingError::Backend("readback callback never ran".into()))?;
+            mapped.map_err(|e| ImagingError::Backend(format!("readback map: {e}")))?;
+        }
+        staging
+            .iter()
+            .map(|buffer| {
+                let bytes = {
+                    let view = buffer
+                        .slice(..)
+                        .get_mapped_range()
+                        .map_err(|e| ImagingError::Backend(format!("readback view: {e}")))?;
+                    view.to_vec()
+                };
+                buffer.unmap();
+                Ok(bytes)
+            })
+            .collect()
     }
 
     /// Compiles a compute pipeline, turning shader or layout errors into typed errors.

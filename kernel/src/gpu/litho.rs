@@ -1,7 +1,7 @@
 //! One imaging run on the device: uploads, the pass sequence, readbacks.
 
 use super::GpuBackend;
-use super::plan::{Capacity, GridPipelines, Scratch};
+use super::plan::{Capacity, GridPipelines, Slot};
 use super::shaders::{GridConsts, MAX_CORNERS, Pass};
 use crate::{CancelToken, Grid, ImagingError, KernelSet, Progress, ProgressFn, Resist};
 
@@ -121,6 +121,18 @@ fn validate(req: &GpuRun<'_>) -> Result<usize, ImagingError> {
     Ok(mask.width)
 }
 
+/// Whether two runs can share a batch: the same grid and the same kernel sets, so one
+/// plan and one kernel bank serve both.
+pub(crate) fn batchable(a: &GpuRun<'_>, b: &GpuRun<'_>) -> bool {
+    a.mask.width == b.mask.width
+        && a.mask.height == b.mask.height
+        && a.sets.len() == b.sets.len()
+        && a.sets
+            .iter()
+            .zip(&b.sets)
+            .all(|(x, y)| super::same_set(x, y))
+}
+
 impl GpuBackend {
     /// Runs the pass sequence for `req`.
     pub(crate) fn run(
@@ -129,15 +141,41 @@ impl GpuBackend {
         cancel: &CancelToken,
         progress: ProgressFn<'_>,
     ) -> Result<RunResult, ImagingError> {
-        let n = validate(req)?;
+        let mut results = self.run_batch(std::slice::from_ref(req), cancel, progress)?;
+        results
+            .pop()
+            .ok_or_else(|| ImagingError::Backend("a run returned no result".into()))
+    }
+
+    /// Runs the pass sequence for every run of `reqs` (a batch, [`batchable`] with each
+    /// other) in one submission with one readback: each run has its own slot of device
+    /// buffers (issue 29 item 5).
+    pub(crate) fn run_batch(
+        &self,
+        reqs: &[GpuRun<'_>],
+        cancel: &CancelToken,
+        progress: ProgressFn<'_>,
+    ) -> Result<Vec<RunResult>, ImagingError> {
+        let Some(first) = reqs.first() else {
+            return Ok(Vec::new());
+        };
+        let n = validate(first)?;
+        for req in &reqs[1..] {
+            validate(req)?;
+            if !batchable(first, req) {
+                return Err(ImagingError::Invalid(
+                    "the windows of one GPU batch must share their size and kernel sets".into(),
+                ));
+            }
+        }
         cancel.check()?;
-        let side = req.sets.iter().map(|s| s.size).max().unwrap_or(0);
+        let side = first.sets.iter().map(|s| s.size).max().unwrap_or(0);
         let grid = super::plan::grid_for(n, side, self.max_elems())?;
         let mut state = self
             .state
             .lock()
             .map_err(|_| ImagingError::Backend("GPU state poisoned by an earlier panic".into()))?;
-        let result = self.run_locked(&mut state, req, n, grid, cancel, progress);
+        let result = self.run_locked(&mut state, reqs, n, grid, cancel, progress);
         // Published outside the lock so `info()` (a worker's heartbeat) never waits for a
         // running job.
         self.device_bytes
@@ -145,60 +183,69 @@ impl GpuBackend {
         result
     }
 
-    /// [`Self::run`] with the device state held.
+    /// [`Self::run_batch`] with the device state held.
     fn run_locked(
         &self,
         state: &mut super::DeviceCache,
-        req: &GpuRun<'_>,
+        reqs: &[GpuRun<'_>],
         n: usize,
         grid: GridConsts,
         cancel: &CancelToken,
         progress: ProgressFn<'_>,
-    ) -> Result<RunResult, ImagingError> {
+    ) -> Result<Vec<RunResult>, ImagingError> {
         let ctx = &self.ctx;
+        let first = &reqs[0];
         let plan = state.plan(ctx, grid)?;
-        let bank = state.banks.get(ctx, &req.sets, grid.s)?;
+        let bank = state.banks.get(ctx, &first.sets, grid.s)?;
         let plan = &mut state.plans[plan];
-        let images = to_u32(req.sets.len(), "kernel sets")?;
-        let corners = to_u32(req.corners.len(), "corners")?;
-        plan.ensure_scratch(
+        let images = to_u32(first.sets.len(), "kernel sets")?;
+        let most_corners = reqs.iter().map(|r| r.corners.len()).max().unwrap_or(0);
+        plan.ensure_slots(
             ctx,
             Capacity {
                 images,
                 kernels: bank.kernels,
-                corners,
+                corners: to_u32(most_corners, "corners")?,
             },
+            reqs.len(),
         );
         ctx.check()?;
         let plan: &GridPipelines = plan;
-        let Some(scratch) = plan.scratch.as_ref() else {
-            return Err(ImagingError::Backend("scratch buffers missing".into()));
-        };
+        let slots = plan.slots.get(..reqs.len()).ok_or_else(|| {
+            ImagingError::Backend(format!(
+                "{} slots for {} windows",
+                plan.slots.len(),
+                reqs.len()
+            ))
+        })?;
 
-        let params = ParamsGpu {
-            images,
-            kernels: bank.kernels,
-            corners,
-            pairs: images.div_ceil(2),
-            has_target: u32::from(req.target.is_some()),
-            steepness: req.resist.steepness,
-            threshold: req.resist.threshold,
-            pad: 0,
-        };
-        ctx.queue
-            .write_buffer(&plan.mask, 0, bytemuck::cast_slice(&req.mask.data));
-        ctx.queue
-            .write_buffer(&plan.params, 0, bytemuck::bytes_of(&params));
-        if !req.corners.is_empty() {
+        let mut stages = Vec::new();
+        for (req, slot) in reqs.iter().zip(slots) {
+            let params = ParamsGpu {
+                images,
+                kernels: bank.kernels,
+                corners: to_u32(req.corners.len(), "corners")?,
+                pairs: images.div_ceil(2),
+                has_target: u32::from(req.target.is_some()),
+                steepness: req.resist.steepness,
+                threshold: req.resist.threshold,
+                pad: 0,
+            };
             ctx.queue
-                .write_buffer(&scratch.corners, 0, bytemuck::cast_slice(&req.corners));
-        }
-        if let Some(t) = req.target {
+                .write_buffer(&slot.mask, 0, bytemuck::cast_slice(&req.mask.data));
             ctx.queue
-                .write_buffer(&plan.target_bits, 0, bytemuck::cast_slice(&pack_bits(t)));
+                .write_buffer(&slot.params, 0, bytemuck::bytes_of(&params));
+            if !req.corners.is_empty() {
+                ctx.queue
+                    .write_buffer(&slot.corners, 0, bytemuck::cast_slice(&req.corners));
+            }
+            if let Some(t) = req.target {
+                ctx.queue
+                    .write_buffer(&slot.target_bits, 0, bytemuck::cast_slice(&pack_bits(t)));
+            }
+            stages.extend(stage_list(plan, slot, bank, params));
         }
 
-        let stages = stage_list(plan, scratch, bank, params);
         let slow = self
             .sync_each_pass
             .load(std::sync::atomic::Ordering::Relaxed);
@@ -222,15 +269,11 @@ impl GpuBackend {
                 layout: &layout,
                 entries: &entries,
             });
-            // On a GPU every pass goes into one command buffer and one submit (the whole
-            // sequence takes milliseconds). On a CPU adapter a pass can take long, so each
-            // is submitted and waited for, and cancellation takes effect between passes.
-            let encoder = pending.get_or_insert_with(|| {
-                ctx.device
-                    .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                        label: Some("litho"),
-                    })
-            });
+            // On a GPU every pass of every window goes into one command buffer and one
+            // submit (the whole sequence takes milliseconds). On a CPU adapter a pass can
+            // take long, so each is submitted and waited for, and cancellation takes effect
+            // between passes.
+            let encoder = pending.get_or_insert_with(|| ctx.encoder("litho"));
             for buffer in &stage.clear {
                 encoder.clear_buffer(buffer, 0, None);
             }
@@ -255,36 +298,56 @@ impl GpuBackend {
                 stage: "gpu_pass",
             });
         }
-        if let Some(encoder) = pending.take() {
-            ctx.queue.submit([encoder.finish()]);
-        }
         cancel.check()?;
 
+        // Every window's outputs are copied out after the last pass and read with one wait.
         let area = (n * n) as u64;
-        let counters = if req.corners.is_empty() {
-            Vec::new()
-        } else {
-            let bytes = ctx.read(&plan.counters, 0, super::plan::COUNTERS * 4)?;
-            bytemuck::pod_collect_to_vec(&bytes)
+        let mut copies: Vec<(&wgpu::Buffer, u64)> = Vec::new();
+        for (req, slot) in reqs.iter().zip(slots) {
+            let corners = req.corners.len() as u64;
+            if corners > 0 {
+                copies.push((&slot.counters, super::plan::COUNTERS * 4));
+            }
+            if req.read_aerial {
+                copies.push((&slot.aerial, u64::from(images) * area * 4));
+            }
+            if req.read_printed && corners > 0 {
+                copies.push((&slot.printed_bits, corners * area / 8));
+            }
+        }
+        let encoder = pending.take().unwrap_or_else(|| ctx.encoder("readback"));
+        let mut bytes = ctx.read_after(encoder, &copies)?.into_iter();
+        let mut next = |what: &str| {
+            bytes
+                .next()
+                .ok_or_else(|| ImagingError::Backend(format!("{what} not read back")))
         };
-        let aerial = if req.read_aerial {
-            let bytes = ctx.read(&scratch.aerial, 0, u64::from(images) * area * 4)?;
-            Some(bytemuck::pod_collect_to_vec(&bytes))
-        } else {
-            None
-        };
-        let printed_bits = if req.read_printed && !req.corners.is_empty() {
-            let bytes = ctx.read(&scratch.printed_bits, 0, u64::from(corners) * area / 8)?;
-            Some(bytemuck::pod_collect_to_vec(&bytes))
-        } else {
-            None
-        };
+        let mut results = Vec::with_capacity(reqs.len());
+        for req in reqs {
+            let corners = !req.corners.is_empty();
+            let counters = if corners {
+                bytemuck::pod_collect_to_vec(&next("counters")?)
+            } else {
+                Vec::new()
+            };
+            let aerial = if req.read_aerial {
+                Some(bytemuck::pod_collect_to_vec(&next("aerial")?))
+            } else {
+                None
+            };
+            let printed_bits = if req.read_printed && corners {
+                Some(bytemuck::pod_collect_to_vec(&next("printed bits")?))
+            } else {
+                None
+            };
+            results.push(RunResult {
+                aerial,
+                printed_bits,
+                counters,
+            });
+        }
         ctx.check()?;
-        Ok(RunResult {
-            aerial,
-            printed_bits,
-            counters,
-        })
+        Ok(results)
     }
 }
 
@@ -299,7 +362,7 @@ struct Stage<'a> {
 
 fn stage_list<'a>(
     plan: &'a GridPipelines,
-    scratch: &'a Scratch,
+    slot: &'a Slot,
     bank: &'a super::bank::Bank,
     params: ParamsGpu,
 ) -> Vec<Stage<'a>> {
@@ -310,7 +373,7 @@ fn stage_list<'a>(
         Stage {
             pass: Pass::MaskRows,
             groups: groups(Pass::MaskRows, g.n / 2),
-            bindings: vec![(0, &plan.twiddles_n), (2, &plan.mask), (3, &plan.row_band)],
+            bindings: vec![(0, &plan.twiddles_n), (2, &slot.mask), (3, &slot.row_band)],
             clear: vec![],
         },
         Stage {
@@ -318,8 +381,8 @@ fn stage_list<'a>(
             groups: groups(Pass::MaskBand, g.s),
             bindings: vec![
                 (0, &plan.twiddles_n),
-                (2, &plan.row_band),
-                (3, &plan.mask_band),
+                (2, &slot.row_band),
+                (3, &slot.mask_band),
             ],
             clear: vec![],
         },
@@ -328,10 +391,10 @@ fn stage_list<'a>(
             groups: groups(Pass::CoarseFields, params.images * params.kernels * g.s),
             bindings: vec![
                 (0, &plan.twiddles_m),
-                (1, &plan.params),
-                (2, &plan.mask_band),
+                (1, &slot.params),
+                (2, &slot.mask_band),
                 (3, &bank.samples),
-                (4, &scratch.coarse_fields),
+                (4, &slot.coarse_fields),
             ],
             clear: vec![],
         },
@@ -341,22 +404,22 @@ fn stage_list<'a>(
             groups: params.images * g.m,
             bindings: vec![
                 (0, &plan.twiddles_m),
-                (1, &plan.params),
-                (2, &scratch.coarse_fields),
+                (1, &slot.params),
+                (2, &slot.coarse_fields),
                 (3, &bank.weights),
-                (4, &scratch.coarse_int),
+                (4, &slot.coarse_int),
             ],
             // With an odd number of images the last pair's imaginary half stays zero.
-            clear: vec![&scratch.coarse_int],
+            clear: vec![&slot.coarse_int],
         },
         Stage {
             pass: Pass::CoarseSpectrumRows,
             groups: groups(Pass::CoarseSpectrumRows, pairs * g.m),
             bindings: vec![
                 (0, &plan.twiddles_m),
-                (1, &plan.params),
-                (2, &scratch.coarse_int),
-                (3, &scratch.spec_rows),
+                (1, &slot.params),
+                (2, &slot.coarse_int),
+                (3, &slot.spec_rows),
             ],
             clear: vec![],
         },
@@ -365,9 +428,9 @@ fn stage_list<'a>(
             groups: groups(Pass::CoarseSpectrumCols, pairs * g.b),
             bindings: vec![
                 (0, &plan.twiddles_m),
-                (1, &plan.params),
-                (2, &scratch.spec_rows),
-                (3, &scratch.coarse_spec),
+                (1, &slot.params),
+                (2, &slot.spec_rows),
+                (3, &slot.coarse_spec),
             ],
             clear: vec![],
         },
@@ -376,9 +439,9 @@ fn stage_list<'a>(
             groups: groups(Pass::UpsampleCols, pairs * g.b),
             bindings: vec![
                 (0, &plan.twiddles_n),
-                (1, &plan.params),
-                (2, &scratch.coarse_spec),
-                (3, &scratch.full_cols),
+                (1, &slot.params),
+                (2, &slot.coarse_spec),
+                (3, &slot.full_cols),
             ],
             clear: vec![],
         },
@@ -387,9 +450,9 @@ fn stage_list<'a>(
             groups: groups(Pass::UpsampleRows, pairs * g.n),
             bindings: vec![
                 (0, &plan.twiddles_n),
-                (1, &plan.params),
-                (2, &scratch.full_cols),
-                (3, &scratch.aerial),
+                (1, &slot.params),
+                (2, &slot.full_cols),
+                (3, &slot.aerial),
             ],
             clear: vec![],
         },
@@ -399,14 +462,14 @@ fn stage_list<'a>(
             pass: Pass::Print,
             groups: g.n * g.n / 256,
             bindings: vec![
-                (1, &plan.params),
-                (2, &scratch.aerial),
-                (3, &scratch.corners),
-                (4, &plan.target_bits),
-                (5, &scratch.printed_bits),
-                (6, &plan.counters),
+                (1, &slot.params),
+                (2, &slot.aerial),
+                (3, &slot.corners),
+                (4, &slot.target_bits),
+                (5, &slot.printed_bits),
+                (6, &slot.counters),
             ],
-            clear: vec![&plan.counters],
+            clear: vec![&slot.counters],
         });
     }
     stages

@@ -41,16 +41,34 @@ pub use select::{BackendPref, SelectedBackend, select_backend};
 
 use self::bank::BankCache;
 use self::context::GpuContext;
-use self::litho::{CornerGpu, GpuRun, L2_COUNTER, PVB_COUNTER};
+use self::litho::{CornerGpu, GpuRun, L2_COUNTER, PVB_COUNTER, RunResult, batchable};
 use self::plan::GridPipelines;
 use self::shaders::{FftShape, GridConsts};
 use crate::{
-    BackendInfo, CancelToken, CornerOutput, Grid, ImagingBackend, ImagingError, KernelSet,
-    LithoJob, LithoOutput, ProgressFn,
+    BackendInfo, BatchJob, CancelToken, CornerOutput, Grid, ImagingBackend, ImagingError,
+    KernelSet, LithoJob, LithoOutput, ProgressFn,
 };
 
 /// Plans kept at once (distinct grid sizes); older ones are dropped with their buffers.
 const PLAN_SLOTS: usize = 2;
+
+/// The most windows one batch holds, whatever the memory allows.
+pub const MAX_BATCH_WINDOWS: usize = 16;
+
+/// The default device and readback memory one batch may use (D257): 1 GiB, eleven 1 nm
+/// windows of 2,048² pixels or the sixteen of [`MAX_BATCH_WINDOWS`] at 4 nm.
+pub const DEFAULT_BATCH_BYTES: u64 = 1 << 30;
+
+/// Bytes one window of `side × side` pixels takes in a batch, for [`GpuBackend::batch_windows`]:
+/// on the device its mask (4 per pixel), two kernel sets' images (8), the printed bit
+/// planes and the target (0.5); their readback (8.4); rounded up to 24 per pixel for the
+/// band-limited intermediates, which grow with the side too.
+fn window_bytes(side: usize) -> u64 {
+    (side as u64)
+        .saturating_mul(side as u64)
+        .saturating_mul(24)
+        .max(1)
+}
 
 /// Device-side caches, behind the backend's lock.
 #[derive(Default)]
@@ -88,6 +106,8 @@ pub struct GpuBackend {
     device_bytes: AtomicU64,
     /// Submit and wait pass by pass (cancellation between passes) instead of one submit.
     sync_each_pass: AtomicBool,
+    /// The memory one batch of windows may take ([`DEFAULT_BATCH_BYTES`]).
+    batch_bytes: AtomicU64,
 }
 
 impl std::fmt::Debug for GpuBackend {
@@ -115,6 +135,7 @@ impl GpuBackend {
             state: Mutex::new(DeviceCache::default()),
             device_bytes: AtomicU64::new(0),
             sync_each_pass: AtomicBool::new(slow),
+            batch_bytes: AtomicU64::new(DEFAULT_BATCH_BYTES),
         })
     }
 
@@ -141,6 +162,12 @@ impl GpuBackend {
     /// The default is pass by pass on CPU adapters only, where one pass can take seconds.
     pub fn set_sync_each_pass(&self, on: bool) {
         self.sync_each_pass.store(on, Ordering::Relaxed);
+    }
+
+    /// Caps the device and readback memory of one batch of windows (default
+    /// [`DEFAULT_BATCH_BYTES`]); a batch holds at least one window whatever the cap.
+    pub fn set_batch_bytes(&self, bytes: u64) {
+        self.batch_bytes.store(bytes, Ordering::Relaxed);
     }
 
     /// Complex elements one workgroup can hold: the largest mask side this device images.
@@ -217,7 +244,7 @@ impl GpuBackend {
             pass.dispatch_workgroups(shape.groups(count), 1, 1);
         }
         ctx.queue.submit([encoder.finish()]);
-        let bytes = ctx.read(&buf, 0, (data.len() * 8) as u64)?;
+        let bytes = ctx.read(&buf, (data.len() * 8) as u64)?;
         data.copy_from_slice(bytemuck::cast_slice(&bytes));
         Ok(())
     }
@@ -227,11 +254,105 @@ fn sigmoid_resist(intensity: f32, resist: crate::Resist) -> f32 {
     1.0 / (1.0 + (-resist.steepness * (intensity - resist.threshold)).exp())
 }
 
+/// Whether two kernel sets are the same, by identity or by content.
+fn same_set(a: &KernelSet, b: &KernelSet) -> bool {
+    std::ptr::eq(a, b) || (!a.hash.is_empty() && a.hash == b.hash) || a == b
+}
+
 /// Index of `set` in `sets`, by identity or by content.
 fn set_index(sets: &[&KernelSet], set: &KernelSet) -> Option<usize> {
-    sets.iter().position(|&s| {
-        std::ptr::eq(s, set) || (!s.hash.is_empty() && s.hash == set.hash) || s == set
+    sets.iter().position(|&s| same_set(s, set))
+}
+
+/// The device run of `job`: its distinct kernel sets and its corners.
+fn request<'a>(job: &LithoJob<'a>) -> Result<GpuRun<'a>, ImagingError> {
+    if job.corners.is_empty() {
+        return Err(ImagingError::Invalid(
+            "a litho job needs at least one corner".into(),
+        ));
+    }
+    let mut sets: Vec<&KernelSet> = Vec::new();
+    let mut corners = Vec::with_capacity(job.corners.len());
+    for corner in job.corners {
+        let image = match set_index(&sets, &corner.kernels) {
+            Some(i) => i,
+            None => {
+                sets.push(&corner.kernels);
+                sets.len() - 1
+            }
+        };
+        corners.push(CornerGpu {
+            image: u32::try_from(image).unwrap_or(u32::MAX),
+            dose_sq: corner.dose * corner.dose,
+        });
+    }
+    let keep = job.keep;
+    Ok(GpuRun {
+        mask: job.mask,
+        sets,
+        corners,
+        resist: job.resist,
+        target: job.target,
+        read_aerial: keep.aerial || keep.resist,
+        read_printed: keep.printed,
     })
+}
+
+/// What `job` returns, from what its run read back.
+fn output_of(job: &LithoJob<'_>, req: &GpuRun<'_>, out: RunResult) -> LithoOutput {
+    let keep = job.keep;
+    let (w, h) = (job.mask.width, job.mask.height);
+    let area = w * h;
+    fn grid<T>(width: usize, height: usize, data: Vec<T>) -> Grid<T> {
+        Grid {
+            width,
+            height,
+            data,
+        }
+    }
+    let mut outputs = Vec::with_capacity(req.corners.len());
+    for (c, corner) in req.corners.iter().enumerate() {
+        let mut o = CornerOutput {
+            printed_pixels: u64::from(out.counters[c]),
+            ..CornerOutput::default()
+        };
+        if let Some(all) = &out.aerial {
+            let image = corner.image as usize;
+            let aerial: Vec<f32> = all[image * area..(image + 1) * area]
+                .iter()
+                .map(|&v| corner.dose_sq * v)
+                .collect();
+            if keep.resist {
+                o.resist = Some(grid(
+                    w,
+                    h,
+                    aerial
+                        .iter()
+                        .map(|&v| sigmoid_resist(v, job.resist))
+                        .collect(),
+                ));
+            }
+            if keep.aerial {
+                o.aerial = Some(grid(w, h, aerial));
+            }
+        }
+        if let Some(bits) = &out.printed_bits {
+            let words = &bits[c * area / 32..(c + 1) * area / 32];
+            o.printed = Some(grid(
+                w,
+                h,
+                (0..area)
+                    .map(|p| u8::from(words[p / 32] >> (p % 32) & 1 == 1))
+                    .collect(),
+            ));
+        }
+        outputs.push(o);
+    }
+    LithoOutput {
+        corners: outputs,
+        l2: job.target.map(|_| u64::from(out.counters[L2_COUNTER])),
+        pvb: (job.corners.len() >= 3).then(|| u64::from(out.counters[PVB_COUNTER])),
+    }
 }
 
 impl ImagingBackend for GpuBackend {
@@ -283,88 +404,43 @@ impl ImagingBackend for GpuBackend {
         cancel: &CancelToken,
         progress: ProgressFn<'_>,
     ) -> Result<LithoOutput, ImagingError> {
-        if job.corners.is_empty() {
-            return Err(ImagingError::Invalid(
-                "a litho job needs at least one corner".into(),
-            ));
-        }
-        let mut sets: Vec<&KernelSet> = Vec::new();
-        let mut corners = Vec::with_capacity(job.corners.len());
-        for corner in job.corners {
-            let image = match set_index(&sets, &corner.kernels) {
-                Some(i) => i,
-                None => {
-                    sets.push(&corner.kernels);
-                    sets.len() - 1
-                }
-            };
-            corners.push(CornerGpu {
-                image: u32::try_from(image).unwrap_or(u32::MAX),
-                dose_sq: corner.dose * corner.dose,
-            });
-        }
-        let keep = job.keep;
-        let req = GpuRun {
-            mask: job.mask,
-            sets,
-            corners,
-            resist: job.resist,
-            target: job.target,
-            read_aerial: keep.aerial || keep.resist,
-            read_printed: keep.printed,
-        };
+        let req = request(job)?;
         let out = self.run(&req, cancel, progress)?;
-        let (w, h) = (job.mask.width, job.mask.height);
-        let area = w * h;
-        fn grid<T>(width: usize, height: usize, data: Vec<T>) -> Grid<T> {
-            Grid {
-                width,
-                height,
-                data,
+        Ok(output_of(job, &req, out))
+    }
+
+    fn batch_windows(&self, side: usize) -> usize {
+        let fits = self.batch_bytes.load(Ordering::Relaxed) / window_bytes(side);
+        usize::try_from(fits)
+            .unwrap_or(usize::MAX)
+            .clamp(1, MAX_BATCH_WINDOWS)
+    }
+
+    fn litho_batch(
+        &self,
+        jobs: Vec<BatchJob<'_>>,
+        cancel: &CancelToken,
+        progress: ProgressFn<'_>,
+    ) -> Result<Vec<LithoOutput>, ImagingError> {
+        // The device computes whole frames and their counts, so a part changes nothing here.
+        let reqs = jobs
+            .iter()
+            .map(|w| request(&w.job))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut outputs = Vec::with_capacity(jobs.len());
+        let mut start = 0;
+        while start < reqs.len() {
+            let most = self.batch_windows(reqs[start].mask.width);
+            let mut end = start + 1;
+            while end < reqs.len() && end - start < most && batchable(&reqs[start], &reqs[end]) {
+                end += 1;
             }
+            let results = self.run_batch(&reqs[start..end], cancel, progress)?;
+            for ((w, req), out) in jobs[start..end].iter().zip(&reqs[start..end]).zip(results) {
+                outputs.push(output_of(&w.job, req, out));
+            }
+            start = end;
         }
-        let mut outputs = Vec::with_capacity(req.corners.len());
-        for (c, corner) in req.corners.iter().enumerate() {
-            let mut o = CornerOutput {
-                printed_pixels: u64::from(out.counters[c]),
-                ..CornerOutput::default()
-            };
-            if let Some(all) = &out.aerial {
-                let image = corner.image as usize;
-                let aerial: Vec<f32> = all[image * area..(image + 1) * area]
-                    .iter()
-                    .map(|&v| corner.dose_sq * v)
-                    .collect();
-                if keep.resist {
-                    o.resist = Some(grid(
-                        w,
-                        h,
-                        aerial
-                            .iter()
-                            .map(|&v| sigmoid_resist(v, job.resist))
-                            .collect(),
-                    ));
-                }
-                if keep.aerial {
-                    o.aerial = Some(grid(w, h, aerial));
-                }
-            }
-            if let Some(bits) = &out.printed_bits {
-                let words = &bits[c * area / 32..(c + 1) * area / 32];
-                o.printed = Some(grid(
-                    w,
-                    h,
-                    (0..area)
-                        .map(|p| u8::from(words[p / 32] >> (p % 32) & 1 == 1))
-                        .collect(),
-                ));
-            }
-            outputs.push(o);
-        }
-        Ok(LithoOutput {
-            corners: outputs,
-            l2: job.target.map(|_| u64::from(out.counters[L2_COUNTER])),
-            pvb: (job.corners.len() >= 3).then(|| u64::from(out.counters[PVB_COUNTER])),
-        })
+        Ok(outputs)
     }
 }

@@ -76,9 +76,18 @@ impl Capacity {
     }
 }
 
-/// Buffers whose size depends on the job.
-pub(crate) struct Scratch {
+/// The buffers of one window of a batch: its mask, its intermediate images and its
+/// outputs. A plan holds one slot per window of the largest batch it ran (issue 29 item 5);
+/// the sizes that depend on the job (kernel sets, kernels, corners) are the same for every
+/// slot of a plan and grow on demand.
+pub(crate) struct Slot {
     pub cap: Capacity,
+    pub params: wgpu::Buffer,
+    pub mask: wgpu::Buffer,
+    pub row_band: wgpu::Buffer,
+    pub mask_band: wgpu::Buffer,
+    pub target_bits: wgpu::Buffer,
+    pub counters: wgpu::Buffer,
     pub coarse_fields: wgpu::Buffer,
     pub coarse_int: wgpu::Buffer,
     pub spec_rows: wgpu::Buffer,
@@ -92,7 +101,7 @@ pub(crate) struct Scratch {
 const COMPLEX: u64 = 8;
 const REAL: u64 = 4;
 
-impl Scratch {
+impl Slot {
     fn new(ctx: &GpuContext, g: GridConsts, cap: Capacity) -> Self {
         let (n, s, m, b) = (
             u64::from(g.n),
@@ -106,6 +115,12 @@ impl Scratch {
         let corners = u64::from(cap.corners.max(1));
         Self {
             cap,
+            params: ctx.uniform("litho_params", PARAMS_BYTES),
+            mask: ctx.storage("mask", n * n * REAL),
+            row_band: ctx.storage("row_band", n * s * COMPLEX),
+            mask_band: ctx.storage("mask_band", s * s * COMPLEX),
+            target_bits: ctx.storage("target_bits", n * n / 8),
+            counters: ctx.storage("counters", COUNTERS * 4),
             coarse_fields: ctx.storage("coarse_fields", images * kernels * s * m * COMPLEX),
             coarse_int: ctx.storage("coarse_int", pairs * m * m * COMPLEX),
             spec_rows: ctx.storage("spec_rows", pairs * m * b * COMPLEX),
@@ -117,8 +132,15 @@ impl Scratch {
         }
     }
 
-    fn bytes(&self) -> u64 {
+    /// Bytes held in this slot's device buffers.
+    pub(crate) fn bytes(&self) -> u64 {
         [
+            &self.params,
+            &self.mask,
+            &self.row_band,
+            &self.mask_band,
+            &self.target_bits,
+            &self.counters,
             &self.coarse_fields,
             &self.coarse_int,
             &self.spec_rows,
@@ -171,13 +193,8 @@ pub(crate) struct GridPipelines {
     pub pipelines: Vec<wgpu::ComputePipeline>,
     pub twiddles_n: wgpu::Buffer,
     pub twiddles_m: wgpu::Buffer,
-    pub params: wgpu::Buffer,
-    pub mask: wgpu::Buffer,
-    pub row_band: wgpu::Buffer,
-    pub mask_band: wgpu::Buffer,
-    pub target_bits: wgpu::Buffer,
-    pub counters: wgpu::Buffer,
-    pub scratch: Option<Scratch>,
+    /// One per window of the largest batch run so far, all of one capacity.
+    pub slots: Vec<Slot>,
 }
 
 /// Size of the `LithoParams` uniform.
@@ -204,34 +221,30 @@ impl GridPipelines {
             ctx.queue.write_buffer(&buf, 0, bytemuck::cast_slice(data));
             buf
         };
-        let (n, s) = (u64::from(grid.n), u64::from(grid.s));
         Ok(Self {
             grid,
             shapes,
             pipelines,
             twiddles_n: upload("twiddles_n", &shaders::twiddles(grid.n)),
             twiddles_m: upload("twiddles_m", &shaders::twiddles(grid.m)),
-            params: ctx.uniform("litho_params", PARAMS_BYTES),
-            mask: ctx.storage("mask", n * n * REAL),
-            row_band: ctx.storage("row_band", n * s * COMPLEX),
-            mask_band: ctx.storage("mask_band", s * s * COMPLEX),
-            target_bits: ctx.storage("target_bits", n * n / 8),
-            counters: ctx.storage("counters", COUNTERS * 4),
-            scratch: None,
+            slots: Vec::new(),
         })
     }
 
-    /// Grows the job-dependent buffers to cover `need` and returns them.
-    pub(crate) fn ensure_scratch(&mut self, ctx: &GpuContext, need: Capacity) {
-        let grow_to = match &self.scratch {
-            Some(s) if s.cap.covers(need) => None,
-            Some(s) => Some(s.cap.max(need)),
-            None => Some(need),
+    /// Makes at least `count` slots whose capacity covers `need`.
+    pub(crate) fn ensure_slots(&mut self, ctx: &GpuContext, need: Capacity, count: usize) {
+        let cap = match self.slots.first() {
+            Some(s) if s.cap.covers(need) => s.cap,
+            Some(s) => {
+                // Drop the old buffers before allocating the larger ones.
+                let cap = s.cap.max(need);
+                self.slots.clear();
+                cap
+            }
+            None => need,
         };
-        if let Some(cap) = grow_to {
-            // Drop the old buffers before allocating the larger ones.
-            self.scratch = None;
-            self.scratch = Some(Scratch::new(ctx, self.grid, cap));
+        while self.slots.len() < count {
+            self.slots.push(Slot::new(ctx, self.grid, cap));
         }
     }
 
@@ -245,19 +258,8 @@ impl GridPipelines {
 
     /// Bytes held in device buffers.
     pub(crate) fn bytes(&self) -> u64 {
-        let fixed: u64 = [
-            &self.twiddles_n,
-            &self.twiddles_m,
-            &self.params,
-            &self.mask,
-            &self.row_band,
-            &self.mask_band,
-            &self.target_bits,
-            &self.counters,
-        ]
-        .iter()
-        .map(|b| b.size())
-        .sum();
-        fixed + self.scratch.as_ref().map_or(0, Scratch::bytes)
+        self.twiddles_n.size()
+            + self.twiddles_m.size()
+            + self.slots.iter().map(Slot::bytes).sum::<u64>()
     }
 }

@@ -137,6 +137,18 @@ pub struct LithoOutput {
     pub pvb: Option<u64>,
 }
 
+/// One window of [`ImagingBackend::litho_batch`].
+#[derive(Debug, Clone)]
+pub struct BatchJob<'a> {
+    /// The window.
+    pub job: LithoJob<'a>,
+    /// The pixels the caller reads, as [`ImagingBackend::litho_part`]'s `part`; `None` for
+    /// the whole frame and its counts, as [`ImagingBackend::litho`].
+    pub part: Option<FramePart>,
+    /// Buffers the images may go into, as [`ImagingBackend::litho_part`]'s `reuse`.
+    pub reuse: LithoOutput,
+}
+
 /// The one interface both imaging paths implement.
 ///
 /// Implementations must agree: the GPU path equals the CPU path to 1e-4 of the
@@ -180,5 +192,33 @@ pub trait ImagingBackend: Send + Sync {
     ) -> Result<LithoOutput, ImagingError> {
         let _ = (part, reuse);
         self.litho(job, cancel, progress)
+    }
+
+    /// How many windows of `side × side` pixels [`Self::litho_batch`] gains from taking at
+    /// once. The CPU path (the default) answers 1: it spreads one window over its threads
+    /// and a batch would only hold more images in memory. The GPU path answers as many as
+    /// its batch memory holds (issue 29 item 5).
+    fn batch_windows(&self, side: usize) -> usize {
+        let _ = side;
+        1
+    }
+
+    /// [`Self::litho`] (or [`Self::litho_part`], where a window has a `part`) of every
+    /// window of `jobs`, in order. Each output equals what that call gives for the window
+    /// alone. The default makes those calls one by one; the GPU path sends windows that
+    /// share their size and kernels to the device in batches of up to
+    /// [`Self::batch_windows`], one submission and one readback each.
+    fn litho_batch(
+        &self,
+        jobs: Vec<BatchJob<'_>>,
+        cancel: &CancelToken,
+        progress: ProgressFn<'_>,
+    ) -> Result<Vec<LithoOutput>, ImagingError> {
+        jobs.into_iter()
+            .map(|w| match w.part {
+                None => self.litho(&w.job, cancel, progress),
+                Some(part) => self.litho_part(&w.job, part, w.reuse, cancel, progress),
+            })
+            .collect()
     }
 }

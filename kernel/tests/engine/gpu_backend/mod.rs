@@ -228,6 +228,7 @@ const KEEP_ALL: KeepImages = KeepImages {
 };
 
 mod agreement;
+mod batch;
 mod behaviour;
 mod iccad;
 

@@ -23,9 +23,9 @@ use crate::deck_job::DeckArgs;
 use crate::op::{Op, OpResult, cancelled, eval_error, parse_args, payload};
 use crate::records_file::{DEFAULT_PAGE_RECORDS, Filter, PageRequest, RecordWriter, read_page};
 use crate::tiled::{
-    DeckRegion, PlanRequest, TiledArgs, UNIT_TILES_MAX, image_tile_for_evaluation,
-    open_deck_region, plan_region, recycle, tile_summary, tiles_in_order, tiles_of, unit_summary,
-    write_tile,
+    DeckRegion, PlanRequest, TiledArgs, UNIT_TILES_MAX, image_tiles_for_evaluation,
+    open_deck_region, plan_region, recycle, tile_batch, tile_summary, tiles_in_order, tiles_of,
+    unit_summary, write_tile,
 };
 
 /// A compute pool with a thread per core of this machine (its CPU affinity), for the merge
@@ -107,64 +107,79 @@ impl Op for EvaluateTile {
         let plan = args.plan("evaluation")?;
         let tiles = tiles_of(plan, args.tile_number, args.tile_count)?;
         let dir = artifacts::dir(ctx)?;
+        let batch = tile_batch(ctx, plan)?;
         let mut summaries = Vec::with_capacity(tiles.len());
-        for tile in tiles {
+        // The unit's tiles are imaged `batch` at a time (one on the CPU path, D257), then
+        // each is evaluated and written in turn.
+        for chunk in tiles.chunks(batch) {
             if ctx.cancel.is_cancelled() {
                 return Err(cancelled(ctx.job_id));
             }
-            summaries.push(evaluate_one_tile(ctx, &args, plan, tile, &dir)?);
+            summaries.extend(evaluate_tiles(ctx, &args, plan, chunk, &dir)?);
         }
         payload(unit_summary(summaries))
     }
 }
 
-/// Evaluates tile `tile` of `plan`, writes its output into the job's tiles folder and
-/// returns its summary, with where its time went.
-fn evaluate_one_tile(
+/// Evaluates `tiles` of `plan` (their images as one batch), writes each one's output into
+/// the job's tiles folder and returns their summaries, with where their time went (the
+/// batch's opening and imaging shared out evenly).
+fn evaluate_tiles(
     ctx: &AttemptCtx<'_>,
     args: &EvaluateTiledArgs,
     plan: &RegionPlan,
-    tile: TileIndex,
+    tiles: &[TileIndex],
     dir: &Path,
-) -> Result<Value, ToolError> {
+) -> Result<Vec<Value>, ToolError> {
+    let share = 1.0 / tiles.len().max(1) as f64;
     let mut clock = Instant::now();
     let (setup, mut source) = open(ctx, args)?;
-    let open_s = TileTiming::lap(&mut clock);
+    let open_s = TileTiming::lap(&mut clock) * share;
     let rules = setup.rules();
-    let imaged = image_tile_for_evaluation(
+    let imaged = image_tiles_for_evaluation(
         ctx,
         plan,
-        tile,
+        tiles,
         &mut source,
         args.call.model.as_ref(),
         &rules,
     )?;
-    let imaging_s = TileTiming::lap(&mut clock);
-    let job = TileJob {
-        grid: &plan.grid,
-        range: &plan.range,
-        region: plan.region,
-        tile,
-        rules: &rules,
-        statistics: false,
-    };
-    let mut timing = TileTiming::default();
-    TileTiming::lap(&mut clock);
-    let out = evaluate_tile_timed(&job, imaged.as_ref(), &mut source, ctx.cancel, &mut timing)
-        .map_err(|e| eval_error(e, ctx.job_id))?;
-    recycle(imaged);
-    TileTiming::lap(&mut clock);
-    write_tile(dir, &out)?;
-    let write_s = TileTiming::lap(&mut clock);
-    let mut summary = tile_summary(&out);
-    // Where the tile's time went (issue 29 item 6; `reticle bench chip` adds these up).
-    summary["timing"] = json!({
-        "open_s": open_s,
-        "imaging_s": imaging_s,
-        "phases": timing,
-        "write_s": write_s,
-    });
-    Ok(summary)
+    let imaging_s = TileTiming::lap(&mut clock) * share;
+    let batch = imaged.iter().filter(|w| w.is_some()).count();
+    let mut summaries = Vec::with_capacity(tiles.len());
+    for (&tile, imaged) in tiles.iter().zip(imaged) {
+        if ctx.cancel.is_cancelled() {
+            return Err(cancelled(ctx.job_id));
+        }
+        let job = TileJob {
+            grid: &plan.grid,
+            range: &plan.range,
+            region: plan.region,
+            tile,
+            rules: &rules,
+            statistics: false,
+        };
+        let mut timing = TileTiming::default();
+        TileTiming::lap(&mut clock);
+        let out = evaluate_tile_timed(&job, imaged.as_ref(), &mut source, ctx.cancel, &mut timing)
+            .map_err(|e| eval_error(e, ctx.job_id))?;
+        recycle(imaged);
+        TileTiming::lap(&mut clock);
+        write_tile(dir, &out)?;
+        let write_s = TileTiming::lap(&mut clock);
+        let mut summary = tile_summary(&out);
+        // Where the tile's time went (issue 29 item 6; `reticle bench chip` adds these up),
+        // and how many windows the engine imaged in the tile's batch (D257).
+        summary["timing"] = json!({
+            "open_s": open_s,
+            "imaging_s": imaging_s,
+            "imaging_batch": batch,
+            "phases": timing,
+            "write_s": write_s,
+        });
+        summaries.push(summary);
+    }
+    Ok(summaries)
 }
 
 /// The `evaluate.merge` op.

@@ -26,8 +26,8 @@ use crate::attempt::AttemptCtx;
 use crate::layouts::{RegionLayers, open_region};
 use crate::op::{Op, OpResult, cancelled, eval_error, parse_args, payload};
 use crate::tiled::{
-    PlanRequest, TiledArgs, UNIT_TILES_MAX, image_tile, internal, plan_region, tile_summary,
-    tiles_dir, tiles_in_order, tiles_of, unit_summary, write_tile,
+    PlanRequest, TiledArgs, UNIT_TILES_MAX, image_tiles, internal, plan_region, tile_batch,
+    tile_summary, tiles_dir, tiles_in_order, tiles_of, unit_summary, write_tile,
 };
 
 /// `simulate`'s arguments plus what the host's fan-out adds.
@@ -172,30 +172,34 @@ impl Op for SimulateTile {
         let plan = args.plan("simulation")?;
         let tiles = tiles_of(plan, args.tile_number, args.tile_count)?;
         let dir = artifacts::dir(ctx)?;
+        let batch = tile_batch(ctx, plan)?;
         let mut summaries = Vec::with_capacity(tiles.len());
-        for tile in tiles {
+        // Imaged `batch` tiles at a time (one on the CPU path, D257), then each in turn.
+        for chunk in tiles.chunks(batch) {
             if ctx.cancel.is_cancelled() {
                 return Err(cancelled(ctx.job_id));
             }
             let mut source = open(ctx, &args)?;
-            let imaged = image_tile(ctx, plan, tile, &mut source, args.call.model.as_ref())?;
-            let job = TileJob {
-                grid: &plan.grid,
-                range: &plan.range,
-                region: plan.region,
-                tile,
-                rules: &[],
-                statistics: true,
-            };
-            let out = evaluate_tile(&job, imaged.as_ref(), &mut source, ctx.cancel)
-                .map_err(|e| eval_error(e, ctx.job_id))?;
-            if args.call.images == Some(true)
-                && let Some(block) = core_block(&job, imaged.as_ref())
-            {
-                write_block(&dir, tile, &block)?;
+            let imaged = image_tiles(ctx, plan, chunk, &mut source, args.call.model.as_ref())?;
+            for (&tile, imaged) in chunk.iter().zip(imaged) {
+                let job = TileJob {
+                    grid: &plan.grid,
+                    range: &plan.range,
+                    region: plan.region,
+                    tile,
+                    rules: &[],
+                    statistics: true,
+                };
+                let out = evaluate_tile(&job, imaged.as_ref(), &mut source, ctx.cancel)
+                    .map_err(|e| eval_error(e, ctx.job_id))?;
+                if args.call.images == Some(true)
+                    && let Some(block) = core_block(&job, imaged.as_ref())
+                {
+                    write_block(&dir, tile, &block)?;
+                }
+                write_tile(&dir, &out)?;
+                summaries.push(tile_summary(&out));
             }
-            write_tile(&dir, &out)?;
-            summaries.push(tile_summary(&out));
         }
         payload(unit_summary(summaries))
     }
