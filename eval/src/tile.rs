@@ -39,7 +39,7 @@ use crate::error::{EvalError, check_cancel, invalid};
 use crate::found::{Found, from_violation, rule_run};
 use crate::gauges::{EpeSums, check_at, iccad_epe_config};
 use crate::printed::printed_polygons_of;
-use crate::tiles::{TileGrid, TileIndex, TileRange, grow, intersection, touches};
+use crate::tiles::{RegionPlan, TileGrid, TileIndex, TileRange, grow, intersection, touches};
 use crate::window::ImagedWindow;
 use pixels::{count_empty_pixels, count_pixels};
 
@@ -198,6 +198,26 @@ pub struct TileJob<'a> {
     /// (what `simulate`'s statistics need). Without, those metrics are 0: an evaluation's
     /// report reads only L2, PV band, EPE and the polygons (D197).
     pub statistics: bool,
+}
+
+impl<'a> TileJob<'a> {
+    /// Tile `tile` of `plan`, checked against `rules` (the worker's tiled evaluate,
+    /// simulate and id resolution all build their tiles this way).
+    pub fn of_plan(
+        plan: &'a RegionPlan,
+        tile: TileIndex,
+        rules: &'a [&'a Rule],
+        statistics: bool,
+    ) -> Self {
+        Self {
+            grid: &plan.grid,
+            range: &plan.range,
+            region: plan.region,
+            tile,
+            rules,
+            statistics,
+        }
+    }
 }
 
 impl TileJob<'_> {

@@ -242,14 +242,7 @@ fn evaluate_box(
             "re-deriving the violation's neighbourhood",
         );
         let imaged = image_tile(ctx, &plan, tile, source, args.model.as_ref())?;
-        let job = TileJob {
-            grid: &plan.grid,
-            range: &plan.range,
-            region: plan.region,
-            tile,
-            rules: &rules,
-            statistics: false,
-        };
+        let job = TileJob::of_plan(&plan, tile, &rules, false);
         let out = evaluate_tile(&job, imaged.as_ref(), source, ctx.cancel)
             .map_err(|e| eval_error(e, ctx.job_id))?;
         outputs.push(Ok(out));

@@ -359,6 +359,7 @@ pub(crate) fn image_tiles_for_evaluation(
     rules: &[&reticle_kernel::rules::Rule],
 ) -> Result<Vec<Option<ImagedWindow>>, ToolError> {
     let reach = reticle_eval::tile::image_reach_dbu(&plan.grid, rules);
+    let aerial_corners = reticle_eval::tile::image_aerial_corners(rules);
     let mut recycled = RECYCLED.lock().ok().and_then(|mut slot| slot.take());
     let reads = tiles
         .iter()
@@ -371,7 +372,7 @@ pub(crate) fn image_tiles_for_evaluation(
                     right: core.right + reach,
                     top: core.top + reach,
                 },
-                aerial_corners: reticle_eval::tile::image_aerial_corners(rules),
+                aerial_corners,
                 reuse: recycled.take().unwrap_or_default(),
             })
         })

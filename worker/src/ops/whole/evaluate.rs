@@ -151,14 +151,7 @@ fn evaluate_tiles(
         if ctx.cancel.is_cancelled() {
             return Err(cancelled(ctx.job_id));
         }
-        let job = TileJob {
-            grid: &plan.grid,
-            range: &plan.range,
-            region: plan.region,
-            tile,
-            rules: &rules,
-            statistics: false,
-        };
+        let job = TileJob::of_plan(plan, tile, &rules, false);
         let mut timing = TileTiming::default();
         TileTiming::lap(&mut clock);
         let out = evaluate_tile_timed(&job, imaged.as_ref(), &mut source, ctx.cancel, &mut timing)

@@ -182,14 +182,7 @@ impl Op for SimulateTile {
             let mut source = open(ctx, &args)?;
             let imaged = image_tiles(ctx, plan, chunk, &mut source, args.call.model.as_ref())?;
             for (&tile, imaged) in chunk.iter().zip(imaged) {
-                let job = TileJob {
-                    grid: &plan.grid,
-                    range: &plan.range,
-                    region: plan.region,
-                    tile,
-                    rules: &[],
-                    statistics: true,
-                };
+                let job = TileJob::of_plan(plan, tile, &[], true);
                 let out = evaluate_tile(&job, imaged.as_ref(), &mut source, ctx.cancel)
                     .map_err(|e| eval_error(e, ctx.job_id))?;
                 if args.call.images == Some(true)
